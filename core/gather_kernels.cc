@@ -14,6 +14,13 @@ namespace {
 
 constexpr int64_t kCacheLine = 64;
 
+// Prefetches of random single elements go to L2 (hint T1) rather than L1: L2 tracks more
+// misses in flight than L1's fill buffers, and a random scalar gather is bound by how many
+// misses are in flight. Measured on our 2-vCPU VMs (float32, 256 MiB params): 61 -> 70 M
+// elements/s on 4 KiB pages, 75 -> 95 M/s on huge pages. For slices T0 and T1 measured the
+// same, and slices keep T0.
+inline void PrefetchToL2(const void* p) { __builtin_prefetch(p, 0, 2); }
+
 // Resolves the index tuple at `tuple` to a params row within its block. Returns -1 and sets
 // *row, or returns the component (0..depth-1) that is out of range.
 template <typename Index, bool kDepth1>
@@ -75,17 +82,19 @@ template <size_t kSize>
 struct ElementCopier {
   const uint8_t* src;
   uint8_t* dst;
-  int64_t prefetch_distance() const { return 32; }
-  void Prefetch(int64_t row) const { __builtin_prefetch(src + row * kSize); }
+  int64_t prefetch_distance() const { return 40; }
+  void Prefetch(int64_t row) const { PrefetchToL2(src + row * kSize); }
   void Copy(int64_t out_row, int64_t row) const {
     std::memcpy(dst + out_row * kSize, src + row * kSize, kSize);
   }
 };
 
-// Prefetches the first `bytes` (capped) of a slice, a line at a time.
+// Prefetches the first `bytes` (capped) of a slice, a line at a time (the last byte too: an
+// unaligned slice spans one more line).
 inline void PrefetchSlice(const uint8_t* p, int64_t bytes) {
   const int64_t n = std::min<int64_t>(bytes, 2048);
   for (int64_t off = 0; off < n; off += kCacheLine) __builtin_prefetch(p + off);
+  __builtin_prefetch(p + n - 1);
 }
 
 inline int64_t SlicePrefetchDistance(int64_t slice_bytes) {
