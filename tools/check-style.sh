@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Architecture and style checks that CI runs (STYLE.md):
+#  1. core/ knows nothing of the wire: no gRPC, protobuf or spdlog includes under core/.
+#  2. CUDA headers only under core/cuda/.
+#  3. Every C++ source is clang-format clean (Google style, .clang-format).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+
+if grep -rnE '#include\s*[<"](grpc|grpcpp|google/protobuf|spdlog|tensorcompute/v1)' core/; then
+  echo "check-style: core/ must not include gRPC, protobuf, spdlog or generated wire code" >&2
+  fail=1
+fi
+if grep -rnE '#include\s*[<"]cuda' --include='*.h' --include='*.cc' . \
+     | grep -v '^./core/cuda/' | grep -v '^./build'; then
+  echo "check-style: only core/cuda/ may include CUDA headers" >&2
+  fail=1
+fi
+files=$(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
+if [ -n "$files" ] && ! clang-format --dry-run --Werror $files; then
+  echo "check-style: run clang-format -i on the files above" >&2
+  fail=1
+fi
+[ $fail -eq 0 ] && echo "check-style: ok"
+exit $fail
