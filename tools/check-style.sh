@@ -16,7 +16,12 @@ if grep -rnE '#include\s*[<"]cuda' --include='*.h' --include='*.cc' . \
   echo "check-style: only core/cuda/ may include CUDA headers" >&2
   fail=1
 fi
-files=$(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  files=$(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
+else  # an exported tree (no .git): every source outside build folders
+  files=$(find . -path './build*' -prune -o -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' \
+          -o -name '*.cuh' \) -print)
+fi
 if [ -n "$files" ] && ! clang-format --dry-run --Werror $files; then
   echo "check-style: run clang-format -i on the files above" >&2
   fail=1
