@@ -1,0 +1,51 @@
+// File: core/batching/cpu_executor.h
+//
+// The CPU implementation of Executor: runs each batch on core's ThreadPool. Small tasks run
+// side by side (each on one pool thread, several tasks per pool job so that waking a thread
+// pays off); a large task is split across the pool by core::ExecuteGather itself. A task that
+// is cancelled or past its deadline when its turn comes is answered without being computed.
+//
+// Thread-safety: Run may be called concurrently; the pool is shared, not owned.
+
+#ifndef TENSORCOMPUTE_CORE_BATCHING_CPU_EXECUTOR_H_
+#define TENSORCOMPUTE_CORE_BATCHING_CPU_EXECUTOR_H_
+
+#include <cstdint>
+
+#include "core/batching/executor.h"
+#include "core/gather.h"
+#include "core/thread_pool.h"
+
+namespace tensorcompute::batching {
+
+struct CpuExecutorOptions {
+  // Passed to core::ExecuteGather for every task (its pool field is replaced by the
+  // executor's pool): the split threshold and streaming stores.
+  core::ExecuteOptions execute;
+
+  // Tasks whose outputs add up to less than this run together as one pool job. Default 64 KiB.
+  int64_t small_job_bytes = int64_t{64} << 10;
+};
+
+class CpuExecutor : public Executor {
+ public:
+  // `pool` is not owned and must outlive the executor. REQUIRES: pool->size() >= 1.
+  CpuExecutor(core::ThreadPool* pool, const CpuExecutorOptions& options = {});
+
+  void Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) override;
+  absl::string_view name() const override { return "cpu"; }
+
+ private:
+  core::ThreadPool* const pool_;
+  const CpuExecutorOptions options_;
+};
+
+// Computes one task and calls its done: CANCELLED or DEADLINE_EXCEEDED (without computing,
+// and without calling make_output) if it is cancelled or past its deadline at `now`, else
+// make_output (when set) and core::ExecuteGather's status.
+// Shared by executors (the CUDA one runs strings on the CPU through it).
+void RunTaskOnCpu(Task& task, const core::ExecuteOptions& options, absl::Time now);
+
+}  // namespace tensorcompute::batching
+
+#endif  // TENSORCOMPUTE_CORE_BATCHING_CPU_EXECUTOR_H_

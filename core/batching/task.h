@@ -1,0 +1,73 @@
+// File: core/batching/task.h
+//
+// One request on its way through the batcher to an executor: what to compute (a validated
+// GatherPlan and views of its inputs and output), when it stops being worth computing
+// (deadline, cancellation), and how to answer (a done callback, called exactly once).
+//
+// Ownership: the batcher owns a Task from a successful Schedule() until it hands the task to
+// an executor (or drops it as expired/cancelled, calling done itself); the executor then owns
+// it until it calls done. Whoever calls done must not touch the views afterwards: done is the
+// signal that the memory behind them (request and response messages) may be released.
+// `pin` keeps any other storage the views point into alive (e.g. a resident tensor) until the
+// Task is destroyed.
+//
+// Thread-safety: a Task is used by one thread at a time, except `cancel`, which any thread may
+// set at any time (the RPC layer's OnCancel) and which the batcher and executors poll.
+
+#ifndef TENSORCOMPUTE_CORE_BATCHING_TASK_H_
+#define TENSORCOMPUTE_CORE_BATCHING_TASK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+#include "core/gather_plan.h"
+#include "core/tensor.h"
+
+namespace tensorcompute::batching {
+
+// Set once by whoever learns that the caller has gone away; shared by the RPC layer and the
+// Task, so it outlives either.
+struct CancelFlag {
+  std::atomic<bool> cancelled{false};
+  void Cancel() { cancelled.store(true, std::memory_order_relaxed); }
+  bool IsCancelled() const { return cancelled.load(std::memory_order_relaxed); }
+};
+
+struct Task {
+  // What to compute: a plan made from `params` and `indices`, written into `output`
+  // (which the plan sized: core::ExecuteGather's REQUIRES hold).
+  core::GatherPlan plan;
+  core::TensorView params;
+  core::TensorView indices;
+  core::MutableTensorView output;
+  std::shared_ptr<const void> pin;  // optional: keeps storage behind the views alive
+
+  // Optional: makes `output` just before compute, on the executor's thread. When set, an
+  // executor calls it once (replacing `output`) right before computing, so that a task that is
+  // refused, dropped or cancelled never allocates its output, and the RPC thread that created
+  // the task never spends time filling a large buffer.
+  absl::AnyInvocable<core::MutableTensorView() &&> make_output;
+
+  // When the answer stops being useful. A task still queued at its deadline is dropped and
+  // answered DEADLINE_EXCEEDED; one whose flag is set is dropped and answered CANCELLED.
+  absl::Time deadline = absl::InfiniteFuture();
+  std::shared_ptr<CancelFlag> cancel = std::make_shared<CancelFlag>();
+
+  // Set by Batcher::Schedule (for queue-time metrics).
+  absl::Time enqueue_time;
+
+  // Called exactly once with the outcome: OK after `output` was written, or the error.
+  absl::AnyInvocable<void(absl::Status) &&> done;
+
+  // The bytes this task will write: what executors use to decide splitting and batching.
+  int64_t cost_bytes() const { return plan.output_bytes; }
+};
+
+}  // namespace tensorcompute::batching
+
+#endif  // TENSORCOMPUTE_CORE_BATCHING_TASK_H_

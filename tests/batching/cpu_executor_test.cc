@@ -1,0 +1,350 @@
+// Tests of CpuExecutor and RunTaskOnCpu (core/batching/cpu_executor.h) on a real ThreadPool:
+// random batches byte-identical to the reference gather (small tasks packed, split, and one
+// per job), a large task among small ones, a bad index failing only its own task, cancelled
+// and expired tasks left uncomputed, batch_done exactly once after every done, and the
+// Batcher and CpuExecutor end to end under concurrent scheduling.
+
+#include "core/batching/cpu_executor.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "core/batching/batcher.h"
+#include "core/gather_plan.h"
+#include "core/thread_pool.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/reference_gather.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tensorcompute::batching {
+namespace {
+
+using ::tensorcompute::testing::AgreesWithReference;
+using ::tensorcompute::testing::GatherRequest;
+using ::tensorcompute::testing::IsOk;
+using ::tensorcompute::testing::MakeIndices;
+using ::tensorcompute::testing::RandomGatherNdRequest;
+using ::tensorcompute::testing::RandomGatherRequest;
+using ::tensorcompute::testing::RandomIndices;
+using ::tensorcompute::testing::RandomRequestOptions;
+using ::tensorcompute::testing::RandomTensor;
+using ::tensorcompute::testing::Rng;
+using ::tensorcompute::testing::RunReference;
+using ::tensorcompute::testing::StatusIs;
+
+const absl::Duration kLong = absl::Seconds(60);
+constexpr uint8_t kSentinel = 0xAB;
+
+// One request with everything a Task points into, kept alive by the test, and what its done
+// received.
+struct Case {
+  GatherRequest req;
+  core::GatherPlan plan;
+  core::Tensor output;  // fixed-size dtypes start filled with kSentinel
+  absl::Status got = absl::UnknownError("done was never called");
+  std::atomic<int> calls{0};
+
+  // core's answer as a StatusOr, for AgreesWithReference.
+  absl::StatusOr<core::Tensor> Result() const {
+    if (!got.ok()) return got;
+    return output.Clone();
+  }
+};
+
+std::unique_ptr<Case> MakeCase(GatherRequest req) {
+  auto c = std::make_unique<Case>();
+  c->req = std::move(req);
+  absl::StatusOr<core::GatherPlan> plan =
+      c->req.nd ? core::PlanGatherNd(c->req.params.view(), c->req.indices.view(), c->req.batch_dims)
+                : core::PlanGather(c->req.params.view(), c->req.indices.view(), c->req.axis,
+                                   c->req.batch_dims);
+  EXPECT_THAT(plan, IsOk()) << c->req.DebugString();
+  if (!plan.ok()) return nullptr;
+  c->plan = *std::move(plan);
+  absl::StatusOr<core::Tensor> output = core::Tensor::Allocate(c->plan.dtype, c->plan.output_shape);
+  EXPECT_THAT(output, IsOk());
+  if (!output.ok()) return nullptr;
+  c->output = *std::move(output);
+  absl::Span<uint8_t> bytes = c->output.mutable_bytes();
+  if (!bytes.empty()) std::memset(bytes.data(), kSentinel, bytes.size());
+  return c;
+}
+
+// A task over `c` whose done records into `c`, then runs `after` (if any).
+std::unique_ptr<Task> MakeTask(Case& c, std::function<void()> after = nullptr) {
+  auto task = std::make_unique<Task>();
+  task->plan = c.plan;
+  task->params = c.req.params.view();
+  task->indices = c.req.indices.view();
+  task->output = c.output.mutable_view();
+  task->done = [&c, after = std::move(after)](absl::Status status) {
+    c.got = std::move(status);
+    c.calls.fetch_add(1);
+    if (after) after();
+  };
+  return task;
+}
+
+bool SentinelIntact(const core::Tensor& t) {
+  for (uint8_t b : t.bytes()) {
+    if (b != kSentinel) return false;
+  }
+  return true;
+}
+
+// Runs `batch` on `executor` and waits for batch_done.
+void RunAndWait(CpuExecutor& executor, Batch batch) {
+  auto finished = std::make_shared<absl::Notification>();
+  executor.Run(std::move(batch), [finished] { finished->Notify(); });
+  ASSERT_TRUE(finished->WaitForNotificationWithTimeout(kLong));
+}
+
+core::ThreadPool& SharedPool() {
+  static core::ThreadPool* const pool = new core::ThreadPool(4);
+  return *pool;
+}
+
+// `n` random small requests over every dtype, Gather and GatherNd alternating.
+std::vector<std::unique_ptr<Case>> RandomCases(int n, Rng& rng,
+                                               const RandomRequestOptions& options = {}) {
+  std::vector<std::unique_ptr<Case>> cases;
+  for (int i = 0; i < n; ++i) {
+    const core::DataType dtype = core::kAllDataTypes[i % std::size(core::kAllDataTypes)];
+    const core::DataType index_dtype = i % 3 ? core::DataType::kInt64 : core::DataType::kInt32;
+    cases.push_back(MakeCase(i % 2 ? RandomGatherNdRequest(dtype, index_dtype, rng, options)
+                                   : RandomGatherRequest(dtype, index_dtype, rng, options)));
+  }
+  return cases;
+}
+
+void ExpectAllAgreeWithReference(const std::vector<std::unique_ptr<Case>>& cases) {
+  for (const std::unique_ptr<Case>& c : cases) {
+    ASSERT_EQ(c->calls.load(), 1) << c->req.DebugString();
+    ASSERT_TRUE(AgreesWithReference(c->Result(), RunReference(c->req))) << c->req.DebugString();
+  }
+}
+
+TEST(CpuExecutor, RandomBatchesMatchTheReference) {
+  struct Variant {
+    const char* name;
+    int64_t small_job_bytes;
+    int64_t min_parallel_bytes;
+  };
+  const Variant variants[] = {
+      {"defaults", CpuExecutorOptions{}.small_job_bytes, core::ExecuteOptions{}.min_parallel_bytes},
+      {"one task per job", 1, core::ExecuteOptions{}.min_parallel_bytes},
+      {"every task split", CpuExecutorOptions{}.small_job_bytes, 1},
+  };
+  Rng rng(11);
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    CpuExecutorOptions options;
+    options.small_job_bytes = v.small_job_bytes;
+    options.execute.min_parallel_bytes = v.min_parallel_bytes;
+    CpuExecutor executor(&SharedPool(), options);
+    std::vector<std::unique_ptr<Case>> cases = RandomCases(160, rng);
+    Batch batch;
+    for (std::unique_ptr<Case>& c : cases) {
+      ASSERT_NE(c, nullptr);
+      batch.push_back(MakeTask(*c));
+    }
+    RunAndWait(executor, std::move(batch));
+    ExpectAllAgreeWithReference(cases);
+  }
+}
+
+TEST(CpuExecutor, ALargeTaskAmongSmallOnesIsCorrect) {
+  Rng rng(12);
+  GatherRequest large;  // complex128 [128, 256] rows gathered 1024 times: 4 MiB of output
+  large.params = RandomTensor(core::DataType::kComplex128, {128, 256}, rng);
+  large.indices = RandomIndices(core::DataType::kInt64, {1024}, {128}, rng);
+  large.axis = 0;
+  std::vector<std::unique_ptr<Case>> cases = RandomCases(24, rng);
+  cases.insert(cases.begin() + 10, MakeCase(std::move(large)));
+  ASSERT_GE(cases[10]->plan.output_bytes, 4 << 20);
+  ASSERT_GE(cases[10]->plan.output_bytes, core::ExecuteOptions{}.min_parallel_bytes);
+
+  CpuExecutor executor(&SharedPool());
+  Batch batch;
+  for (std::unique_ptr<Case>& c : cases) batch.push_back(MakeTask(*c));
+  RunAndWait(executor, std::move(batch));
+  ExpectAllAgreeWithReference(cases);
+}
+
+TEST(CpuExecutor, AnOutOfRangeIndexFailsOnlyItsOwnTask) {
+  Rng rng(13);
+  GatherRequest bad;
+  bad.params = RandomTensor(core::DataType::kInt32, {5, 3}, rng);
+  bad.indices = MakeIndices(core::DataType::kInt64, {2, 2}, {0, 1, 7, 2});
+  bad.axis = 0;
+  std::vector<std::unique_ptr<Case>> cases = RandomCases(12, rng);
+  cases.insert(cases.begin() + 5, MakeCase(std::move(bad)));
+
+  CpuExecutor executor(&SharedPool());
+  Batch batch;
+  for (std::unique_ptr<Case>& c : cases) batch.push_back(MakeTask(*c));
+  RunAndWait(executor, std::move(batch));
+  EXPECT_THAT(cases[5]->got,
+              StatusIs(absl::StatusCode::kInvalidArgument, "indices[1,0] = 7 is not in [-5, 5)"));
+  ExpectAllAgreeWithReference(cases);  // the others are intact, and so is the message
+}
+
+TEST(CpuExecutor, CancelledAndExpiredTasksAreNotComputed) {
+  Rng rng(14);
+  auto request = [&rng] {
+    GatherRequest req;
+    req.params = RandomTensor(core::DataType::kFloat32, {16, 8}, rng);
+    req.indices = RandomIndices(core::DataType::kInt32, {10}, {16}, rng);
+    req.axis = 0;
+    return req;
+  };
+  std::unique_ptr<Case> cancelled = MakeCase(request());
+  std::unique_ptr<Case> expired = MakeCase(request());
+  std::unique_ptr<Case> live = MakeCase(request());
+
+  Batch batch;
+  batch.push_back(MakeTask(*cancelled));
+  batch.back()->cancel->Cancel();
+  batch.push_back(MakeTask(*expired));
+  batch.back()->deadline = absl::Now() - absl::Milliseconds(1);
+  batch.push_back(MakeTask(*live));
+  batch.back()->deadline = absl::Now() + absl::Hours(1);
+  CpuExecutor executor(&SharedPool());
+  RunAndWait(executor, std::move(batch));
+
+  EXPECT_THAT(cancelled->got,
+              StatusIs(absl::StatusCode::kCancelled, "request cancelled by the client"));
+  EXPECT_TRUE(SentinelIntact(cancelled->output));
+  EXPECT_THAT(expired->got, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                     "deadline exceeded before compute started"));
+  EXPECT_TRUE(SentinelIntact(expired->output));
+  EXPECT_TRUE(AgreesWithReference(live->Result(), RunReference(live->req)));
+}
+
+TEST(CpuExecutor, BatchDoneRunsOnceAfterEveryDoneAndTaskIsGone) {
+  constexpr int kTasks = 50;
+  Rng rng(15);
+  std::vector<std::unique_ptr<Case>> cases = RandomCases(kTasks, rng);
+  std::atomic<int> answered{0};
+  std::atomic<int> batch_dones{0};
+  std::atomic<int> answered_at_batch_done{-1};
+  std::atomic<int> alive_at_batch_done{-1};
+  std::vector<std::weak_ptr<const void>> pins;
+  {
+    core::ThreadPool pool(2);
+    CpuExecutorOptions options;
+    options.small_job_bytes = 256;  // several jobs, so the last done races across threads
+    CpuExecutor executor(&pool, options);
+    Batch batch;
+    for (std::unique_ptr<Case>& c : cases) {
+      batch.push_back(MakeTask(*c, [&answered] { answered.fetch_add(1); }));
+      batch.back()->pin = std::make_shared<int>(0);
+      pins.push_back(batch.back()->pin);
+    }
+    executor.Run(std::move(batch), [&] {
+      answered_at_batch_done.store(answered.load());
+      int alive = 0;
+      for (const std::weak_ptr<const void>& pin : pins) alive += pin.expired() ? 0 : 1;
+      alive_at_batch_done.store(alive);
+      batch_dones.fetch_add(1);
+    });
+  }  // the pool's destructor finishes every job
+  EXPECT_EQ(batch_dones.load(), 1);
+  EXPECT_EQ(answered_at_batch_done.load(), kTasks);
+  EXPECT_EQ(alive_at_batch_done.load(), 0);
+  ExpectAllAgreeWithReference(cases);
+}
+
+TEST(RunTaskOnCpu, ComputesALiveTaskAndAnswersTheRestWithoutComputing) {
+  Rng rng(16);
+  GatherRequest req;
+  req.params = RandomTensor(core::DataType::kUint8, {7, 3}, rng);
+  req.indices = RandomIndices(core::DataType::kInt32, {4}, {7}, rng);
+  req.axis = 0;
+  std::unique_ptr<Case> c = MakeCase(req.Clone());
+  const absl::Time now = absl::Now();
+
+  std::unique_ptr<Task> task = MakeTask(*c);
+  task->deadline = now;  // at its deadline: too late
+  RunTaskOnCpu(*task, {}, now);
+  EXPECT_THAT(c->got, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_TRUE(SentinelIntact(c->output));
+
+  task = MakeTask(*c);
+  task->cancel->Cancel();
+  RunTaskOnCpu(*task, {}, now);
+  EXPECT_THAT(c->got, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_TRUE(SentinelIntact(c->output));
+
+  task = MakeTask(*c);
+  task->deadline = now + absl::Seconds(1);
+  RunTaskOnCpu(*task, {}, now);
+  EXPECT_THAT(c->got, IsOk());
+  EXPECT_TRUE(AgreesWithReference(c->Result(), RunReference(c->req)));
+  EXPECT_EQ(c->calls.load(), 3);
+}
+
+TEST(BatcherWithCpuExecutor, ConcurrentSchedulersAllGetCorrectAnswers) {
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 250;
+  Rng rng(17);
+  RandomRequestOptions small;
+  small.max_params_rank = 4;
+  small.max_indices_rank = 3;
+  small.max_elements = 256;
+  std::vector<std::unique_ptr<Case>> cases = RandomCases(kThreads * kPerThread, rng, small);
+  for (const std::unique_ptr<Case>& c : cases) ASSERT_NE(c, nullptr);
+
+  core::ThreadPool pool(4);
+  CpuExecutor executor(&pool);
+  std::atomic<int64_t> batches{0};
+  std::atomic<int64_t> largest{0};
+  BatcherOptions options;
+  options.queue_capacity = 2 * kThreads * kPerThread;
+  options.on_batch = [&](int64_t size) {
+    batches.fetch_add(1);
+    int64_t seen = largest.load();
+    while (size > seen && !largest.compare_exchange_weak(seen, size)) {
+    }
+  };
+  Batcher batcher(options, &executor);
+  absl::BlockingCounter remaining(kThreads * kPerThread);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t * kPerThread; i < (t + 1) * kPerThread; ++i) {
+        std::unique_ptr<Task> task =
+            MakeTask(*cases[i], [&remaining] { remaining.DecrementCount(); });
+        const absl::Status status = batcher.Schedule(task);
+        if (!status.ok()) {
+          ADD_FAILURE() << status;
+          remaining.DecrementCount();
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  remaining.Wait();
+  EXPECT_TRUE(batcher.WaitIdle(kLong));
+  EXPECT_LE(largest.load(), options.max_batch_size);
+  EXPECT_LE(batches.load(), kThreads * kPerThread);
+  ExpectAllAgreeWithReference(cases);
+}
+
+}  // namespace
+}  // namespace tensorcompute::batching
