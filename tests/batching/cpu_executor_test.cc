@@ -348,3 +348,44 @@ TEST(BatcherWithCpuExecutor, ConcurrentSchedulersAllGetCorrectAnswers) {
 
 }  // namespace
 }  // namespace tensorcompute::batching
+
+namespace tensorcompute::batching {
+namespace {
+
+// A task whose output is made by make_output: it is called once, just before compute, and the
+// result lands in the buffer it returned; a cancelled task never calls it.
+TEST(RunTaskOnCpu, MakeOutputIsCalledOnceJustBeforeComputeAndNeverForDroppedTasks) {
+  const core::Tensor params = testing::MakeTensor<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  const core::Tensor indices = MakeIndices(core::DataType::kInt64, {2}, {2, -3});
+  for (bool cancelled : {false, true}) {
+    SCOPED_TRACE(cancelled ? "cancelled" : "live");
+    absl::StatusOr<core::GatherPlan> plan = core::PlanGather(params.view(), indices.view(), 0, 0);
+    ASSERT_THAT(plan, IsOk());
+    std::optional<core::Tensor> made;
+    int calls = 0;
+    Task task;
+    task.plan = *plan;
+    task.params = params.view();
+    task.indices = indices.view();
+    task.make_output = [&] {
+      ++calls;
+      made = *core::Tensor::Allocate(task.plan.dtype, task.plan.output_shape);
+      return made->mutable_view();
+    };
+    if (cancelled) task.cancel->Cancel();
+    absl::Status result;
+    task.done = [&](absl::Status s) { result = s; };
+    RunTaskOnCpu(task, core::ExecuteOptions(), absl::Now());
+    if (cancelled) {
+      EXPECT_THAT(result, StatusIs(absl::StatusCode::kCancelled));
+      EXPECT_EQ(calls, 0);
+    } else {
+      ASSERT_THAT(result, IsOk());
+      ASSERT_EQ(calls, 1);
+      EXPECT_THAT(made->values<float>(), ::testing::ElementsAre(5, 6, 1, 2));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tensorcompute::batching
