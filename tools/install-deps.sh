@@ -8,7 +8,7 @@ packages=(
   # toolchain
   g++ cmake ninja-build pkg-config
   # libraries
-  libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
+  libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libspdlog-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # style check in CI

@@ -1,0 +1,44 @@
+#include "server/error_log.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "spdlog/spdlog.h"
+
+namespace tensorcompute::server {
+
+void ErrorLog::Log(absl::string_view rpc, const absl::Status& status) {
+  int64_t suppressed = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    if (now - window_start_ >= absl::Seconds(1)) {
+      window_start_ = now;
+      in_window_ = 0;
+    }
+    if (in_window_ >= per_second_) {
+      ++suppressed_;
+      ++suppressed_total_;
+      return;
+    }
+    ++in_window_;
+    suppressed = suppressed_;
+    suppressed_ = 0;
+  }
+  // Logged without the lock: spdlog has its own.
+  const std::string code = absl::StatusCodeToString(status.code());
+  if (suppressed > 0) {
+    spdlog::warn("rpc={} code={} message=\"{}\" (and {} more errors not logged)", std::string(rpc),
+                 code, std::string(status.message()), suppressed);
+  } else {
+    spdlog::warn("rpc={} code={} message=\"{}\"", std::string(rpc), code,
+                 std::string(status.message()));
+  }
+}
+
+int64_t ErrorLog::suppressed_total() const {
+  absl::MutexLock lock(&mu_);
+  return suppressed_total_;
+}
+
+}  // namespace tensorcompute::server

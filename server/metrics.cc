@@ -1,0 +1,42 @@
+#include "server/metrics.h"
+
+namespace tensorcompute::server {
+namespace {
+
+int Index(Rpc rpc, absl::StatusCode code) {
+  int c = static_cast<int>(code);
+  if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
+  return static_cast<int>(rpc) * kNumCodes + c;
+}
+
+}  // namespace
+
+void Metrics::CountRequest(Rpc rpc, absl::StatusCode code, absl::Duration latency) {
+  requests_[Index(rpc, code)].fetch_add(1, std::memory_order_relaxed);
+  latency_ns_.fetch_add(absl::ToInt64Nanoseconds(latency), std::memory_order_relaxed);
+}
+
+void Metrics::CountBatch(int64_t size) {
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  batched_requests_.fetch_add(size, std::memory_order_relaxed);
+  int64_t seen = max_batch_size_.load(std::memory_order_relaxed);
+  while (size > seen && !max_batch_size_.compare_exchange_weak(seen, size)) {
+  }
+  int bucket = 0;
+  while (bucket < kBuckets && (int64_t{1} << bucket) < size) ++bucket;
+  batch_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t Metrics::requests(Rpc rpc, absl::StatusCode code) const {
+  return requests_[Index(rpc, code)].load(std::memory_order_relaxed);
+}
+
+int64_t Metrics::requests_total() const {
+  int64_t n = 0;
+  for (const auto& c : requests_) n += c.load(std::memory_order_relaxed);
+  return n;
+}
+
+absl::Duration Metrics::latency_total() const { return absl::Nanoseconds(latency_ns_.load()); }
+
+}  // namespace tensorcompute::server

@@ -1,0 +1,61 @@
+// File: server/server_options.h
+//
+// Everything an operator can set on tensorcompute-server, with its default and, for limits,
+// the status code a request that exceeds it gets. server/main.cc maps flags onto this struct
+// one to one (the flag names are the field names); the library never reads flags.
+
+#ifndef TENSORCOMPUTE_SERVER_SERVER_OPTIONS_H_
+#define TENSORCOMPUTE_SERVER_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace tensorcompute::server {
+
+struct ServerOptions {
+  // Address to listen on, "host:port". Port 0 picks a free port (Server::port() tells).
+  std::string listen = "0.0.0.0:50051";
+
+  // Threads of the CPU executor's pool; <= 0 means one per hardware thread.
+  int cpu_threads = 0;
+
+  // Dynamic batching: most requests per batch, and how long the oldest queued request may
+  // wait for a batch to fill while an executor slot is free (0: never wait).
+  int64_t max_batch_size = 32;
+  int64_t max_queue_delay_us = 0;
+
+  // Most requests waiting in the queue; beyond it UNAVAILABLE ("server overloaded: N requests
+  // queued; retry with backoff").
+  int64_t queue_capacity = 1024;
+
+  // Largest request and response message in bytes (gRPC receive and send limits). A larger
+  // request gets RESOURCE_EXHAUSTED from gRPC itself. Default 64 MiB.
+  int64_t max_message_bytes = int64_t{64} << 20;
+
+  // Largest output in bytes; a request whose output would be larger gets RESOURCE_EXHAUSTED
+  // before anything is allocated. 0 (default) means as large as fits a response under
+  // max_message_bytes (max_message_bytes - 64 KiB of headroom for framing).
+  int64_t max_output_bytes = 0;
+
+  // Highest rank accepted for params and indices; above it INVALID_ARGUMENT.
+  int64_t max_rank = 32;
+
+  // On SIGTERM/SIGINT: stop accepting (new requests get UNAVAILABLE), answer every accepted
+  // request, and exit; requests still running after this long are cancelled.
+  absl::Duration drain_timeout = absl::Seconds(30);
+
+  // At most this many error log lines per second; the rest are counted and summarised.
+  int64_t error_log_per_second = 20;
+
+  // The output cap that applies, after resolving max_output_bytes = 0.
+  int64_t EffectiveMaxOutputBytes() const {
+    const int64_t fits = max_message_bytes - (int64_t{64} << 10);
+    return max_output_bytes > 0 && max_output_bytes < fits ? max_output_bytes : fits;
+  }
+};
+
+}  // namespace tensorcompute::server
+
+#endif  // TENSORCOMPUTE_SERVER_SERVER_OPTIONS_H_
