@@ -98,10 +98,30 @@ Batcher::~Batcher() {
 
 absl::Status Batcher::Schedule(std::unique_ptr<Task>& task) {
   assert(task != nullptr && task->done != nullptr);
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("server is shutting down");
-  // The clock is read under the lock so that enqueue times grow in queue order.
-  return queue_.Add(task, absl::Now());
+  Batch direct;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("server is shutting down");
+    // The clock is read under the lock so that enqueue times grow in queue order.
+    const absl::Time now = absl::Now();
+    // Fast path: nothing queued, an executor slot free and no batching delay: the dispatcher
+    // would send this task alone at once, so hand it over here and spare the request one
+    // thread wake-up (Executor::Run only enqueues). Cancelled or expired tasks take the
+    // queue, which answers them.
+    const bool direct_ok = options_.max_queue_delay <= absl::ZeroDuration() && queue_.size() == 0 &&
+                           inflight_ < options_.max_inflight_batches && !IsCancelled(*task) &&
+                           task->deadline > now;
+    if (!direct_ok) return queue_.Add(task, now);
+    task->enqueue_time = now;
+    ++inflight_;
+    direct.push_back(std::move(task));
+  }
+  if (options_.on_batch) options_.on_batch(1);
+  executor_->Run(std::move(direct), [this] {
+    absl::MutexLock lock(&mu_);
+    --inflight_;
+  });
+  return absl::OkStatus();
 }
 
 void Batcher::Stop() {

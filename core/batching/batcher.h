@@ -6,6 +6,9 @@
 //   Schedule(task)  never blocks. On OK it has taken the task; when the queue is full (or the
 //                   batcher is stopping) it returns UNAVAILABLE and the task stays with the
 //                   caller (TF Serving's BatchScheduler contract).
+//   fast path       with max_queue_delay 0, a task that finds the queue empty and an executor
+//                   slot free goes to the executor from Schedule() itself (Run only enqueues),
+//                   saving the dispatcher's wake-up; everything else takes the queue.
 //   a batch leaves  when fewer than max_inflight_batches are running on the executor and
 //                   either max_batch_size tasks are queued or the oldest has waited
 //                   max_queue_delay. So an idle server never makes a request wait, and a busy
