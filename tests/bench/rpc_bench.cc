@@ -1,0 +1,569 @@
+// tensorcompute-server against a bare gRPC echo of the same bytes, measured in one process.
+//
+// Two servers run side by side on 127.0.0.1:0, both on gRPC's callback API with 64 MiB
+// message limits:
+//   tensorcompute  server::Server::Start with default options (cpu_threads = all cores);
+//   echo           a TensorCompute service that computes nothing: it parses the same
+//                  GatherRequest and answers with a GatherResponse built before the run (the
+//                  expected output for that request), copied into the response. Every call
+//                  moves the same bytes each way as the real one.
+// A closed-loop client keeps C calls outstanding per point, spread round-robin over
+// --channels channels (each its own HTTP/2 connection). A point warms up for --warmup_s and
+// until each of its C call slots has completed --warmup_calls_per_slot calls (after only one
+// round, the 16 MiB points measured the first server of a pair up to 30% slow), then
+// measures for --duration_s and until C x --min_calls_per_slot calls have completed (a
+// 16 MiB call at C = 64 takes over a second). The client sends a pre-serialized request and
+// does not parse responses, so its CPU cost is as small as gRPC allows and the same for both
+// servers. Points run tensorcompute and echo back to back (alternating which goes first),
+// --repetitions times; the table shows medians, and the ratio is the median of the
+// per-repetition tensorcompute/echo ratios, compared unrounded with the target.
+//
+// Cases (float32 params, int64 indices on axis 0, rows drawn at random):
+//   small  params [64, 4] (1 KiB), 16 indices         -> output 256 B;   ratio of QPS.
+//   1MiB   params [4096, 256] (4 MiB), 1024 indices   -> output 1 MiB;   ratio of bytes/s.
+//   16MiB  params [32768, 256] (32 MiB), 16384 indices -> output 16 MiB; ratio of bytes/s.
+// (Params travel with every request, so the large requests are 4 and 32 MiB.)
+//
+// Before measuring, one call per case to each server must return exactly the expected rows;
+// every non-OK answer during the run is counted, and any makes the exit status 1.
+//
+// Run: build/tests/bench/rpc_bench [--duration_s=2 --warmup_s=0.5 --repetitions=3
+//        --channels=4 --concurrency=1,16,64 --cases=small,1MiB,16MiB]
+//      It prints Markdown tables (docs/performance.md takes them verbatim) and progress on
+//      stderr; --only=tensorcompute or --only=echo runs one side alone, for a profiler.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "spdlog/spdlog.h"
+#include "tensorcompute/v1/tensorcompute.grpc.pb.h"
+#include <sys/resource.h>
+
+#include "server/server.h"
+
+ABSL_FLAG(double, duration_s, 2.0, "measured seconds per point");
+ABSL_FLAG(double, warmup_s, 0.5, "unmeasured seconds before each point");
+ABSL_FLAG(int64_t, warmup_calls_per_slot, 3,
+          "warm up each point until each of its C calls has completed this many times");
+ABSL_FLAG(int64_t, min_calls_per_slot, 3,
+          "measure each point until at least C times this many calls completed");
+ABSL_FLAG(double, max_duration_s, 30.0, "measured seconds per point at most");
+ABSL_FLAG(std::string, only, "",
+          "measure only this server (tensorcompute or echo), e.g. under a profiler; the table "
+          "then shows 0 for the other");
+ABSL_FLAG(int, cpu_threads, 0,
+          "tensorcompute-server's cpu_threads (0, the default: one per core); for diagnosis");
+ABSL_FLAG(int, repetitions, 3, "times each point is measured; the table shows medians");
+ABSL_FLAG(int, channels, 4, "client channels (HTTP/2 connections) per server");
+ABSL_FLAG(std::vector<std::string>, concurrency, std::vector<std::string>({"1", "16", "64"}),
+          "outstanding calls per point (closed loop)");
+ABSL_FLAG(std::vector<std::string>, cases, std::vector<std::string>({"small", "1MiB", "16MiB"}),
+          "cases to run: small, 1MiB, 16MiB");
+
+namespace tensorcompute::bench {
+namespace {
+
+constexpr int kMessageBytes = 64 << 20;
+constexpr char kGatherMethod[] = "/tensorcompute.v1.TensorCompute/Gather";
+
+// One request shape: params [rows, row_floats] float32, num_indices random rows.
+struct Case {
+  std::string name;
+  int64_t rows = 0;
+  int64_t row_floats = 0;
+  int64_t num_indices = 0;
+  bool large = false;  // compared on response bytes/s (target 0.80), else on QPS (0.70)
+  v1::GatherRequest request;
+  v1::GatherResponse expected;
+  grpc::ByteBuffer request_buffer;  // request, serialized once
+};
+
+std::unique_ptr<Case> MakeCase(const std::string& name) {
+  auto c = std::make_unique<Case>();
+  c->name = name;
+  if (name == "small") {
+    c->rows = 64, c->row_floats = 4, c->num_indices = 16;
+  } else if (name == "1MiB") {
+    c->rows = 4096, c->row_floats = 256, c->num_indices = 1024, c->large = true;
+  } else if (name == "16MiB") {
+    c->rows = 32768, c->row_floats = 256, c->num_indices = 16384, c->large = true;
+  } else {
+    return nullptr;
+  }
+  const int64_t row_bytes = c->row_floats * 4;
+  std::mt19937_64 rng(7);
+  std::string params(c->rows * row_bytes, '\0');
+  for (size_t i = 0; i + 8 <= params.size(); i += 8) {
+    const uint64_t x = rng();
+    std::memcpy(params.data() + i, &x, 8);
+  }
+  std::vector<int64_t> idx(c->num_indices);
+  for (int64_t& v : idx) v = static_cast<int64_t>(rng() % c->rows);
+
+  v1::Tensor* out = c->expected.mutable_output();
+  out->set_dtype(v1::DT_FLOAT32);
+  out->add_shape(c->num_indices);
+  out->add_shape(c->row_floats);
+  std::string* out_data = out->mutable_data();
+  for (int64_t v : idx) out_data->append(params, v * row_bytes, row_bytes);
+
+  v1::Tensor* p = c->request.mutable_params();
+  p->set_dtype(v1::DT_FLOAT32);
+  p->add_shape(c->rows);
+  p->add_shape(c->row_floats);
+  *p->mutable_data() = std::move(params);
+  v1::Tensor* i = c->request.mutable_indices();
+  i->set_dtype(v1::DT_INT64);
+  i->add_shape(c->num_indices);
+  i->set_data(reinterpret_cast<const char*>(idx.data()), idx.size() * 8);
+
+  grpc::Slice slice(c->request.SerializeAsString());
+  c->request_buffer = grpc::ByteBuffer(&slice, 1);
+  return c;
+}
+
+// The ceiling. Answers every Gather with the response registered for its number of index
+// bytes (copied into the response, as a real server writes its output once), NOT_FOUND for
+// an unknown one. Responses are registered before the server starts and read-only after.
+class EchoService final : public v1::TensorCompute::CallbackService {
+ public:
+  void Add(const Case& c) { responses_[c.request.indices().data().size()] = c.expected; }
+
+  grpc::ServerUnaryReactor* Gather(grpc::CallbackServerContext* context,
+                                   const v1::GatherRequest* request,
+                                   v1::GatherResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    auto it = responses_.find(request->indices().data().size());
+    if (it == responses_.end()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "no canned response"));
+    } else {
+      *response = it->second;
+      reactor->Finish(grpc::Status::OK);
+    }
+    return reactor;
+  }
+
+ private:
+  std::map<size_t, v1::GatherResponse> responses_;
+};
+
+// Client side of one server: --channels channels, each forced onto its own connection (a
+// local subchannel pool and a distinct channel arg; otherwise equal channels share one).
+struct Target {
+  std::string name;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
+};
+
+std::unique_ptr<Target> Connect(const std::string& name, int port, int num_channels) {
+  auto t = std::make_unique<Target>();
+  t->name = name;
+  for (int i = 0; i < num_channels; ++i) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMessageBytes);
+    args.SetMaxSendMessageSize(kMessageBytes);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("tensorcompute.bench_channel", i);
+    auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                             grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      return nullptr;
+    }
+    t->stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
+    t->channels.push_back(std::move(channel));
+  }
+  return t;
+}
+
+// One call through the typed stub; returns "" when the answer equals c.expected.
+std::string Validate(const Target& t, const Case& c) {
+  auto stub = v1::TensorCompute::NewStub(t.channels[0]);
+  grpc::ClientContext context;
+  v1::GatherResponse response;
+  const grpc::Status s = stub->Gather(&context, c.request, &response);
+  if (!s.ok()) return absl::StrCat("status ", s.error_code(), ": ", s.error_message());
+  const v1::Tensor& got = response.output();
+  const v1::Tensor& want = c.expected.output();
+  if (got.dtype() != want.dtype() || got.shape_size() != want.shape_size() ||
+      !std::equal(got.shape().begin(), got.shape().end(), want.shape().begin())) {
+    return "wrong dtype or shape";
+  }
+  if (got.data() != want.data()) return "wrong output bytes";
+  return "";
+}
+
+struct PointResult {
+  double qps = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  double cpu_cores = 0;  // process CPU seconds per wall second (client and both servers)
+  double cpu_us_per_call = 0;
+  double mean_batch = 0;  // tensorcompute only: requests per batch in the window
+  int64_t calls = 0;      // OK calls completed in the measured window
+  double seconds = 0;     // length of the measured window
+  int64_t failed = 0;     // non-OK answers, warm-up included
+  std::string first_error;
+};
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Keeps `concurrency` calls outstanding until stopped. Each slot issues its next call from
+// the completion callback of its previous one, so a slot's fields are only touched by one
+// call at a time; the counters shared between slots are atomics or under mu_.
+class ClosedLoop {
+ public:
+  // The ClosedLoop must outlive the last callback's return, after Run(): keep it alive.
+  ClosedLoop(Target* target, const grpc::ByteBuffer& request, int concurrency, int64_t warmup_calls)
+      : warmup_calls_(std::max<int64_t>(1, warmup_calls)), slots_(concurrency) {
+    for (int i = 0; i < concurrency; ++i) {
+      slots_[i].stub = target->stubs[i % target->stubs.size()].get();
+      slots_[i].request = request;  // shares the slices, copies no bytes
+    }
+  }
+
+  // Warms up for `warmup` and until every slot has completed warmup_calls calls (large
+  // messages need a few rounds before heap and connections settle), then measures for
+  // `duration` and until `min_calls` calls completed (at most max_duration), then stops.
+  PointResult Run(absl::Duration warmup, absl::Duration duration, int64_t min_calls,
+                  absl::Duration max_duration, const server::Server* tc) {
+    {
+      absl::MutexLock lock(&mu_);
+      running_ = static_cast<int>(slots_.size());
+    }
+    const absl::Time start = absl::Now();
+    for (Slot& s : slots_) Issue(&s);
+    while (absl::Now() - start < warmup ||
+           warm_slots_.load() < static_cast<int64_t>(slots_.size())) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    const int64_t batches0 = tc ? tc->metrics().batches() : 0;
+    const int64_t batched0 = tc ? tc->metrics().batched_requests() : 0;
+    const double cpu0 = CpuSeconds();
+    const absl::Time t0 = absl::Now();
+    phase_.store(kMeasure);
+    while ((absl::Now() - t0 < duration || measured_.load() < min_calls) &&
+           absl::Now() - t0 < max_duration) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    phase_.store(kStop);
+    const absl::Time t1 = absl::Now();
+    const double cpu1 = CpuSeconds();
+    const int64_t batches1 = tc ? tc->metrics().batches() : 0;
+    const int64_t batched1 = tc ? tc->metrics().batched_requests() : 0;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](int* running) { return *running == 0; }, &running_));
+    }
+
+    PointResult r;
+    std::vector<double> lat;
+    for (const Slot& s : slots_)
+      lat.insert(lat.end(), s.latencies_ms.begin(), s.latencies_ms.end());
+    const double secs = absl::ToDoubleSeconds(t1 - t0);
+    r.calls = static_cast<int64_t>(lat.size());
+    r.seconds = secs;
+    r.qps = lat.size() / secs;
+    r.p50_ms = Percentile(lat, 0.50);
+    r.p99_ms = Percentile(lat, 0.99);
+    r.cpu_cores = (cpu1 - cpu0) / secs;
+    r.cpu_us_per_call = lat.empty() ? 0 : (cpu1 - cpu0) * 1e6 / lat.size();
+    if (batches1 > batches0) {
+      r.mean_batch = static_cast<double>(batched1 - batched0) / (batches1 - batches0);
+    }
+    absl::MutexLock lock(&mu_);
+    r.failed = failed_;
+    r.first_error = first_error_;
+    return r;
+  }
+
+ private:
+  enum Phase { kWarmup, kMeasure, kStop };
+
+  struct Slot {
+    grpc::GenericStub* stub = nullptr;
+    grpc::ByteBuffer request;
+    grpc::ByteBuffer response;
+    std::unique_ptr<grpc::ClientContext> context;
+    std::chrono::steady_clock::time_point start;
+    std::vector<double> latencies_ms;  // calls completed in the measured window
+    int64_t completed = 0;             // calls completed, any phase
+  };
+
+  static double Percentile(std::vector<double>& v, double q) {
+    if (v.empty()) return 0;
+    auto nth = v.begin() + static_cast<std::ptrdiff_t>(q * (v.size() - 1));
+    std::nth_element(v.begin(), nth, v.end());
+    return *nth;
+  }
+
+  void Issue(Slot* s) {
+    s->context = std::make_unique<grpc::ClientContext>();
+    s->context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    s->response.Clear();
+    s->start = std::chrono::steady_clock::now();
+    s->stub->UnaryCall(s->context.get(), kGatherMethod, grpc::StubOptions(), &s->request,
+                       &s->response, [this, s](grpc::Status status) { OnDone(s, status); });
+  }
+
+  void OnDone(Slot* s, const grpc::Status& status) {
+    const auto end = std::chrono::steady_clock::now();
+    const int phase = phase_.load();
+    if (!status.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (failed_++ == 0) {
+        first_error_ = absl::StrCat("status ", status.error_code(), ": ", status.error_message());
+      }
+    } else if (phase == kMeasure) {
+      s->latencies_ms.push_back(std::chrono::duration<double, std::milli>(end - s->start).count());
+      measured_.fetch_add(1);
+    }
+    if (++s->completed == warmup_calls_) warm_slots_.fetch_add(1);
+    if (phase != kStop) return Issue(s);
+    s->response.Clear();
+    absl::MutexLock lock(&mu_);
+    --running_;
+  }
+
+  const int64_t warmup_calls_;
+  std::vector<Slot> slots_;
+  std::atomic<int> phase_{kWarmup};
+  std::atomic<int64_t> warm_slots_{0};
+  std::atomic<int64_t> measured_{0};
+  absl::Mutex mu_;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string first_error_ ABSL_GUARDED_BY(mu_);
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string Bytes(int64_t b) {
+  if (b < 1024) return absl::StrCat(b, " B");
+  if (b < (1 << 20)) return absl::StrFormat("%.3g KiB", b / 1024.0);
+  return absl::StrFormat("%.3g MiB", b / 1048576.0);
+}
+
+std::string Ms(double ms) {
+  return ms < 10 ? absl::StrFormat("%.2f", ms) : absl::StrFormat("%.0f", ms);
+}
+
+// All repetitions of one (case, concurrency) point, for both servers.
+struct Point {
+  const Case* c;
+  int concurrency;
+  std::vector<PointResult> tc, echo;
+  std::vector<double> ratio;
+  // Finished loops: gRPC may still be returning from their last callbacks.
+  std::vector<std::unique_ptr<ClosedLoop>> loops;
+};
+
+template <typename F>
+double MedianOf(const std::vector<PointResult>& rs, F f) {
+  std::vector<double> v;
+  for (const PointResult& r : rs) v.push_back(f(r));
+  return Median(v);
+}
+
+int Main() {
+  spdlog::set_level(spdlog::level::warn);
+  std::vector<std::unique_ptr<Case>> cases;
+  for (const std::string& name : absl::GetFlag(FLAGS_cases)) {
+    cases.push_back(MakeCase(name));
+    if (cases.back() == nullptr) {
+      std::fprintf(stderr, "unknown case %s (small, 1MiB, 16MiB)\n", name.c_str());
+      return 2;
+    }
+  }
+  std::vector<int> concurrencies;
+  for (const std::string& s : absl::GetFlag(FLAGS_concurrency)) {
+    int c = 0;
+    if (!absl::SimpleAtoi(s, &c) || c < 1) {
+      std::fprintf(stderr, "bad --concurrency %s\n", s.c_str());
+      return 2;
+    }
+    concurrencies.push_back(c);
+  }
+
+  server::ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  absl::StatusOr<std::unique_ptr<server::Server>> tc = server::Server::Start(options);
+  if (!tc.ok()) {
+    std::fprintf(stderr, "tensorcompute-server: %s\n", tc.status().ToString().c_str());
+    return 1;
+  }
+  EchoService echo_service;
+  for (const auto& c : cases) echo_service.Add(*c);
+  int echo_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &echo_port);
+  builder.SetMaxReceiveMessageSize(kMessageBytes);
+  builder.SetMaxSendMessageSize(kMessageBytes);
+  builder.RegisterService(&echo_service);
+  std::unique_ptr<grpc::Server> echo = builder.BuildAndStart();
+  if (echo == nullptr || echo_port == 0) {
+    std::fprintf(stderr, "echo server did not start\n");
+    return 1;
+  }
+
+  const int num_channels = absl::GetFlag(FLAGS_channels);
+  std::unique_ptr<Target> tc_target = Connect("tensorcompute", (*tc)->port(), num_channels);
+  std::unique_ptr<Target> echo_target = Connect("echo", echo_port, num_channels);
+  if (tc_target == nullptr || echo_target == nullptr) {
+    std::fprintf(stderr, "could not connect\n");
+    return 1;
+  }
+  for (const auto& c : cases) {
+    for (const Target* t : {tc_target.get(), echo_target.get()}) {
+      const std::string error = Validate(*t, *c);
+      if (!error.empty()) {
+        std::fprintf(stderr, "validation of %s on %s failed: %s\n", c->name.c_str(),
+                     t->name.c_str(), error.c_str());
+        return 1;
+      }
+    }
+  }
+
+  const absl::Duration warmup = absl::Seconds(absl::GetFlag(FLAGS_warmup_s));
+  const absl::Duration duration = absl::Seconds(absl::GetFlag(FLAGS_duration_s));
+  const int repetitions = absl::GetFlag(FLAGS_repetitions);
+  const int64_t min_calls_per_slot = absl::GetFlag(FLAGS_min_calls_per_slot);
+  const int64_t warmup_calls_per_slot = absl::GetFlag(FLAGS_warmup_calls_per_slot);
+  const std::string only_server = absl::GetFlag(FLAGS_only);
+  if (!only_server.empty() && only_server != "tensorcompute" && only_server != "echo") {
+    std::fprintf(stderr, "bad --only %s (tensorcompute or echo)\n", only_server.c_str());
+    return 2;
+  }
+  const absl::Duration max_duration = absl::Seconds(absl::GetFlag(FLAGS_max_duration_s));
+  std::vector<Point> points;
+  for (const auto& c : cases) {
+    for (int conc : concurrencies) points.push_back(Point{c.get(), conc, {}, {}, {}, {}});
+  }
+  for (int rep = 0; rep < repetitions; ++rep) {
+    for (Point& p : points) {
+      // Alternate which server goes first so slow drift does not favour one.
+      const bool tc_first = rep % 2 == 0;
+      PointResult tc_r, echo_r;
+      for (int k = 0; k < 2; ++k) {
+        const bool run_tc = (k == 0) == tc_first;
+        if (!only_server.empty() && (only_server == "echo") == run_tc) continue;
+        p.loops.push_back(std::make_unique<ClosedLoop>(run_tc ? tc_target.get() : echo_target.get(),
+                                                       p.c->request_buffer, p.concurrency,
+                                                       warmup_calls_per_slot));
+        PointResult r = p.loops.back()->Run(warmup, duration, min_calls_per_slot * p.concurrency,
+                                            max_duration, run_tc ? tc->get() : nullptr);
+        (run_tc ? tc_r : echo_r) = std::move(r);
+      }
+      p.ratio.push_back(echo_r.qps > 0 ? tc_r.qps / echo_r.qps : 0);
+      std::fprintf(stderr, "rep %d %-5s C=%-3d tensorcompute %9.1f/s  echo %9.1f/s  ratio %.2f\n",
+                   rep + 1, p.c->name.c_str(), p.concurrency, tc_r.qps, echo_r.qps, p.ratio.back());
+      p.tc.push_back(std::move(tc_r));
+      p.echo.push_back(std::move(echo_r));
+    }
+  }
+
+  std::printf(
+      "tensorcompute-server (default options, cpu_threads=%d) vs a bare gRPC echo of the same "
+      "bytes; 127.0.0.1, %d channels per server, %.1f s per point after %.1f s warm-up, median "
+      "of %d repetitions\n\n",
+      (*tc)->cpu_threads(), num_channels, absl::ToDoubleSeconds(duration),
+      absl::ToDoubleSeconds(warmup), repetitions);
+  std::printf(
+      "| case: request → response | C | QPS tc / echo | response MB/s tc / echo | "
+      "p50 ms tc / echo | p99 ms tc / echo | tc/echo | target |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  int64_t failed = 0;
+  bool all_met = true;
+  for (const Point& p : points) {
+    const int64_t req = p.c->request.ByteSizeLong(), resp = p.c->expected.ByteSizeLong();
+    auto qps = [](const PointResult& r) { return r.qps; };
+    auto p50 = [](const PointResult& r) { return r.p50_ms; };
+    auto p99 = [](const PointResult& r) { return r.p99_ms; };
+    const double ratio = Median(p.ratio);
+    const double target = p.c->large ? 0.80 : 0.70;
+    all_met = all_met && ratio >= target;
+    std::printf(
+        "| %s: %s → %s | %d | %.0f / %.0f | %.1f / %.1f | %s / %s | %s / %s | **%.2f** | %s |\n",
+        p.c->name.c_str(), Bytes(req).c_str(), Bytes(resp).c_str(), p.concurrency,
+        MedianOf(p.tc, qps), MedianOf(p.echo, qps), MedianOf(p.tc, qps) * resp / 1e6,
+        MedianOf(p.echo, qps) * resp / 1e6, Ms(MedianOf(p.tc, p50)).c_str(),
+        Ms(MedianOf(p.echo, p50)).c_str(), Ms(MedianOf(p.tc, p99)).c_str(),
+        Ms(MedianOf(p.echo, p99)).c_str(), ratio,
+        ratio >= target ? absl::StrFormat("≥ %.2f met", target).c_str()
+                        : absl::StrFormat("≥ %.2f **missed** (%.3f)", target, ratio).c_str());
+    for (const PointResult& r : p.tc) failed += r.failed;
+    for (const PointResult& r : p.echo) failed += r.failed;
+  }
+
+  std::printf("\nSamples and CPU (medians; CPU is the whole process: client and both servers)\n\n");
+  std::printf(
+      "| case | C | calls measured tc / echo | seconds tc / echo | CPU cores busy tc / echo | "
+      "CPU µs per call tc / echo | tc requests per batch |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Point& p : points) {
+    auto cores = [](const PointResult& r) { return r.cpu_cores; };
+    auto per = [](const PointResult& r) { return r.cpu_us_per_call; };
+    auto batch = [](const PointResult& r) { return r.mean_batch; };
+    auto calls = [](const PointResult& r) { return static_cast<double>(r.calls); };
+    auto secs = [](const PointResult& r) { return r.seconds; };
+    std::printf("| %s | %d | %.0f / %.0f | %.1f / %.1f | %.2f / %.2f | %.0f / %.0f | %.2f |\n",
+                p.c->name.c_str(), p.concurrency, MedianOf(p.tc, calls), MedianOf(p.echo, calls),
+                MedianOf(p.tc, secs), MedianOf(p.echo, secs), MedianOf(p.tc, cores),
+                MedianOf(p.echo, cores), MedianOf(p.tc, per), MedianOf(p.echo, per),
+                MedianOf(p.tc, batch));
+  }
+  std::printf("\nnon-OK answers: %lld%s; targets %s\n", static_cast<long long>(failed),
+              failed ? " (FAILED)" : "", all_met ? "all met" : "NOT all met");
+  for (const Point& p : points) {
+    for (const PointResult& r : p.tc) {
+      if (!r.first_error.empty()) std::printf("  tensorcompute: %s\n", r.first_error.c_str());
+    }
+    for (const PointResult& r : p.echo) {
+      if (!r.first_error.empty()) std::printf("  echo: %s\n", r.first_error.c_str());
+    }
+  }
+
+  echo->Shutdown();
+  (*tc)->Drain();
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace tensorcompute::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return tensorcompute::bench::Main();
+}
