@@ -60,7 +60,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     s->server_.reset();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
-  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  // The whole server ("") and the service by name, so that checks naming the service
+  // (Kubernetes gRPC probes with `service:`, grpc_health_probe -service) work too.
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  health->SetServingStatus(v1::TensorCompute::service_full_name(), true);
+  health->SetServingStatus(true);
   return s;
 }
 

@@ -2,11 +2,12 @@
 // as soon as a drain begins.
 
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
-#include "grpc_health_v1.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 
 #include "server/server.h"
@@ -23,13 +24,16 @@ using ::tensorcompute::server::test_support::MakeChannel;
 using ::tensorcompute::server::test_support::MakeStub;
 using ::tensorcompute::server::test_support::TestOptions;
 
-// Check("") on a new connection: the status, or UNKNOWN with the RPC's error in *error.
-HealthCheckResponse::ServingStatus Check(int port, grpc::Status* error = nullptr) {
+// Check(service) on a new connection: the status, or UNKNOWN with the RPC's error in *error.
+HealthCheckResponse::ServingStatus Check(int port, grpc::Status* error = nullptr,
+                                         const std::string& service = "") {
   auto health = Health::NewStub(MakeChannel(port));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  HealthCheckRequest request;
+  request.set_service(service);
   HealthCheckResponse response;
-  const grpc::Status status = health->Check(&context, HealthCheckRequest(), &response);
+  const grpc::Status status = health->Check(&context, request, &response);
   if (error != nullptr) *error = status;
   return status.ok() ? response.status() : HealthCheckResponse::UNKNOWN;
 }
@@ -40,6 +44,18 @@ TEST(Health, ReportsServingOnceStarted) {
   grpc::Status error;
   EXPECT_EQ(Check((*server)->port(), &error), HealthCheckResponse::SERVING)
       << error.error_message();
+}
+
+TEST(Health, ReportsTheServiceByName) {
+  auto server = Server::Start(TestOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  grpc::Status error;
+  EXPECT_EQ(Check((*server)->port(), &error, "tensorcompute.v1.TensorCompute"),
+            HealthCheckResponse::SERVING)
+      << error.error_message();
+  EXPECT_EQ(Check((*server)->port(), &error, "no.such.Service"), HealthCheckResponse::UNKNOWN);
+  EXPECT_EQ(error.error_code(), grpc::StatusCode::NOT_FOUND);
+  (*server)->Drain();
 }
 
 TEST(Health, WatchTurnsNotServingWhenTheDrainBegins) {
