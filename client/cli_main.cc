@@ -1,0 +1,357 @@
+// tensorcompute: the command-line client and load tester.
+//
+//   tensorcompute gather    --target HOST:PORT --params FILE --indices FILE [--axis N]
+//                           [--batch-dims N] [--out FILE]
+//   tensorcompute gather-nd --target HOST:PORT --params FILE --indices FILE [--batch-dims N]
+//                           [--out FILE]
+//   tensorcompute health    --target HOST:PORT [--service NAME]
+//   tensorcompute load      --target HOST:PORT [shape, loop and report flags; see --help]
+//
+// Tensors are .npy or .json files (client/tensor_io.h); without --out the result is printed
+// as one line of JSON. Exit codes: 0 success; 2 usage error; 3 RPC error (or a health status
+// other than SERVING), printed as "error: CODE: message"; 4 I/O error (a tensor file that
+// cannot be read, parsed or written).
+//
+// Flags are parsed with CLI11 rather than absl flags (STYLE.md section 8 names absl): each
+// subcommand has its own flags, required ones, and its own --help, which absl flags cannot do.
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include <unistd.h>
+
+#include "client/client.h"
+#include "client/load_tester.h"
+#include "client/tensor_io.h"
+#include "core/dtype.h"
+
+namespace tensorcompute::client {
+namespace {
+
+enum ExitCode { kOk = 0, kUsage = 2, kRpcError = 3, kIoError = 4 };
+
+struct CommonFlags {
+  std::string target = "localhost:50051";
+  double timeout_s = 30;
+  int64_t max_message_bytes = int64_t{64} << 20;
+  int retries = 0;
+  int connections = 1;
+};
+
+struct GatherFlags {
+  std::string params, indices, out;
+  std::optional<int64_t> axis;
+  int64_t batch_dims = 0;
+};
+
+struct LoadFlags {
+  std::string op = "gather", dtype = "float32", index_dtype = "int32", params_shape, json;
+  int64_t rows = 1024, slice = 64, indices = 16, index_depth = 1, requests = 0;
+  int64_t distinct = 16, max_outstanding = 10000;
+  double invalid_fraction = 0, rate = 0, duration_s = 10, warmup_s = 1, progress_interval_s = 1;
+  int concurrency = 1;
+};
+
+void PrintError(const absl::Status& status) {
+  std::fprintf(stderr, "error: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+}
+
+absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
+  ClientOptions options;
+  options.target = f.target;
+  options.timeout = absl::Seconds(f.timeout_s);
+  options.max_message_bytes = f.max_message_bytes;
+  options.connections_per_target = f.connections;
+  options.retry.max_attempts = 1 + f.retries;
+  return Client::Create(options);
+}
+
+int RunGather(const CommonFlags& common, const GatherFlags& f, bool nd) {
+  if (!f.out.empty() && !FormatFromPath(f.out).ok()) {
+    std::fprintf(stderr, "error: --out %s: expected a .npy or .json file name\n", f.out.c_str());
+    return kUsage;
+  }
+  auto client = MakeClient(common);
+  if (!client.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
+    return kUsage;
+  }
+  auto params = ReadTensorFile(f.params);
+  if (!params.ok()) {
+    std::fprintf(stderr, "error: --params %s: %s\n", f.params.c_str(),
+                 std::string(params.status().message()).c_str());
+    return kIoError;
+  }
+  auto indices = ReadTensorFile(f.indices);
+  if (!indices.ok()) {
+    std::fprintf(stderr, "error: --indices %s: %s\n", f.indices.c_str(),
+                 std::string(indices.status().message()).c_str());
+    return kIoError;
+  }
+  absl::StatusOr<core::Tensor> result =
+      nd ? (*client)->GatherNd(params->view(), indices->view(), f.batch_dims)
+         : (*client)->Gather(params->view(), indices->view(), f.axis, f.batch_dims);
+  if (!result.ok()) {
+    PrintError(result.status());
+    return kRpcError;
+  }
+  if (f.out.empty()) {
+    std::printf("%s\n", SerializeJson(result->view()).c_str());
+    return kOk;
+  }
+  if (absl::Status written = WriteTensorFile(result->view(), f.out); !written.ok()) {
+    std::fprintf(stderr, "error: --out %s: %s\n", f.out.c_str(),
+                 std::string(written.message()).c_str());
+    return kIoError;
+  }
+  return kOk;
+}
+
+int RunHealth(const CommonFlags& common, const std::string& service) {
+  auto client = MakeClient(common);
+  if (!client.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
+    return kUsage;
+  }
+  int code = kOk;
+  for (int i = 0; i < static_cast<int>((*client)->targets().size()); ++i) {
+    const std::string& target = (*client)->targets()[i];
+    absl::StatusOr<std::string> status = (*client)->Health(i, service);
+    if (status.ok()) {
+      std::printf("%s %s\n", target.c_str(), status->c_str());
+      if (*status != "SERVING") code = kRpcError;
+    } else {
+      std::printf("%s error: %s: %s\n", target.c_str(),
+                  absl::StatusCodeToString(status.status().code()).c_str(),
+                  std::string(status.status().message()).c_str());
+      code = kRpcError;
+    }
+  }
+  return code;
+}
+
+absl::StatusOr<core::Shape> ParseShape(const std::string& text) {
+  core::Shape shape;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int64_t d;
+    if (!absl::SimpleAtoi(part, &d) || d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--params-shape %s: expected dimensions like 1024,64", text));
+    }
+    shape.push_back(d);
+  }
+  if (shape.empty()) return absl::InvalidArgumentError("--params-shape is empty");
+  return shape;
+}
+
+int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
+  LoadRequestSpec spec;
+  spec.nd = f.op == "gather-nd";
+  const std::optional<core::DataType> dtype = core::DataTypeFromName(f.dtype);
+  if (!dtype.has_value()) {
+    std::fprintf(stderr, "error: --dtype %s is not a dtype (e.g. float32, int64, string)\n",
+                 f.dtype.c_str());
+    return kUsage;
+  }
+  spec.dtype = *dtype;
+  spec.index_dtype = f.index_dtype == "int64" ? core::DataType::kInt64 : core::DataType::kInt32;
+  if (f.params_shape.empty()) {
+    spec.params_shape = {f.rows, f.slice};
+  } else {
+    auto shape = ParseShape(f.params_shape);
+    if (!shape.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(shape.status().message()).c_str());
+      return kUsage;
+    }
+    spec.params_shape = *shape;
+  }
+  spec.num_indices = f.indices;
+  spec.index_depth = f.index_depth;
+  spec.invalid_fraction = f.invalid_fraction;
+  spec.distinct_requests = f.distinct;
+  auto requests = BuildLoadRequests(spec);
+  if (!requests.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(requests.status().message()).c_str());
+    return kUsage;
+  }
+  auto client = MakeClient(common);
+  if (!client.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
+    return kUsage;
+  }
+
+  LoadOptions options;
+  options.concurrency = f.concurrency;
+  options.rate = f.rate;
+  options.max_outstanding = f.max_outstanding;
+  options.duration = absl::Seconds(f.duration_s);
+  options.requests = f.requests;
+  options.warmup = absl::Seconds(f.warmup_s);
+  options.timeout = absl::Seconds(common.timeout_s);
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  options.progress_interval = absl::Seconds(tty ? 0.25 : f.progress_interval_s);
+  options.on_progress = [tty](const LoadProgress& p) {
+    const std::string line =
+        p.warming_up ? absl::StrFormat("[warmup] %.0f QPS", p.qps)
+                     : absl::StrFormat("[%6.1fs] %d done, %.0f QPS, %d errors",
+                                       absl::ToDoubleSeconds(p.elapsed), p.done, p.qps, p.errors);
+    std::fprintf(stderr, tty ? "\r\033[K%s" : "%s\n", line.c_str());
+    std::fflush(stderr);
+  };
+  std::fprintf(stderr, "load: %s to %s, %d requests of ~%d bytes\n", requests->method.c_str(),
+               common.target.c_str(), static_cast<int>(requests->bodies.size()),
+               static_cast<int>(requests->request_bytes));
+  auto report = RunLoad((*client)->channels(), *requests, options);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (!report.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(report.status().message()).c_str());
+    return kUsage;
+  }
+  report->targets = static_cast<int>((*client)->targets().size());
+  if (f.json == "-") {
+    std::printf("%s\n", report->ToJson().c_str());
+    return kOk;
+  }
+  std::printf("%s", report->ToText().c_str());
+  if (!f.json.empty()) {
+    FILE* file = std::fopen(f.json.c_str(), "w");
+    if (file == nullptr || std::fprintf(file, "%s\n", report->ToJson().c_str()) < 0 ||
+        std::fclose(file) != 0) {
+      std::fprintf(stderr, "error: --json %s: cannot write\n", f.json.c_str());
+      return kIoError;
+    }
+  }
+  return kOk;
+}
+
+void AddCommonFlags(CLI::App* app, CommonFlags* f) {
+  app->add_option("--target", f->target,
+                  "server(s): host:port, host:port,host:port, or a gRPC URI (dns:///name:port)")
+      ->capture_default_str();
+  app->add_option("--timeout", f->timeout_s, "deadline of each call, seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--max-message-bytes", f->max_message_bytes,
+                  "largest message sent or received (match the server's)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--retries", f->retries, "retries on UNAVAILABLE, with backoff")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--connections", f->connections, "connections per target")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
+void AddGatherFlags(CLI::App* app, GatherFlags* f, bool nd) {
+  app->add_option("--params", f->params, "params tensor, .npy or .json")->required();
+  app->add_option("--indices", f->indices, "indices tensor (int32/int64), .npy or .json")
+      ->required();
+  if (!nd) app->add_option("--axis", f->axis, "axis to gather along (default: batch_dims)");
+  app->add_option("--batch-dims", f->batch_dims, "leading batch dimensions")->capture_default_str();
+  app->add_option("--out", f->out, "write the result to this .npy or .json file");
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app("tensorcompute: Gather and GatherNd on a tensorcompute server, and a load tester",
+               "tensorcompute");
+  app.require_subcommand(1);
+  CommonFlags common;
+  GatherFlags gather, gather_nd;
+  LoadFlags load;
+  std::string service;
+
+  CLI::App* gather_cmd =
+      app.add_subcommand("gather", "tf.gather(params, indices, axis, batch_dims)");
+  AddCommonFlags(gather_cmd, &common);
+  AddGatherFlags(gather_cmd, &gather, false);
+  CLI::App* nd_cmd = app.add_subcommand("gather-nd", "tf.gather_nd(params, indices, batch_dims)");
+  AddCommonFlags(nd_cmd, &common);
+  AddGatherFlags(nd_cmd, &gather_nd, true);
+  CLI::App* health_cmd = app.add_subcommand("health", "grpc.health.v1 status of each target");
+  AddCommonFlags(health_cmd, &common);
+  health_cmd->add_option("--service", service, "service name (default: the whole server)");
+
+  CLI::App* load_cmd = app.add_subcommand("load", "load test: throughput, latency, status codes");
+  AddCommonFlags(load_cmd, &common);
+  load_cmd->add_option("--op", load.op, "gather or gather-nd")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gather", "gather-nd"}));
+  load_cmd->add_option("--dtype", load.dtype, "params dtype")->capture_default_str();
+  load_cmd->add_option("--rows", load.rows, "params rows (dimension 0)")->capture_default_str();
+  load_cmd->add_option("--slice", load.slice, "elements per row")->capture_default_str();
+  load_cmd->add_option("--params-shape", load.params_shape,
+                       "params shape, e.g. 64,32,16 (instead of --rows and --slice)");
+  load_cmd->add_option("--indices", load.indices, "indices (rows gathered) per request")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  load_cmd->add_option("--index-depth", load.index_depth, "gather-nd: components per index")
+      ->capture_default_str();
+  load_cmd->add_option("--index-dtype", load.index_dtype, "int32 or int64")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"int32", "int64"}));
+  load_cmd
+      ->add_option("--invalid-fraction", load.invalid_fraction,
+                   "share of requests with an out-of-range index")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  load_cmd->add_option("--distinct", load.distinct, "distinct requests, generated up front")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  load_cmd->add_option("--concurrency", load.concurrency, "closed loop: calls in flight")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  load_cmd->add_option("--rate", load.rate, "open loop: calls per second (0: closed loop)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  load_cmd
+      ->add_option("--max-outstanding", load.max_outstanding,
+                   "open loop: most calls in flight; beyond it calls are not sent")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  load_cmd->add_option("--duration", load.duration_s, "measured seconds (without --requests)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  load_cmd->add_option("--requests", load.requests, "measure exactly this many calls")
+      ->check(CLI::NonNegativeNumber);
+  load_cmd->add_option("--warmup", load.warmup_s, "unmeasured seconds first")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  load_cmd
+      ->add_option("--progress-interval", load.progress_interval_s,
+                   "seconds between progress lines when stderr is not a terminal")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  load_cmd->add_option("--json", load.json, "write the report as JSON to FILE, or - for stdout");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message
+    return kUsage;
+  }
+  if (gather_cmd->parsed()) return RunGather(common, gather, false);
+  if (nd_cmd->parsed()) return RunGather(common, gather_nd, true);
+  if (health_cmd->parsed()) return RunHealth(common, service);
+  return RunLoadCommand(common, load);
+}
+
+}  // namespace
+}  // namespace tensorcompute::client
+
+int main(int argc, char** argv) { return tensorcompute::client::Main(argc, argv); }

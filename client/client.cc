@@ -1,0 +1,175 @@
+#include "client/client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <type_traits>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "tensorcompute/v1/tensorcompute.grpc.pb.h"
+
+#include "core/status_macros.h"
+#include "proto/tensor_codec.h"
+
+namespace tensorcompute::client {
+namespace {
+
+absl::Status ToAbsl(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+// The delay before retry `retry` (1, 2, ...), with jitter in [0.5, 1].
+absl::Duration Backoff(const RetryOptions& retry, int n) {
+  absl::Duration backoff = retry.initial_backoff;
+  for (int i = 1; i < n && backoff < retry.max_backoff; ++i) backoff *= retry.backoff_multiplier;
+  backoff = std::min(backoff, retry.max_backoff);
+  thread_local absl::BitGen gen;
+  return backoff * absl::Uniform(gen, 0.5, 1.0);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> SplitTargets(absl::string_view target) {
+  target = absl::StripAsciiWhitespace(target);
+  for (absl::string_view scheme : {"dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:"}) {
+    if (absl::StartsWith(target, scheme)) return std::vector<std::string>{std::string(target)};
+  }
+  std::vector<std::string> targets;
+  for (absl::string_view part : absl::StrSplit(target, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (!part.empty()) targets.emplace_back(part);
+  }
+  if (targets.empty()) {
+    return absl::InvalidArgumentError(
+        "target is empty; expected host:port, host:port,host:port or a gRPC URI such as "
+        "dns:///name:port");
+  }
+  return targets;
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
+                                           int index) {
+  grpc::ChannelArguments args;
+  const int limit = static_cast<int>(std::min<int64_t>(max_message_bytes, INT32_MAX));
+  args.SetMaxReceiveMessageSize(limit);
+  args.SetMaxSendMessageSize(limit);
+  args.SetLoadBalancingPolicyName("round_robin");
+  // Channels with equal arguments share connections (the global subchannel pool); a distinct
+  // argument per index keeps each of them on its own.
+  args.SetInt("tensorcompute.client_channel", index);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
+  TC_ASSIGN_OR_RETURN(std::vector<std::string> targets, SplitTargets(options.target));
+  if (options.max_message_bytes <= 0) {
+    return absl::InvalidArgumentError("max_message_bytes must be > 0");
+  }
+  if (options.connections_per_target < 1) {
+    return absl::InvalidArgumentError("connections_per_target must be >= 1");
+  }
+  if (options.retry.max_attempts < 1 || options.retry.backoff_multiplier < 1 ||
+      options.retry.initial_backoff < absl::ZeroDuration() ||
+      options.retry.max_backoff < options.retry.initial_backoff) {
+    return absl::InvalidArgumentError(
+        "retry: expected max_attempts >= 1, backoff_multiplier >= 1 and "
+        "0 <= initial_backoff <= max_backoff");
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be > 0 (or infinite)");
+  }
+  static std::atomic<int> next_index{0};
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& target : targets) {
+    for (int i = 0; i < options.connections_per_target; ++i) {
+      channels.push_back(MakeChannel(target, options.max_message_bytes, next_index++));
+    }
+  }
+  return std::unique_ptr<Client>(
+      new Client(std::move(options), std::move(targets), std::move(channels)));
+}
+
+Client::Client(ClientOptions options, std::vector<std::string> targets,
+               std::vector<std::shared_ptr<grpc::Channel>> channels)
+    : options_(std::move(options)), targets_(std::move(targets)), channels_(std::move(channels)) {}
+
+template <typename Request, typename Response>
+absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOptions& call) {
+  const absl::Duration timeout = call.timeout.value_or(options_.timeout);
+  const absl::Time deadline = absl::Now() + timeout;
+  grpc::Status status;
+  for (int attempt = 1;; ++attempt) {
+    const auto& channel = channels_[next_channel_.fetch_add(1) % channels_.size()];
+    grpc::ClientContext context;
+    if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));
+    Response response;
+    auto stub = v1::TensorCompute::NewStub(channel);
+    if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
+      status = stub->GatherNd(&context, request, &response);
+    } else {
+      status = stub->Gather(&context, request, &response);
+    }
+    if (status.ok()) return proto::FromProto(response.output(), "output", INT64_MAX);
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        attempt >= options_.retry.max_attempts) {
+      break;
+    }
+    const absl::Duration wait = Backoff(options_.retry, attempt);
+    if (absl::Now() + wait >= deadline) break;
+    absl::SleepFor(wait);
+  }
+  return ToAbsl(status);
+}
+
+absl::StatusOr<core::Tensor> Client::Gather(const core::TensorView& params,
+                                            const core::TensorView& indices,
+                                            std::optional<int64_t> axis, int64_t batch_dims,
+                                            const CallOptions& call) {
+  v1::GatherRequest request;
+  proto::ToProto(params, request.mutable_params());
+  proto::ToProto(indices, request.mutable_indices());
+  if (axis.has_value()) request.set_axis(*axis);
+  request.set_batch_dims(batch_dims);
+  return Call<v1::GatherRequest, v1::GatherResponse>(request, call);
+}
+
+absl::StatusOr<core::Tensor> Client::GatherNd(const core::TensorView& params,
+                                              const core::TensorView& indices, int64_t batch_dims,
+                                              const CallOptions& call) {
+  v1::GatherNdRequest request;
+  proto::ToProto(params, request.mutable_params());
+  proto::ToProto(indices, request.mutable_indices());
+  request.set_batch_dims(batch_dims);
+  return Call<v1::GatherNdRequest, v1::GatherNdResponse>(request, call);
+}
+
+absl::StatusOr<std::string> Client::Health(int target_index, const std::string& service,
+                                           const CallOptions& call) {
+  if (target_index < 0 || target_index >= static_cast<int>(targets_.size())) {
+    return absl::InvalidArgumentError("target_index out of range");
+  }
+  const auto& channel = channels_[target_index * options_.connections_per_target];
+  grpc::ClientContext context;
+  const absl::Duration timeout = call.timeout.value_or(options_.timeout);
+  if (timeout != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status =
+      grpc::health::v1::Health::NewStub(channel)->Check(&context, request, &response);
+  if (!status.ok()) return ToAbsl(status);
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+}
+
+}  // namespace tensorcompute::client

@@ -1,0 +1,422 @@
+#include "client/load_tester.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/slice.h"
+#include "nlohmann/json.hpp"
+#include "tensorcompute/v1/tensorcompute.pb.h"
+
+#include "client/latency_histogram.h"
+#include "core/status_macros.h"
+#include "core/tensor.h"
+#include "proto/tensor_codec.h"
+
+namespace tensorcompute::client {
+namespace {
+
+constexpr int kNumCodes = 17;  // grpc::StatusCode 0..16
+
+// Random params of `spec`: bytes for numeric types (bools 0/1), short strings for strings.
+absl::StatusOr<core::Tensor> RandomParams(const LoadRequestSpec& spec, std::mt19937_64& rng) {
+  TC_ASSIGN_OR_RETURN(core::Tensor params, core::Tensor::Allocate(spec.dtype, spec.params_shape));
+  if (spec.dtype == core::DataType::kString) {
+    std::vector<std::string> strings(params.num_elements());
+    for (auto& s : strings) s = absl::StrFormat("s%016x", rng());
+    return core::Tensor::FromStrings(spec.params_shape, std::move(strings));
+  }
+  for (uint8_t& b : params.mutable_bytes()) {
+    b = spec.dtype == core::DataType::kBool ? rng() & 1 : static_cast<uint8_t>(rng());
+  }
+  return params;
+}
+
+std::string Serialize(const google::protobuf::Message& m) { return m.SerializeAsString(); }
+
+}  // namespace
+
+absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
+  const core::Shape& shape = spec.params_shape;
+  const int64_t depth = spec.nd ? spec.index_depth : 1;
+  if (shape.empty()) return absl::InvalidArgumentError("params shape must have rank >= 1");
+  if (depth < 1 || depth > static_cast<int64_t>(shape.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "index depth %d is not in [1, %d] (the rank of params)", depth, shape.size()));
+  }
+  for (int64_t d = 0; d < depth; ++d) {
+    if (shape[d] <= 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "params dimension %d is %d: nothing to index; expected > 0", d, shape[d]));
+    }
+  }
+  if (spec.num_indices < 0 || spec.distinct_requests < 1) {
+    return absl::InvalidArgumentError("expected num_indices >= 0 and distinct_requests >= 1");
+  }
+  if (spec.invalid_fraction < 0 || spec.invalid_fraction > 1) {
+    return absl::InvalidArgumentError("invalid_fraction must be in [0, 1]");
+  }
+  if (spec.index_dtype != core::DataType::kInt32 && spec.index_dtype != core::DataType::kInt64) {
+    return absl::InvalidArgumentError("index dtype must be int32 or int64");
+  }
+  std::mt19937_64 rng(spec.seed);
+  TC_ASSIGN_OR_RETURN(core::Tensor params, RandomParams(spec, rng));
+
+  // A message's serialization is the concatenation of its fields', so the params are
+  // serialized once and shared by every request (one reference-counted slice); each request
+  // adds only its own indices.
+  v1::GatherRequest params_only;
+  proto::ToProto(params.view(), params_only.mutable_params());
+  const grpc::Slice params_slice(Serialize(params_only));
+
+  LoadRequests out;
+  out.method = spec.nd ? "/tensorcompute.v1.TensorCompute/GatherNd"
+                       : "/tensorcompute.v1.TensorCompute/Gather";
+  int64_t total_bytes = 0;
+  const core::Shape index_shape =
+      spec.nd ? core::Shape{spec.num_indices, depth} : core::Shape{spec.num_indices};
+  for (int64_t k = 0; k < spec.distinct_requests; ++k) {
+    // Request k is invalid when the running share of invalid ones steps up at k.
+    const bool invalid = spec.num_indices > 0 && std::floor((k + 1) * spec.invalid_fraction) >
+                                                     std::floor(k * spec.invalid_fraction);
+    std::vector<int64_t> values(spec.num_indices * depth);
+    for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
+      values[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(shape[i % depth]));
+    }
+    if (invalid) values[rng() % values.size()] = INT32_MAX;  // beyond any dimension here
+    TC_ASSIGN_OR_RETURN(core::Tensor indices,
+                        core::Tensor::Allocate(spec.index_dtype, index_shape));
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (spec.index_dtype == core::DataType::kInt32) {
+        reinterpret_cast<int32_t*>(indices.mutable_bytes().data())[i] =
+            static_cast<int32_t>(values[i]);
+      } else {
+        reinterpret_cast<int64_t*>(indices.mutable_bytes().data())[i] = values[i];
+      }
+    }
+    std::string rest;
+    if (spec.nd) {
+      v1::GatherNdRequest r;
+      proto::ToProto(indices.view(), r.mutable_indices());
+      rest = Serialize(r);
+    } else {
+      v1::GatherRequest r;
+      proto::ToProto(indices.view(), r.mutable_indices());
+      r.set_axis(0);
+      rest = Serialize(r);
+    }
+    grpc::Slice slices[2] = {params_slice, grpc::Slice(rest)};
+    out.bodies.emplace_back(slices, 2);
+    out.valid.push_back(!invalid);
+    total_bytes += static_cast<int64_t>(params_slice.size() + rest.size());
+  }
+  out.request_bytes = total_bytes / spec.distinct_requests;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// Everything the calls of one run share. Counters are atomics: completions run on gRPC's
+// threads.
+class Run {
+ public:
+  Run(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const LoadRequests& requests,
+      const LoadOptions& options)
+      : requests_(requests), options_(options) {
+    for (const auto& c : channels) stubs_.push_back(std::make_unique<grpc::GenericStub>(c));
+    for (auto& c : by_code_) c.store(0);
+  }
+
+  LoadReport Execute();
+
+ private:
+  struct Call {
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    absl::Time start;  // scheduled (open loop) or actual (closed loop) start
+    size_t body = 0;
+    bool measured = false;
+  };
+
+  // Starts one call; `done` runs after it was counted.
+  void Start(std::unique_ptr<Call> call, std::function<void()> done);
+  void Count(const Call& call, const grpc::Status& status);
+  void ClosedLoopSlot();
+  void OpenLoop();
+  void ReportProgress();
+  bool Finished() const;
+
+  const LoadRequests& requests_;
+  const LoadOptions& options_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
+  absl::Time begin_, measure_start_, measure_end_;
+
+  std::atomic<uint64_t> next_{0};    // request and channel picker
+  std::atomic<int64_t> tickets_{0};  // measured calls claimed (requests mode)
+  std::atomic<int64_t> sent_{0}, not_sent_{0}, answered_{0}, errors_{0}, unexpected_{0};
+  std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0};
+  std::array<std::atomic<int64_t>, kNumCodes> by_code_;
+  LatencyHistogram latency_;
+
+  absl::Mutex mu_;
+  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_answer_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;  // every call answered
+};
+
+// One closed-loop slot: starts a call whose completion starts the next, until the run's
+// duration or request count is used up.
+void Run::ClosedLoopSlot() {
+  auto call = std::make_unique<Call>();
+  call->start = absl::Now();
+  if (call->start >= measure_start_) {
+    if (options_.requests > 0) {
+      if (tickets_.fetch_add(1) >= options_.requests) return;  // slot ends
+    } else if (call->start >= measure_end_) {
+      return;
+    }
+    call->measured = true;
+  }
+  Start(std::move(call), [this] { ClosedLoopSlot(); });
+}
+
+void Run::Start(std::unique_ptr<Call> call, std::function<void()> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++outstanding_;
+  }
+  const uint64_t n = next_.fetch_add(1);
+  call->body = n % requests_.bodies.size();
+  if (options_.timeout != absl::InfiniteDuration()) {
+    call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  }
+  if (call->measured) sent_.fetch_add(1, std::memory_order_relaxed);
+  grpc::GenericStub* stub = stubs_[n % stubs_.size()].get();
+  Call* raw = call.release();
+  stub->UnaryCall(&raw->context, requests_.method, grpc::StubOptions(),
+                  &requests_.bodies[raw->body], &raw->response,
+                  [this, raw, done = std::move(done)](grpc::Status status) {
+                    std::unique_ptr<Call> owned(raw);
+                    Count(*owned, status);
+                    owned.reset();
+                    done();
+                    absl::MutexLock lock(&mu_);
+                    --outstanding_;
+                  });
+}
+
+void Run::Count(const Call& call, const grpc::Status& status) {
+  if (!call.measured) return;
+  const absl::Time now = absl::Now();
+  latency_.Record(absl::ToInt64Nanoseconds(now - call.start));
+  const int code = std::clamp(static_cast<int>(status.error_code()), 0, kNumCodes - 1);
+  by_code_[code].fetch_add(1, std::memory_order_relaxed);
+  bytes_sent_.fetch_add(static_cast<int64_t>(requests_.bodies[call.body].Length()),
+                        std::memory_order_relaxed);
+  if (status.ok()) {
+    bytes_received_.fetch_add(static_cast<int64_t>(call.response.Length()),
+                              std::memory_order_relaxed);
+  } else {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  const bool valid = requests_.valid[call.body];
+  if ((valid && code == static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT)) ||
+      (!valid && status.ok())) {
+    unexpected_.fetch_add(1, std::memory_order_relaxed);
+  }
+  answered_.fetch_add(1, std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  last_answer_ = std::max(last_answer_, now);
+}
+
+void Run::OpenLoop() {
+  const absl::Duration interval = absl::Seconds(1) / options_.rate;
+  int64_t measured = 0;
+  for (int64_t k = 0;; ++k) {
+    const absl::Time due = begin_ + interval * static_cast<double>(k);
+    const bool in_measure = due >= measure_start_;
+    if (in_measure &&
+        (options_.requests > 0 ? measured >= options_.requests : due >= measure_end_)) {
+      break;
+    }
+    const absl::Duration wait = due - absl::Now();
+    if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+    if (in_measure) ++measured;
+    bool full;
+    {
+      absl::MutexLock lock(&mu_);
+      full = outstanding_ >= options_.max_outstanding;
+    }
+    if (full) {
+      if (in_measure) not_sent_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    auto call = std::make_unique<Call>();
+    call->start = due;
+    call->measured = in_measure;
+    Start(std::move(call), [] {});
+  }
+}
+
+void Run::ReportProgress() {
+  int64_t last_done = 0;
+  absl::Time last = absl::Now();
+  const absl::Duration interval = std::max(options_.progress_interval, absl::Milliseconds(50));
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopped_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), interval)) return;
+    }
+    const absl::Time now = absl::Now();
+    LoadProgress p;
+    p.elapsed = now - measure_start_;
+    p.warming_up = now < measure_start_;
+    p.done = answered_.load();
+    p.errors = errors_.load();
+    p.qps = (p.done - last_done) / absl::ToDoubleSeconds(now - last);
+    last_done = p.done;
+    last = now;
+    options_.on_progress(p);
+  }
+}
+
+LoadReport Run::Execute() {
+  begin_ = absl::Now();
+  measure_start_ = begin_ + options_.warmup;
+  measure_end_ = measure_start_ + options_.duration;
+  std::thread progress;
+  if (options_.on_progress) progress = std::thread([this] { ReportProgress(); });
+  if (options_.rate > 0) {
+    OpenLoop();
+  } else {
+    for (int i = 0; i < options_.concurrency; ++i) ClosedLoopSlot();
+  }
+  absl::Time last_answer;
+  {
+    absl::MutexLock lock(&mu_);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return outstanding_ == 0; };
+    mu_.Await(absl::Condition(&idle));
+    stopped_ = true;
+    last_answer = last_answer_;
+  }
+  if (progress.joinable()) progress.join();
+
+  LoadReport r;
+  r.sent = sent_.load();
+  r.not_sent = not_sent_.load();
+  for (int c = 0; c < kNumCodes; ++c) {
+    if (by_code_[c].load() > 0) {
+      r.by_code[absl::StatusCodeToString(static_cast<absl::StatusCode>(c))] = by_code_[c].load();
+    }
+  }
+  r.errors = errors_.load();
+  r.unexpected = unexpected_.load();
+  r.seconds = std::max(absl::ToDoubleSeconds(last_answer - measure_start_), 1e-9);
+  const int64_t answered = answered_.load();
+  if (answered == 0) r.seconds = 0;
+  r.bytes_sent = bytes_sent_.load();
+  r.bytes_received = bytes_received_.load();
+  if (r.seconds > 0) {
+    r.qps = answered / r.seconds;
+    r.sent_mb_per_s = r.bytes_sent / r.seconds / 1e6;
+    r.received_mb_per_s = r.bytes_received / r.seconds / 1e6;
+  }
+  r.latency_us_min = latency_.min() / 1e3;
+  r.latency_us_p50 = latency_.Quantile(0.5) / 1e3;
+  r.latency_us_p90 = latency_.Quantile(0.9) / 1e3;
+  r.latency_us_p99 = latency_.Quantile(0.99) / 1e3;
+  r.latency_us_p999 = latency_.Quantile(0.999) / 1e3;
+  r.latency_us_max = latency_.max() / 1e3;
+  r.latency_us_mean = latency_.mean() / 1e3;
+  r.mode = options_.rate > 0 ? absl::StrFormat("open (%g QPS)", options_.rate)
+                             : absl::StrFormat("closed (concurrency %d)", options_.concurrency);
+  r.channels = static_cast<int>(stubs_.size());
+  r.targets = r.channels;
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<LoadReport> RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                                   const LoadRequests& requests, const LoadOptions& options) {
+  if (channels.empty()) return absl::InvalidArgumentError("no target to load");
+  if (requests.bodies.empty() || requests.valid.size() != requests.bodies.size()) {
+    return absl::InvalidArgumentError("no requests to send");
+  }
+  if (options.rate < 0 || !std::isfinite(options.rate)) {
+    return absl::InvalidArgumentError("rate must be >= 0 (0: closed loop)");
+  }
+  if (options.rate == 0 && options.concurrency < 1) {
+    return absl::InvalidArgumentError("concurrency must be >= 1");
+  }
+  if (options.requests < 0 || options.max_outstanding < 1 ||
+      options.duration < absl::ZeroDuration() || options.warmup < absl::ZeroDuration() ||
+      options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "expected requests >= 0, max_outstanding >= 1, duration >= 0, warmup >= 0, "
+        "timeout > 0");
+  }
+  Run run(channels, requests, options);
+  return run.Execute();
+}
+
+std::string LoadReport::ToText() const {
+  std::string codes;
+  int64_t answered = 0;
+  for (const auto& [code, count] : by_code) {
+    absl::StrAppendFormat(&codes, "  %-22s %d\n", code, count);
+    answered += count;
+  }
+  return absl::StrFormat(
+      "mode          %s; %d target(s), %d channel(s)\n"
+      "requests      %d sent, %d answered, %d errors, %d unexpected, %d not sent\n"
+      "duration      %.3f s\n"
+      "throughput    %.1f QPS, %.2f MB/s sent, %.2f MB/s received\n"
+      "latency (us)  min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n"
+      "status codes\n%s",
+      mode, targets, channels, sent, answered, errors, unexpected, not_sent, seconds, qps,
+      sent_mb_per_s, received_mb_per_s, latency_us_min, latency_us_p50, latency_us_p90,
+      latency_us_p99, latency_us_p999, latency_us_max, latency_us_mean, codes);
+}
+
+std::string LoadReport::ToJson() const {
+  nlohmann::json j;
+  j["mode"] = mode;
+  j["targets"] = targets;
+  j["channels"] = channels;
+  j["sent"] = sent;
+  j["not_sent"] = not_sent;
+  j["by_code"] = by_code;
+  j["errors"] = errors;
+  j["unexpected"] = unexpected;
+  j["seconds"] = seconds;
+  j["qps"] = qps;
+  j["bytes_sent"] = bytes_sent;
+  j["bytes_received"] = bytes_received;
+  j["sent_mb_per_s"] = sent_mb_per_s;
+  j["received_mb_per_s"] = received_mb_per_s;
+  j["latency_us_min"] = latency_us_min;
+  j["latency_us_p50"] = latency_us_p50;
+  j["latency_us_p90"] = latency_us_p90;
+  j["latency_us_p99"] = latency_us_p99;
+  j["latency_us_p999"] = latency_us_p999;
+  j["latency_us_max"] = latency_us_max;
+  j["latency_us_mean"] = latency_us_mean;
+  return j.dump();
+}
+
+}  // namespace tensorcompute::client

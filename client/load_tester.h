@@ -1,0 +1,121 @@
+// File: client/load_tester.h
+//
+// The load tester behind `tensorcompute load`: drives Gather or GatherNd calls at one or more
+// servers and reports throughput, latency percentiles and answers by status code.
+//
+//   BuildLoadRequests(spec)  makes `distinct_requests` requests once, up front (random valid
+//                            indices; a `invalid_fraction` share with one index out of range),
+//                            serialized, so the client spends nothing per call on them.
+//   RunLoad(channels, ...)   closed loop (`concurrency` calls always outstanding) or open loop
+//                            (`rate` calls per second on a fixed schedule, latency measured
+//                            from each call's scheduled time so a slow server cannot hide
+//                            queueing: no coordinated omission), after a warmup, for a
+//                            duration or a number of requests, round-robin over the channels.
+//                            Responses are counted and sized, not parsed.
+//
+// Every measured call is counted exactly once: sent = the sum of by_code (every started call
+// is answered, by the server or by its deadline); in open loop, calls the schedule wanted
+// but `max_outstanding` refused are not_sent, apart from sent.
+// Thread-safety: RunLoad may run concurrently with other RunLoad calls; the progress callback
+// runs on one reporter thread.
+
+#ifndef TENSORCOMPUTE_CLIENT_LOAD_TESTER_H_
+#define TENSORCOMPUTE_CLIENT_LOAD_TESTER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/support/byte_buffer.h"
+
+#include "core/dtype.h"
+#include "core/shape.h"
+
+namespace tensorcompute::client {
+
+// What each request looks like.
+struct LoadRequestSpec {
+  bool nd = false;  // GatherNd instead of Gather
+  core::DataType dtype = core::DataType::kFloat32;
+  // Gather picks rows along axis 0 of params (a slice = the trailing dimensions); GatherNd
+  // uses index tuples of `index_depth` components (a slice = the dimensions after them).
+  core::Shape params_shape = {1024, 64};
+  int64_t num_indices = 16;  // rows (index tuples) per request
+  int64_t index_depth = 1;   // GatherNd only; 1..rank(params)
+  core::DataType index_dtype = core::DataType::kInt32;
+  // Share of requests (0..1) that carry one out-of-range index (INVALID_ARGUMENT expected).
+  double invalid_fraction = 0;
+  int64_t distinct_requests = 16;
+  uint64_t seed = 1;
+};
+
+struct LoadRequests {
+  std::string method;                    // "/tensorcompute.v1.TensorCompute/Gather" or ...Nd
+  std::vector<grpc::ByteBuffer> bodies;  // serialized requests, used in turn
+  std::vector<bool> valid;               // per body: expected to succeed
+  int64_t request_bytes = 0;             // mean serialized size
+};
+
+// Returns the requests, or INVALID_ARGUMENT for an impossible spec (string dtype with no
+// bytes, index_depth out of range, a zero-size axis to index, ...).
+absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec);
+
+struct LoadProgress {
+  absl::Duration elapsed;  // since measuring began (negative during warmup)
+  bool warming_up = false;
+  int64_t done = 0;    // measured calls answered so far
+  int64_t errors = 0;  // of which not OK
+  double qps = 0;      // over the last progress interval
+};
+
+struct LoadOptions {
+  int concurrency = 1;  // closed loop: calls outstanding at all times
+  double rate = 0;      // > 0: open loop at this many calls per second (concurrency ignored)
+  int64_t max_outstanding = 10000;  // open loop: calls in flight at most; more are not_sent
+  absl::Duration duration = absl::Seconds(10);  // measured time, when requests == 0
+  int64_t requests = 0;                         // > 0: measure exactly this many calls
+  absl::Duration warmup = absl::Seconds(1);     // unmeasured time first
+  absl::Duration timeout = absl::Seconds(10);   // deadline of each call
+  absl::Duration progress_interval = absl::Seconds(1);
+  std::function<void(const LoadProgress&)> on_progress;  // optional
+};
+
+struct LoadReport {
+  int64_t sent = 0;                        // measured calls started
+  int64_t not_sent = 0;                    // open loop: refused by max_outstanding
+  std::map<std::string, int64_t> by_code;  // "OK", "UNAVAILABLE", ... -> count
+  int64_t errors = 0;                      // answered, not OK
+  // Answers inconsistent with the request: OK for one with a bad index, INVALID_ARGUMENT for
+  // a valid one (overload or deadline errors are not unexpected).
+  int64_t unexpected = 0;
+  double seconds = 0;            // measured wall time
+  double qps = 0;                // answered calls per second
+  double sent_mb_per_s = 0;      // request bytes (serialized) per second, 1 MB = 1e6 B
+  double received_mb_per_s = 0;  // response bytes per second
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  // Latency of answered calls in microseconds (all codes).
+  double latency_us_min = 0, latency_us_p50 = 0, latency_us_p90 = 0, latency_us_p99 = 0,
+         latency_us_p999 = 0, latency_us_max = 0, latency_us_mean = 0;
+  // The run's settings, echoed in the reports.
+  std::string mode;  // "closed (concurrency 16)" / "open (1000 QPS)"
+  int targets = 0;   // RunLoad sets it to `channels`; the CLI to the number of targets
+  int channels = 0;
+
+  std::string ToText() const;  // a few aligned lines for people
+  std::string ToJson() const;  // one JSON object with every field above
+};
+
+// Runs the load and returns the report, or INVALID_ARGUMENT for bad options / no channels.
+absl::StatusOr<LoadReport> RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                                   const LoadRequests& requests, const LoadOptions& options);
+
+}  // namespace tensorcompute::client
+
+#endif  // TENSORCOMPUTE_CLIENT_LOAD_TESTER_H_

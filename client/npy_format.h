@@ -1,0 +1,38 @@
+// File: client/npy_format.h
+//
+// NumPy's .npy format <-> core tensors.
+//
+// .npy (format versions 1.0, 2.0 and 3.0 read; 1.0 written, 2.0 when the header needs it):
+//   reads every dtype NumPy has that tensorcompute has: b1, i1/i2/i4/i8, u1/u2/u4/u8, f2/f4/f8,
+//   c8/c16, in either byte order (big-endian data is swapped), C or Fortran order (Fortran is
+//   transposed to row-major); fixed-width strings 'S<n>' (bytes, trailing NULs stripped, as
+//   NumPy does) and 'U<n>' (UTF-32, converted to UTF-8). Object arrays ('O', pickled) and
+//   structured/void dtypes are refused with INVALID_ARGUMENT. NumPy has no bfloat16; use JSON.
+//   Bool bytes other than 0 read as 1 (NumPy reads any nonzero byte as True).
+//   Writes little-endian C order; strings as 'U<n>' when every element is valid UTF-8 without
+//   NUL characters, otherwise as 'S<n>' (NumPy strips trailing NULs from 'S' on read).
+//
+//
+// Errors: every parse error is INVALID_ARGUMENT naming what was wrong and what was expected.
+// Thread-safety: pure functions.
+
+#ifndef TENSORCOMPUTE_CLIENT_NPY_FORMAT_H_
+#define TENSORCOMPUTE_CLIENT_NPY_FORMAT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+#include "core/tensor.h"
+
+namespace tensorcompute::client {
+
+absl::StatusOr<core::Tensor> ParseNpy(absl::string_view bytes);
+// Returns INVALID_ARGUMENT for bfloat16 (NumPy has no such dtype) and for a malformed `t`
+// (core::ValidateTensor); every other dtype works.
+absl::StatusOr<std::string> SerializeNpy(const core::TensorView& t);
+
+}  // namespace tensorcompute::client
+
+#endif  // TENSORCOMPUTE_CLIENT_NPY_FORMAT_H_

@@ -1,0 +1,192 @@
+// client::Client against real in-process servers: results equal the reference, errors pass
+// through verbatim, round-robin reaches every replica, retries move past a dead one.
+
+#include "client/client.h"
+
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "server/server.h"
+#include "tests/server/test_server.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/reference_gather.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tensorcompute::client {
+namespace {
+
+using ::tensorcompute::server::Server;
+using ::tensorcompute::server::test_support::TestOptions;
+using ::tensorcompute::server::test_support::WaitFor;
+using ::tensorcompute::testing::IsOk;
+using ::tensorcompute::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::unique_ptr<Server> StartServer() {
+  auto server = Server::Start(TestOptions());
+  EXPECT_THAT(server.status(), IsOk());
+  return *std::move(server);
+}
+
+std::unique_ptr<Client> MakeClient(const std::string& target, int max_attempts = 1) {
+  ClientOptions options;
+  options.target = target;
+  options.timeout = absl::Seconds(20);
+  options.retry.max_attempts = max_attempts;
+  options.retry.initial_backoff = absl::Milliseconds(1);
+  auto client = Client::Create(options);
+  EXPECT_THAT(client.status(), IsOk());
+  return *std::move(client);
+}
+
+std::string Local(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+TEST(SplitTargets, SplitsPlainListsAndKeepsUris) {
+  EXPECT_THAT(*SplitTargets("a:1"), ElementsAre("a:1"));
+  EXPECT_THAT(*SplitTargets(" a:1, b:2 ,"), ElementsAre("a:1", "b:2"));
+  EXPECT_THAT(*SplitTargets("ipv4:10.0.0.1:5,10.0.0.2:5"),
+              ElementsAre("ipv4:10.0.0.1:5,10.0.0.2:5"));
+  EXPECT_THAT(*SplitTargets("dns:///tc.default.svc:50051"),
+              ElementsAre("dns:///tc.default.svc:50051"));
+  EXPECT_THAT(SplitTargets(" , "),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target is empty")));
+}
+
+TEST(ClientCreate, RejectsBadOptions) {
+  ClientOptions options;
+  options.retry.max_attempts = 0;
+  EXPECT_THAT(Client::Create(options).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  options = ClientOptions();
+  options.connections_per_target = 0;
+  EXPECT_THAT(Client::Create(options).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  options = ClientOptions();
+  options.timeout = absl::ZeroDuration();
+  EXPECT_THAT(Client::Create(options).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(Client, GatherAndGatherNdMatchTheReference) {
+  auto server = StartServer();
+  auto client = MakeClient(Local(server->port()));
+  testing::Rng rng(7);
+  for (int i = 0; i < 40; ++i) {
+    const core::DataType dtype = core::kAllDataTypes[i % std::size(core::kAllDataTypes)];
+    const core::DataType index_dtype = i % 2 ? core::DataType::kInt32 : core::DataType::kInt64;
+    testing::GatherRequest request = i % 3 == 0
+                                         ? testing::RandomGatherNdRequest(dtype, index_dtype, rng)
+                                         : testing::RandomGatherRequest(dtype, index_dtype, rng);
+    SCOPED_TRACE(request.DebugString());
+    absl::StatusOr<core::Tensor> got =
+        request.nd
+            ? client->GatherNd(request.params.view(), request.indices.view(), request.batch_dims)
+            : client->Gather(request.params.view(), request.indices.view(), request.axis,
+                             request.batch_dims);
+    EXPECT_TRUE(testing::AgreesWithReference(got, testing::RunReference(request)));
+  }
+}
+
+TEST(Client, PassesServerErrorsThrough) {
+  auto server = StartServer();
+  auto client = MakeClient(Local(server->port()));
+  const core::Tensor params = testing::MakeTensor<int32_t>({3}, {10, 20, 30});
+  const core::Tensor indices = testing::MakeIndices(core::DataType::kInt32, {2}, {0, 7});
+  EXPECT_THAT(client->Gather(params.view(), indices.view()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "indices[1] = 7 is not in [-3, 3)"));
+  EXPECT_THAT(client->Gather(params.view(), indices.view(), 1).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("axis")));
+}
+
+TEST(Client, HealthIsServing) {
+  auto server = StartServer();
+  auto client = MakeClient(Local(server->port()));
+  absl::StatusOr<std::string> health = client->Health();
+  ASSERT_THAT(health.status(), IsOk());
+  EXPECT_EQ(*health, "SERVING");
+  EXPECT_THAT(client->Health(5).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(Client, UnreachableTargetIsUnavailable) {
+  auto client = MakeClient("127.0.0.1:1");
+  const core::Tensor params = testing::MakeTensor<int32_t>({3}, {10, 20, 30});
+  const core::Tensor indices = testing::MakeIndices(core::DataType::kInt32, {1}, {0});
+  EXPECT_THAT(client->Gather(params.view(), indices.view()).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST(Client, ReceiveLimitIsEnforced) {
+  auto server = StartServer();
+  ClientOptions options;
+  options.target = Local(server->port());
+  options.max_message_bytes = 1024;
+  auto client = Client::Create(options);
+  ASSERT_THAT(client.status(), IsOk());
+  const core::Tensor params = testing::MakeTensor<int32_t>({3}, {10, 20, 30});
+  const core::Tensor indices =
+      testing::MakeIndices(core::DataType::kInt32, {1000}, std::vector<int64_t>(1000, 1));
+  EXPECT_THAT((*client)->Gather(params.view(), indices.view()).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+}
+
+// Two replicas behind one comma-separated target: calls alternate between them.
+TEST(Client, RoundRobinReachesBothServers) {
+  auto a = StartServer();
+  auto b = StartServer();
+  auto client = MakeClient(absl::StrCat(Local(a->port()), ",", Local(b->port())));
+  ASSERT_EQ(client->targets().size(), 2u);
+  const core::Tensor params = testing::MakeTensor<int32_t>({3}, {10, 20, 30});
+  const core::Tensor indices = testing::MakeIndices(core::DataType::kInt32, {1}, {2});
+  for (int i = 0; i < 10; ++i) {
+    auto out = client->Gather(params.view(), indices.view());
+    ASSERT_THAT(out.status(), IsOk());
+    EXPECT_EQ(out->values<int32_t>()[0], 30);
+  }
+  EXPECT_EQ(a->metrics().requests_total(), 5);
+  EXPECT_EQ(b->metrics().requests_total(), 5);
+}
+
+// One gRPC URI naming both replicas: gRPC's round_robin policy spreads calls once both
+// connections are up.
+TEST(Client, RoundRobinPolicyOverOneUriReachesBothServers) {
+  auto a = StartServer();
+  auto b = StartServer();
+  auto client = MakeClient(absl::StrCat("ipv4:", Local(a->port()), ",", Local(b->port())));
+  ASSERT_EQ(client->targets().size(), 1u);
+  const core::Tensor params = testing::MakeTensor<int32_t>({3}, {10, 20, 30});
+  const core::Tensor indices = testing::MakeIndices(core::DataType::kInt32, {1}, {2});
+  EXPECT_TRUE(WaitFor([&] {
+    EXPECT_THAT(client->Gather(params.view(), indices.view()).status(), IsOk());
+    return a->metrics().requests_total() > 0 && b->metrics().requests_total() > 0;
+  }));
+}
+
+// One replica is gone (nothing listens on port 1): without retries about half the calls fail
+// with UNAVAILABLE; with two attempts each failed one moves to the live replica.
+TEST(Client, RetriesMovePastADeadReplica) {
+  auto live = StartServer();
+  const std::string target = absl::StrCat("127.0.0.1:1,", Local(live->port()));
+  const core::Tensor params = testing::MakeTensor<int32_t>({3}, {10, 20, 30});
+  const core::Tensor indices = testing::MakeIndices(core::DataType::kInt32, {1}, {2});
+
+  auto no_retry = MakeClient(target, 1);
+  int unavailable = 0;
+  for (int i = 0; i < 6; ++i) {
+    unavailable += no_retry->Gather(params.view(), indices.view()).status().code() ==
+                   absl::StatusCode::kUnavailable;
+  }
+  EXPECT_EQ(unavailable, 3);
+
+  auto retrying = MakeClient(target, 2);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_THAT(retrying->Gather(params.view(), indices.view()).status(), IsOk());
+  }
+}
+
+}  // namespace
+}  // namespace tensorcompute::client

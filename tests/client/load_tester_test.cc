@@ -1,0 +1,228 @@
+// The load tester against real in-process servers: every measured call is counted once, by
+// its code; invalid requests are answered INVALID_ARGUMENT; an overloaded server's
+// UNAVAILABLE is counted, not fatal; the JSON report parses.
+
+#include "client/load_tester.h"
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tensorcompute/v1/tensorcompute.pb.h"
+
+#include "client/client.h"
+#include "server/server.h"
+#include "tests/server/test_server.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tensorcompute::client {
+namespace {
+
+using ::tensorcompute::server::Server;
+using ::tensorcompute::server::ServerOptions;
+using ::tensorcompute::server::test_support::TestOptions;
+using ::tensorcompute::testing::IsOk;
+using ::tensorcompute::testing::StatusIs;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::Key;
+using ::testing::Pair;
+
+std::unique_ptr<Server> StartServer(const ServerOptions& options = TestOptions()) {
+  auto server = Server::Start(options);
+  EXPECT_THAT(server.status(), IsOk());
+  return *std::move(server);
+}
+
+std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<int>& ports) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < static_cast<int>(ports.size()); ++i) {
+    channels.push_back(MakeChannel("127.0.0.1:" + std::to_string(ports[i]), 64 << 20, 1000 + i));
+  }
+  return channels;
+}
+
+int64_t Answered(const LoadReport& r) {
+  int64_t n = 0;
+  for (const auto& [code, count] : r.by_code) n += count;
+  return n;
+}
+
+LoadOptions Requests(int64_t n, int concurrency) {
+  LoadOptions options;
+  options.requests = n;
+  options.concurrency = concurrency;
+  options.warmup = absl::ZeroDuration();
+  return options;
+}
+
+TEST(BuildLoadRequests, BodiesAreRequestsWithSharedParams) {
+  LoadRequestSpec spec;
+  spec.params_shape = {100, 8};
+  spec.num_indices = 5;
+  spec.distinct_requests = 10;
+  spec.invalid_fraction = 0.3;
+  auto requests = BuildLoadRequests(spec);
+  ASSERT_THAT(requests.status(), IsOk());
+  EXPECT_EQ(requests->method, "/tensorcompute.v1.TensorCompute/Gather");
+  ASSERT_EQ(requests->bodies.size(), 10u);
+  EXPECT_EQ(std::count(requests->valid.begin(), requests->valid.end(), false), 3);
+  std::string first_params;
+  for (size_t k = 0; k < requests->bodies.size(); ++k) {
+    grpc::Slice slice;
+    ASSERT_TRUE(requests->bodies[k].TrySingleSlice(&slice).ok() ||
+                requests->bodies[k].DumpToSingleSlice(&slice).ok());
+    v1::GatherRequest request;
+    ASSERT_TRUE(request.ParseFromArray(slice.begin(), static_cast<int>(slice.size())));
+    EXPECT_THAT(request.params().shape(), ElementsAre(100, 8));
+    EXPECT_THAT(request.indices().shape(), ElementsAre(5));
+    EXPECT_EQ(request.axis(), 0);
+    if (k == 0) first_params = request.params().data();
+    EXPECT_EQ(request.params().data(), first_params);
+  }
+}
+
+TEST(BuildLoadRequests, RejectsImpossibleSpecs) {
+  LoadRequestSpec spec;
+  spec.params_shape = {0, 8};
+  EXPECT_THAT(BuildLoadRequests(spec).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  spec = LoadRequestSpec();
+  spec.nd = true;
+  spec.index_depth = 3;
+  EXPECT_THAT(BuildLoadRequests(spec).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  spec = LoadRequestSpec();
+  spec.invalid_fraction = 2;
+  EXPECT_THAT(BuildLoadRequests(spec).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(RunLoad, ClosedLoopCountsEveryCallOnce) {
+  auto server = StartServer();
+  auto requests = BuildLoadRequests(LoadRequestSpec());
+  ASSERT_THAT(requests.status(), IsOk());
+  auto report = RunLoad(Channels({server->port()}), *requests, Requests(200, 4));
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_EQ(report->sent, 200);
+  EXPECT_THAT(report->by_code, ElementsAre(Pair("OK", 200)));
+  EXPECT_EQ(report->errors, 0);
+  EXPECT_EQ(report->unexpected, 0);
+  EXPECT_EQ(server->metrics().requests_total(), 200);
+  EXPECT_EQ(report->bytes_sent, 200 * requests->request_bytes);
+  EXPECT_GT(report->bytes_received, 200 * 16 * 64 * 4);  // 16 rows of 64 floats each
+  EXPECT_GT(report->qps, 0);
+  EXPECT_LE(report->latency_us_min, report->latency_us_p50);
+  EXPECT_LE(report->latency_us_p50, report->latency_us_p90);
+  EXPECT_LE(report->latency_us_p90, report->latency_us_p99);
+  EXPECT_LE(report->latency_us_p99, report->latency_us_p999);
+  EXPECT_LE(report->latency_us_p999, report->latency_us_max);
+}
+
+TEST(RunLoad, InvalidRequestsAreAnsweredInvalidArgument) {
+  auto server = StartServer();
+  LoadRequestSpec spec;
+  spec.nd = true;
+  spec.index_depth = 2;
+  spec.dtype = core::DataType::kString;
+  spec.params_shape = {16, 4, 3};
+  spec.invalid_fraction = 0.5;
+  auto requests = BuildLoadRequests(spec);
+  ASSERT_THAT(requests.status(), IsOk());
+  auto report = RunLoad(Channels({server->port()}), *requests, Requests(64, 2));
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_THAT(report->by_code, ElementsAre(Pair("INVALID_ARGUMENT", 32), Pair("OK", 32)));
+  EXPECT_EQ(report->errors, 32);
+  EXPECT_EQ(report->unexpected, 0);
+}
+
+TEST(RunLoad, OverloadIsCountedAsUnavailable) {
+  ServerOptions options = TestOptions();
+  options.cpu_threads = 1;
+  options.max_batch_size = 1;
+  options.queue_capacity = 1;
+  auto server = StartServer(options);
+  LoadRequestSpec spec;
+  spec.dtype = core::DataType::kUint8;
+  spec.params_shape = {64, 64 << 10};  // 4 MiB of params; each output 4 MiB
+  spec.num_indices = 64;
+  spec.distinct_requests = 2;
+  auto requests = BuildLoadRequests(spec);
+  ASSERT_THAT(requests.status(), IsOk());
+  auto report = RunLoad(Channels({server->port()}), *requests, Requests(120, 16));
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_EQ(report->sent, 120);
+  EXPECT_EQ(Answered(*report), 120);
+  EXPECT_THAT(report->by_code, Contains(Key("UNAVAILABLE")));
+  EXPECT_EQ(report->unexpected, 0);
+}
+
+TEST(RunLoad, OpenLoopKeepsItsSchedule) {
+  auto server = StartServer();
+  auto requests = BuildLoadRequests(LoadRequestSpec());
+  ASSERT_THAT(requests.status(), IsOk());
+  LoadOptions options;
+  options.rate = 400;
+  options.duration = absl::Milliseconds(500);
+  options.warmup = absl::Milliseconds(100);
+  auto report = RunLoad(Channels({server->port()}), *requests, options);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_EQ(report->sent + report->not_sent, 200);  // 400 QPS for 0.5 s, on schedule
+  EXPECT_EQ(Answered(*report), report->sent);
+  EXPECT_THAT(report->by_code, ElementsAre(Pair("OK", report->sent)));
+}
+
+TEST(RunLoad, DurationModeRunsForItsDurationAndSpreadsOverTargets) {
+  auto a = StartServer();
+  auto b = StartServer();
+  auto requests = BuildLoadRequests(LoadRequestSpec());
+  ASSERT_THAT(requests.status(), IsOk());
+  LoadOptions options;
+  options.concurrency = 4;
+  options.duration = absl::Milliseconds(300);
+  options.warmup = absl::Milliseconds(50);
+  int progress_calls = 0;
+  options.progress_interval = absl::Milliseconds(50);
+  options.on_progress = [&](const LoadProgress&) { ++progress_calls; };
+  auto report = RunLoad(Channels({a->port(), b->port()}), *requests, options);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_GE(report->seconds, 0.3);
+  EXPECT_GT(report->sent, 0);
+  EXPECT_EQ(Answered(*report), report->sent);
+  EXPECT_GT(a->metrics().requests_total(), report->sent / 4);
+  EXPECT_GT(b->metrics().requests_total(), report->sent / 4);
+  EXPECT_GE(progress_calls, 3);
+}
+
+TEST(LoadReport, JsonHasEveryField) {
+  LoadReport r;
+  r.sent = 3;
+  r.by_code = {{"OK", 2}, {"UNAVAILABLE", 1}};
+  r.latency_us_p99 = 12.5;
+  const nlohmann::json j = nlohmann::json::parse(r.ToJson());
+  EXPECT_EQ(j["sent"], 3);
+  EXPECT_EQ(j["by_code"]["UNAVAILABLE"], 1);
+  EXPECT_EQ(j["latency_us_p99"], 12.5);
+  for (const char* key :
+       {"not_sent", "errors", "unexpected", "seconds", "qps", "bytes_sent", "bytes_received",
+        "sent_mb_per_s", "received_mb_per_s", "latency_us_min", "latency_us_p50", "latency_us_p90",
+        "latency_us_p999", "latency_us_max", "latency_us_mean", "mode", "targets", "channels"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_THAT(r.ToText(), ::testing::HasSubstr("UNAVAILABLE"));
+}
+
+TEST(RunLoad, RejectsBadOptions) {
+  LoadRequests requests = *BuildLoadRequests(LoadRequestSpec());
+  EXPECT_THAT(RunLoad({}, requests, LoadOptions()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  LoadOptions options;
+  options.concurrency = 0;
+  EXPECT_THAT(RunLoad(Channels({1}), requests, options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace tensorcompute::client
