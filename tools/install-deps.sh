@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Installs what tensorcompute needs to build and test on Debian 12 (bookworm), and nothing
-# that is already there. Everything comes from Debian's own packages. Safe to re-run.
+# that is already there. System packages come from Debian's own packages; the Python client's
+# dependencies (numpy, grpcio, ...) go into a virtual environment at <repo>/.venv, from PyPI.
+# Safe to re-run: a second run with everything present touches neither apt nor the network.
 # Runs apt-get as root, or through sudo when started as another user.
 set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
   # toolchain
@@ -14,6 +18,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # style check in CI
   clang-format
+  # the Python client and its tests (the packages themselves go into .venv, below)
+  python3-venv python3-pip
 )
 
 missing=()
@@ -24,13 +30,32 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: everything is installed"
-  exit 0
+else
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+  echo "install-deps: done"
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-  "${missing[@]}" >/dev/null
-echo "install-deps: done"
+# --- Python: a virtual environment for the Python client and its tests -------------------
+# Debian's python3 (which python3-venv completes) is preferred over whatever is first on PATH.
+venv="$repo_root/.venv"
+python_modules="numpy, grpc, grpc_tools, grpc_health, ml_dtypes, setuptools, wheel"
+pip_packages=(numpy grpcio grpcio-tools protobuf grpcio-health-checking ml_dtypes setuptools wheel)
+
+if [ ! -x "$venv/bin/python3" ]; then
+  system_python="python3"
+  if [ -x /usr/bin/python3 ]; then system_python="/usr/bin/python3"; fi
+  echo "install-deps: creating $venv with $system_python"
+  "$system_python" -m venv "$venv"
+fi
+if "$venv/bin/python3" -c "import $python_modules" 2>/dev/null; then
+  echo "install-deps: .venv has everything"
+else
+  echo "install-deps: installing ${pip_packages[*]} into .venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "${pip_packages[@]}"
+  echo "install-deps: .venv done"
+fi

@@ -1,0 +1,18 @@
+"""Python client for tensorcompute: tf.gather / tf.gather_nd computed by a gRPC server.
+
+    import numpy as np
+    import tensorcompute
+
+    with tensorcompute.Client("localhost:50051") as client:
+        client.gather(np.arange(12).reshape(4, 3), [3, -1, 0], axis=0)   # rows 3, 3, 0
+        client.gather_nd([[1, 2], [3, 4]], [[0, 1], [1, 0]])             # array([2, 3])
+        client.health()                                                  # "SERVING"
+
+See tensorcompute.client for the details (dtypes, errors, retries).
+"""
+
+from tensorcompute.client import Client, TensorComputeError
+
+__version__ = "0.1.0"
+
+__all__ = ["Client", "TensorComputeError", "__version__"]

@@ -1,0 +1,856 @@
+"""End-to-end tests of the `tensorcompute` CLI against a real tensorcompute-server.
+
+Run by ctest from tests/client as `python -m unittest -v cli_test` with
+  TC_SERVER_BINARY       the server (build/server/tensorcompute-server)
+  TC_CLI_BINARY          the CLI (build/client/tensorcompute)
+  TC_ECHO_SERVER_BINARY  the echo server (answers every call with its request's bytes)
+
+One server serves the whole module; tests that need special server flags start their own.
+Every expected result comes from NumPy (np.take, or the small reference functions below);
+.npy files are compared bit for bit, JSON output value by value.
+"""
+
+import base64
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+from server_process import ServerProcess
+
+CLI = os.environ.get("TC_CLI_BINARY", "")
+SERVER = None
+TMP = None
+
+# A target where nothing listens (port 1 is reserved; connecting is refused at once).
+UNREACHABLE = "127.0.0.1:1"
+
+EXIT_OK, EXIT_USAGE, EXIT_RPC, EXIT_IO = 0, 2, 3, 4
+
+
+def setUpModule():
+    global SERVER, TMP
+    if not CLI or not os.path.exists(CLI):
+        raise unittest.SkipTest(f"TC_CLI_BINARY not set or missing: {CLI!r}")
+    TMP = tempfile.TemporaryDirectory(prefix="cli_test.")
+    SERVER = ServerProcess("--cpu_threads=2")
+    SERVER.__enter__()
+
+
+def tearDownModule():
+    if SERVER is not None:
+        SERVER.__exit__(None, None, None)
+    if TMP is not None:
+        TMP.cleanup()
+
+
+def tmp_path(name):
+    return os.path.join(TMP.name, name)
+
+
+def run_cli(*args, timeout=60):
+    """Runs the CLI; returns the CompletedProcess (stdout/stderr as text)."""
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True,
+                          encoding="utf-8", errors="replace", timeout=timeout)
+
+
+def describe(proc):
+    return (f"\ncommand: {' '.join(proc.args)}\nexit: {proc.returncode}\n"
+            f"stdout: {proc.stdout[:2000]}\nstderr: {proc.stderr[:2000]}")
+
+
+# --- JSON tensors -----------------------------------------------------------------------
+
+NUMPY_DTYPES = {
+    "bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32,
+    "int64": np.int64, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32,
+    "uint64": np.uint64, "float16": np.float16, "float32": np.float32,
+    "float64": np.float64, "complex64": np.complex64, "complex128": np.complex128,
+}
+
+
+def _parse_int(text):
+    # "-0" is how a float -0.0 may be written; keep its sign.
+    return -0.0 if text == "-0" else int(text)
+
+
+def loads(text):
+    return json.loads(text, parse_int=_parse_int)
+
+
+def json_float(v):
+    if isinstance(v, str):
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[v.lower()]
+    return float(v)
+
+
+def json_string(v):
+    if isinstance(v, dict):
+        return base64.b64decode(v["base64"])
+    return v.encode("utf-8")
+
+
+def flatten(values, leaf_is_pair=False):
+    """Flattens nested lists row-major; with leaf_is_pair, [re, im] pairs are the leaves."""
+    if not isinstance(values, list):
+        return [values]
+    if leaf_is_pair and len(values) == 2 and not any(isinstance(v, list) for v in values):
+        return [values]
+    out = []
+    for v in values:
+        out.extend(flatten(v, leaf_is_pair))
+    return out
+
+
+def from_json_tensor(obj):
+    """A JSON tensor ({"dtype", "shape", "values"}) as a NumPy array.
+
+    bfloat16 becomes float32 (its values are exact there); strings become an object array of
+    bytes. Values may be flat or nested.
+    """
+    dtype = obj["dtype"]
+    shape = tuple(obj["shape"])
+    values = obj["values"]
+    if dtype in ("complex64", "complex128"):
+        pairs = flatten(values, leaf_is_pair=True)
+        vals = [complex(json_float(re_), json_float(im)) for re_, im in pairs]
+        return np.array(vals, dtype=NUMPY_DTYPES[dtype]).reshape(shape)
+    vals = flatten(values)
+    if dtype == "string":
+        arr = np.empty(len(vals), dtype=object)
+        for i, v in enumerate(vals):
+            arr[i] = json_string(v)
+        return arr.reshape(shape)
+    if dtype == "bfloat16":
+        # Written values need only read back to the same bfloat16 (e.g. 0.15625 may be
+        # written "0.156"), so round each to bfloat16 as a reader must.
+        return to_bfloat16(np.array([json_float(v) for v in vals], dtype=np.float64)).reshape(
+            shape)
+    if dtype in ("float16", "float32", "float64"):
+        return np.array([json_float(v) for v in vals], dtype=np.float64).astype(
+            NUMPY_DTYPES[dtype]).reshape(shape)
+    if dtype == "bool":
+        return np.array([bool(v) for v in vals], dtype=np.bool_).reshape(shape)
+    # Integers: exact (Python ints).
+    return np.array(vals, dtype=NUMPY_DTYPES[dtype]).reshape(shape)
+
+
+def to_bfloat16(values):
+    """float64 values rounded (to nearest even) to bfloat16, returned as float32."""
+    f32 = np.asarray(values, dtype=np.float64).astype(np.float32)
+    bits = f32.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    rounded = np.where(np.isnan(f32), bits, rounded).astype(np.uint32)
+    return rounded.view(np.float32)
+
+
+def json_dtype_name(np_dtype):
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype.kind in "SU":
+        return "string"
+    return {np.dtype(v): k for k, v in NUMPY_DTYPES.items()}[np_dtype]
+
+
+def as_bytes_array(arr):
+    """A string array ('U', 'S' or object of bytes/str) as an object array of bytes."""
+    out = np.empty(arr.shape, dtype=object)
+    for pos in np.ndindex(*arr.shape):
+        v = arr[pos]
+        out[pos] = v.encode("utf-8") if isinstance(v, str) else bytes(v)
+    return out
+
+
+def is_utf8(b):
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+# --- NumPy references -------------------------------------------------------------------
+
+def ref_gather(params, indices, axis=None, batch_dims=0):
+    b = batch_dims
+    axis = b if axis is None else axis % params.ndim
+    if b == 0:
+        return np.take(params, indices, axis=axis)
+    out_shape = params.shape[:axis] + indices.shape[b:] + params.shape[axis + 1:]
+    out = np.empty(out_shape, dtype=params.dtype)
+    for bi in np.ndindex(*params.shape[:b]):
+        out[bi] = np.take(params[bi], indices[bi], axis=axis - b)
+    return out
+
+
+def ref_gather_nd(params, indices, batch_dims=0):
+    b = batch_dims
+    depth = indices.shape[-1]
+    out = np.empty(indices.shape[:-1] + params.shape[b + depth:], dtype=params.dtype)
+    for pos in np.ndindex(*indices.shape[:-1]):
+        out[pos] = params[pos[:b] + tuple(int(v) for v in indices[pos])]
+    return out
+
+
+# --- Random data of every dtype ---------------------------------------------------------
+
+UNICODE_WORDS = ["", "a", "héllo", "日本語", "Ωmega", "emoji \U0001F600", "tab\there",
+                 "quote\"back\\slash", "plain", "ß"]
+BYTE_WORDS = [b"", b"abc", b"\xff\xfe", b"a\x00b", b"\x80", b"caf\xc3\xa9", b"x" * 17,
+              b"\xc3\x28", b"ok", b"\x01\x02\x03"]
+
+NPY_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+              "uint64", "float16", "float32", "float64", "complex64", "complex128", "U", "S"]
+
+
+def random_tensor(kind, shape, rng):
+    n = int(np.prod(shape))
+    if kind == "bool":
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if kind == "U":
+        return np.array(rng.choice(np.array(UNICODE_WORDS, dtype=object), n).tolist(),
+                        dtype="U").reshape(shape)
+    if kind == "S":
+        return np.array([BYTE_WORDS[i] for i in rng.integers(0, len(BYTE_WORDS), n)],
+                        dtype="S").reshape(shape)
+    dt = np.dtype(kind)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        a = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+        a[:2] = [info.min, info.max]
+        return a.reshape(shape)
+    specials = [np.nan, np.inf, -np.inf, -0.0]
+    if dt.kind == "f":
+        a = (rng.standard_normal(n) * 100).astype(dt)
+        a[:len(specials)] = specials
+        rng.shuffle(a)
+        return a.reshape(shape)
+    if dt.kind == "c":
+        a = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dt)
+        a[0] = complex(np.nan, 1.0)
+        a[1] = complex(-np.inf, np.inf)
+        rng.shuffle(a)
+        return a.reshape(shape)
+    raise ValueError(kind)
+
+
+def random_indices(rng, shape, dims, index_dtype):
+    """Indices of `shape` whose last axis cycles through `dims` (valid, many negative)."""
+    idx = np.empty(shape, dtype=index_dtype)
+    for pos in np.ndindex(*shape):
+        d = dims[pos[-1] % len(dims)] if len(dims) > 1 else dims[0]
+        idx[pos] = rng.integers(-d, d)
+    return idx
+
+
+class CliCase(unittest.TestCase):
+    maxDiff = 4000
+
+    def assertExit(self, proc, code):
+        self.assertEqual(proc.returncode, code, describe(proc))
+
+    def assertErrorLine(self, proc, pattern):
+        lines = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
+        self.assertTrue(lines, "no 'error: ' line on stderr" + describe(proc))
+        self.assertTrue(any(re.search(pattern, l) for l in lines),
+                        f"no error line matches {pattern!r}" + describe(proc))
+
+    def run_ok(self, *args, timeout=60):
+        proc = run_cli(*args, timeout=timeout)
+        self.assertExit(proc, EXIT_OK)
+        return proc
+
+    def stdout_tensor(self, proc):
+        lines = proc.stdout.splitlines()
+        self.assertEqual(len(lines), 1, "stdout is not one line" + describe(proc))
+        return loads(lines[0])
+
+    def assertTensorEqual(self, got, want, exact_bits=False):
+        """got/want: NumPy arrays. Strings compare as bytes; exact_bits compares raw bytes."""
+        self.assertEqual(tuple(got.shape), tuple(want.shape))
+        if want.dtype.kind in "SUO":
+            np.testing.assert_array_equal(as_bytes_array(got), as_bytes_array(want))
+            return
+        self.assertEqual(got.dtype, want.dtype)
+        np.testing.assert_array_equal(got, want)
+        if exact_bits:
+            self.assertEqual(np.ascontiguousarray(got).tobytes(),
+                             np.ascontiguousarray(want).tobytes())
+
+    def assertJsonResult(self, obj, want):
+        """obj: the CLI's JSON tensor; want: the NumPy reference."""
+        self.assertEqual(obj["dtype"], json_dtype_name(want.dtype))
+        self.assertEqual(obj["shape"], list(want.shape))
+        self.assertIsInstance(obj["values"], list)
+        got = from_json_tensor(obj)
+        if want.dtype.kind in "SU":
+            self.assertTensorEqual(got, want)
+        else:
+            self.assertTensorEqual(got, want)
+            if want.dtype.kind == "f":
+                # -0.0 must keep its sign (JSON "-0.0" / "-0").
+                np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+    def assertNpyResult(self, path, want):
+        got = np.load(path, allow_pickle=False)
+        self.assertTrue(got.dtype.isnative or got.dtype.byteorder in "=|<",
+                        f"not little-endian: {got.dtype}")
+        # C order.
+        with open(path, "rb") as f:
+            header = f.read(256)
+        self.assertIn(b"'fortran_order': False", header)
+        if want.dtype.kind in "SU":
+            flat = as_bytes_array(want).ravel().tolist()
+            expected_kind = "U" if all(is_utf8(b) and b"\x00" not in b for b in flat) else "S"
+            self.assertEqual(got.dtype.kind, expected_kind,
+                             f"string result written as {got.dtype}, expected '{expected_kind}'")
+            self.assertTensorEqual(got, want)
+        else:
+            self.assertTensorEqual(got, want, exact_bits=True)
+
+
+# --- 1. .npy input, every dtype ---------------------------------------------------------
+
+class NpyDtypesTest(CliCase):
+    """For each dtype: three calls (gather batch_dims=0 axis=1 -> stdout; gather batch_dims=1
+    axis=-1 -> --out .npy; gather-nd with depth/batch_dims/output alternating by dtype)."""
+
+    def test_every_dtype(self):
+        rng = np.random.default_rng(20240601)
+        for n, kind in enumerate(NPY_DTYPES):
+            with self.subTest(dtype=kind):
+                self.check_dtype(n, kind, rng)
+
+    def check_dtype(self, n, kind, rng):
+        index_dtype = np.int32 if n % 2 == 0 else np.int64
+        params = random_tensor(kind, (3, 5, 4), rng)
+        params_path = tmp_path(f"params_{kind}.npy")
+        np.save(params_path, params)
+
+        # gather, batch_dims=0, axis=1, negative indices, result on stdout.
+        idx = random_indices(rng, (2, 3), [5], index_dtype)
+        idx[0, 0] = -5
+        idx[1, 2] = 4
+        idx_path = tmp_path(f"idx_a_{kind}.npy")
+        np.save(idx_path, idx)
+        proc = self.run_ok("gather", "--target", SERVER.target, "--params", params_path,
+                           "--indices", idx_path, "--axis", 1)
+        self.assertJsonResult(self.stdout_tensor(proc), ref_gather(params, idx, axis=1))
+
+        # gather, batch_dims=1, axis=-1, result to .npy.
+        idx = random_indices(rng, (3, 6), [4], index_dtype)
+        idx[0, 0] = -4
+        idx_path = tmp_path(f"idx_b_{kind}.npy")
+        np.save(idx_path, idx)
+        out_path = tmp_path(f"out_b_{kind}.npy")
+        proc = self.run_ok("gather", "--target", SERVER.target, "--params", params_path,
+                           "--indices", idx_path, "--axis", -1, "--batch-dims", 1,
+                           "--out", out_path)
+        self.assertEqual(proc.stdout, "", "stdout not empty with --out" + describe(proc))
+        self.assertNpyResult(out_path, ref_gather(params, idx, axis=-1, batch_dims=1))
+
+        # gather-nd: batch_dims 1 (depth 2) on even dtypes, 0 (depth 1 or 3) on odd ones;
+        # stdout on every other pair, .npy on the rest.
+        if n % 2 == 0:
+            batch_dims, idx = 1, random_indices(rng, (3, 2, 2), [5, 4], index_dtype)
+        else:
+            depth = 1 if n % 4 == 1 else 3
+            batch_dims = 0
+            idx = random_indices(rng, (2, 2, depth), [3, 5, 4][:depth], index_dtype)
+        idx_path = tmp_path(f"idx_nd_{kind}.npy")
+        np.save(idx_path, idx)
+        want = ref_gather_nd(params, idx, batch_dims=batch_dims)
+        args = ["gather-nd", "--target", SERVER.target, "--params", params_path,
+                "--indices", idx_path, "--batch-dims", batch_dims]
+        if (n // 2) % 2 == 0:
+            proc = self.run_ok(*args)
+            self.assertJsonResult(self.stdout_tensor(proc), want)
+        else:
+            out_path = tmp_path(f"out_nd_{kind}.npy")
+            proc = self.run_ok(*args, "--out", out_path)
+            self.assertEqual(proc.stdout, "")
+            self.assertNpyResult(out_path, want)
+
+    def test_big_endian_and_fortran_order_input(self):
+        # NumPy's format allows both; the CLI must read them as the values they hold.
+        params = np.arange(24, dtype=">f8").reshape(4, 6) * 1.5 - 3
+        params_f = np.asfortranarray(params.astype("<i4"))
+        idx = np.array([[3, -4], [0, 1]], dtype=">i8")
+        p1, p2, i1 = tmp_path("be.npy"), tmp_path("fortran.npy"), tmp_path("be_idx.npy")
+        np.save(p1, params)
+        np.save(p2, params_f)
+        np.save(i1, idx)
+        out = tmp_path("be_out.npy")
+        self.run_ok("gather", "--target", SERVER.target, "--params", p1, "--indices", i1,
+                    "--out", out)
+        self.assertNpyResult(out, np.take(params.astype("<f8"), idx.astype("<i8"), axis=0))
+        proc = self.run_ok("gather", "--target", SERVER.target, "--params", p2, "--indices", i1,
+                           "--axis", 1)
+        self.assertJsonResult(self.stdout_tensor(proc),
+                              np.take(np.ascontiguousarray(params_f), idx, axis=1))
+
+    def test_scalar_index_and_default_target_flag_order(self):
+        params = np.arange(12, dtype=np.int16).reshape(3, 4)
+        p, i = tmp_path("scalar_params.npy"), tmp_path("scalar_idx.npy")
+        np.save(p, params)
+        np.save(i, np.array(-1, dtype=np.int32))
+        # Flags in another order than the usage line shows.
+        proc = self.run_ok("gather", "--indices", i, "--params", p, "--target", SERVER.target)
+        self.assertJsonResult(self.stdout_tensor(proc), params[-1])
+
+
+# --- 2. .json input ---------------------------------------------------------------------
+
+def write_json(name, obj):
+    path = tmp_path(name)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False)
+    return path
+
+
+class JsonInputTest(CliCase):
+
+    def gather_json(self, params, indices, *extra):
+        p = write_json("jp.json", params)
+        i = write_json("ji.json", indices)
+        proc = self.run_ok("gather", "--target", SERVER.target, "--params", p, "--indices", i,
+                           *extra)
+        return self.stdout_tensor(proc)
+
+    def test_bfloat16(self):
+        params = {"dtype": "bfloat16", "shape": [2, 3],
+                  "values": [[1.5, -2.0, 0.15625], [3.0, "inf", "-inf"]]}
+        idx = {"dtype": "int32", "shape": [3], "values": [2, -3, 1]}
+        obj = self.gather_json(params, idx, "--axis", 1)
+        self.assertEqual(obj["dtype"], "bfloat16")
+        self.assertEqual(obj["shape"], [2, 3])
+        got = from_json_tensor(obj)
+        want = np.array([[0.15625, 1.5, -2.0], [-np.inf, 3.0, np.inf]], dtype=np.float32)
+        np.testing.assert_array_equal(got, want)
+
+    def test_bfloat16_nan_and_rounding(self):
+        # 1.00390625 = 1 + 2^-8 is halfway between bfloat16 1.0 and 1.0078125: rounds to even
+        # (1.0); 1.01171875 = 1 + 3*2^-8 is halfway between 1.0078125 and 1.015625: to 1.015625.
+        params = {"dtype": "bfloat16", "values": ["nan", 1.00390625, 1.01171875, 256.0]}
+        idx = {"dtype": "int64", "values": [0, 1, 2, 3]}
+        got = from_json_tensor(self.gather_json(params, idx))
+        self.assertTrue(np.isnan(got[0]))
+        np.testing.assert_array_equal(got[1:], np.array([1.0, 1.015625, 256.0], np.float32))
+
+    def test_complex(self):
+        params = {"dtype": "complex64", "shape": [3],
+                  "values": [[1, 2], [3.5, -4], ["nan", "inf"]]}
+        idx = {"dtype": "int32", "shape": [2, 2], "values": [[2, 0], [-2, 1]]}
+        obj = self.gather_json(params, idx)
+        self.assertEqual(obj["dtype"], "complex64")
+        self.assertEqual(obj["shape"], [2, 2])
+        got = from_json_tensor(obj)
+        want = np.array([[complex(np.nan, np.inf), 1 + 2j], [3.5 - 4j, 3.5 - 4j]],
+                        dtype=np.complex64)
+        np.testing.assert_array_equal(got, want)
+
+    def test_complex128_and_float64_exact(self):
+        v = [0.1, 1e-300, 2.0 ** -1074, 1.7976931348623157e308]
+        params = {"dtype": "float64", "values": v}
+        idx = {"dtype": "int32", "values": [3, 2, 1, 0]}
+        got = from_json_tensor(self.gather_json(params, idx))
+        self.assertEqual(got.tolist(), v[::-1])
+        params = {"dtype": "complex128", "values": [[0.1, -0.2], [1e300, 5e-324]]}
+        got = from_json_tensor(self.gather_json(params, {"dtype": "int64", "values": [1, 0]}))
+        self.assertEqual(got.tolist(), [complex(1e300, 5e-324), complex(0.1, -0.2)])
+
+    def test_strings_non_ascii_and_base64(self):
+        raw = b"\xff\x00\xfe"
+        params = {"dtype": "string", "shape": [2, 2],
+                  "values": [["héllo", "日本語"], [{"base64": base64.b64encode(raw).decode()},
+                                                "plain"]]}
+        idx = {"dtype": "int32", "shape": [2], "values": [1, 0]}
+        obj = self.gather_json(params, idx)
+        self.assertEqual(obj["dtype"], "string")
+        self.assertEqual(obj["shape"], [2, 2])
+        got = from_json_tensor(obj)
+        self.assertEqual(got.ravel().tolist(),
+                         [raw, b"plain", "héllo".encode(), "日本語".encode()])
+        # Valid UTF-8 comes back as JSON strings, the rest as base64.
+        flat = obj["values"]
+        self.assertIsInstance(flat[0], dict)
+        self.assertEqual(flat[2], "héllo")
+
+    def test_nested_values_and_integers(self):
+        params = {"dtype": "int64", "shape": [2, 2, 2],
+                  "values": [[[2 ** 63 - 1, -2 ** 63], [1, -1]], [[5, 6], [7, 8]]]}
+        idx = {"dtype": "int64", "shape": [1], "values": [-1]}
+        obj = self.gather_json(params, idx, "--axis", 2)
+        self.assertEqual(obj["shape"], [2, 2, 1])
+        self.assertEqual(from_json_tensor(obj).ravel().tolist(), [-2 ** 63, -1, 6, 8])
+        params = {"dtype": "uint64", "values": [2 ** 64 - 1, 0]}
+        obj = self.gather_json(params, {"dtype": "int32", "values": [0]})
+        self.assertEqual(obj["values"], [2 ** 64 - 1])
+        params = {"dtype": "bool", "values": [[True, False], [False, True]]}
+        obj = self.gather_json(params, {"dtype": "int32", "values": [1]})
+        self.assertEqual(from_json_tensor(obj).tolist(), [[False, True]])
+
+    def test_gather_nd_json(self):
+        params = {"dtype": "float32", "values": [[[1, 2], [3, 4]], [[5, 6], [7, 8]]]}
+        idx = {"dtype": "int32", "values": [[[1], [0]], [[0], [-1]]]}
+        p = write_json("nd_p.json", params)
+        i = write_json("nd_i.json", idx)
+        proc = self.run_ok("gather-nd", "--target", SERVER.target, "--params", p,
+                           "--indices", i, "--batch-dims", 1)
+        want = ref_gather_nd(np.array(params["values"], np.float32),
+                             np.array(idx["values"], np.int32), batch_dims=1)
+        self.assertJsonResult(self.stdout_tensor(proc), want)
+
+    def test_out_json_round_trip(self):
+        raw = b"\x80abc"
+        params = {"dtype": "string", "values": ["ü", {"base64": base64.b64encode(raw).decode()},
+                                                 "x"]}
+        p = write_json("rt_p.json", params)
+        i = write_json("rt_i.json", {"dtype": "int32", "values": [1, 0, 2, -2]})
+        out = tmp_path("rt_out.json")
+        proc = self.run_ok("gather", "--target", SERVER.target, "--params", p, "--indices", i,
+                           "--out", out)
+        self.assertEqual(proc.stdout, "")
+        with open(out, encoding="utf-8") as f:
+            obj = loads(f.read())
+        self.assertEqual(obj["dtype"], "string")
+        self.assertEqual(obj["shape"], [4])
+        self.assertEqual(from_json_tensor(obj).tolist(), [raw, "ü".encode(), b"x", raw])
+        # The written file is valid input: gather it back in order.
+        out2 = tmp_path("rt_out2.json")
+        i2 = write_json("rt_i2.json", {"dtype": "int32", "values": [1, 0]})
+        self.run_ok("gather", "--target", SERVER.target, "--params", out, "--indices", i2,
+                    "--out", out2)
+        with open(out2, encoding="utf-8") as f:
+            self.assertEqual(from_json_tensor(loads(f.read())).tolist(), ["ü".encode(), raw])
+
+        # bfloat16 / float16 / nan round trip through --out .json bit for bit.
+        params = {"dtype": "bfloat16", "values": [1.5, -2.0, 0.15625, "nan", "-inf", 3.0e38]}
+        p = write_json("rt_bf.json", params)
+        i = write_json("rt_bf_i.json", {"dtype": "int32", "values": [0, 1, 2, 3, 4, 5]})
+        out = tmp_path("rt_bf_out.json")
+        self.run_ok("gather", "--target", SERVER.target, "--params", p, "--indices", i,
+                    "--out", out)
+        proc = self.run_ok("gather", "--target", SERVER.target, "--params", out, "--indices", i)
+        obj = self.stdout_tensor(proc)
+        self.assertEqual(obj["dtype"], "bfloat16")
+        got = from_json_tensor(obj)
+        want_bf = np.array([1.5, -2.0, 0.15625, np.nan, -np.inf], dtype=np.float32)
+        np.testing.assert_array_equal(got[:5], want_bf)
+        # 3.0e38 rounds to the nearest bfloat16 (0x7F62 << 16 = 3.0040553e38).
+        self.assertEqual(np.float32(got[5]).view(np.uint32), 0x7F620000)
+
+    def test_json_input_npy_output(self):
+        params = {"dtype": "float16", "values": [0.1, 65504, -0.0, "inf"]}
+        p = write_json("h_p.json", params)
+        i = write_json("h_i.json", {"dtype": "int32", "values": [3, 2, 1, 0]})
+        out = tmp_path("h_out.npy")
+        self.run_ok("gather", "--target", SERVER.target, "--params", p, "--indices", i,
+                    "--out", out)
+        want = np.array([np.inf, -0.0, 65504, 0.1], dtype=np.float16)
+        self.assertNpyResult(out, want)
+
+
+# --- 3. Errors and exit codes -----------------------------------------------------------
+
+class ErrorsTest(CliCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.params = tmp_path("err_params.npy")
+        np.save(cls.params, np.array([10, 20, 30], dtype=np.float32))
+        cls.indices = tmp_path("err_idx.npy")
+        np.save(cls.indices, np.array([0, 1], dtype=np.int32))
+        cls.bad_indices = tmp_path("err_bad_idx.npy")
+        np.save(cls.bad_indices, np.array([0, 7], dtype=np.int32))
+
+    def test_index_out_of_range(self):
+        proc = run_cli("gather", "--target", SERVER.target, "--params", self.params,
+                       "--indices", self.bad_indices)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertIn("INVALID_ARGUMENT", proc.stderr)
+        self.assertIn("is not in [", proc.stderr)
+        self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: indices\[1\] = 7 is not in "
+                                   r"\[-3, 3\)")
+        self.assertEqual(proc.stdout, "")
+
+    def test_gather_nd_index_out_of_range(self):
+        p = tmp_path("err_nd_p.npy")
+        np.save(p, np.zeros((3, 4), np.int8))
+        i = tmp_path("err_nd_i.npy")
+        np.save(i, np.array([[0, 0], [1, -5]], dtype=np.int64))
+        proc = run_cli("gather-nd", "--target", SERVER.target, "--params", p, "--indices", i)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: indices\[1,1\] = -5 is not in "
+                                   r"\[-4, 4\)")
+
+    def test_bad_axis_is_rpc_error(self):
+        proc = run_cli("gather", "--target", SERVER.target, "--params", self.params,
+                       "--indices", self.indices, "--axis", 3)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: axis = 3 is not in \[-1, 1\)")
+
+    def test_float_indices_is_rpc_error(self):
+        i = tmp_path("err_float_idx.npy")
+        np.save(i, np.array([0.0], dtype=np.float32))
+        proc = run_cli("gather", "--target", SERVER.target, "--params", self.params,
+                       "--indices", i)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: indices must be int32 or int64")
+
+    def test_missing_params_file(self):
+        missing = tmp_path("no_such_file.npy")
+        proc = run_cli("gather", "--target", SERVER.target, "--params", missing,
+                       "--indices", self.indices)
+        self.assertExit(proc, EXIT_IO)
+        self.assertErrorLine(proc, re.escape(missing))
+
+    def test_malformed_npy(self):
+        bad = tmp_path("malformed.npy")
+        with open(bad, "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00garbage that is not a header")
+        proc = run_cli("gather", "--target", SERVER.target, "--params", bad,
+                       "--indices", self.indices)
+        self.assertExit(proc, EXIT_IO)
+        self.assertErrorLine(proc, re.escape(bad))
+        # Truncated data (header says 3 float32, file has 2).
+        trunc = tmp_path("truncated.npy")
+        with open(self.params, "rb") as f:
+            data = f.read()
+        with open(trunc, "wb") as f:
+            f.write(data[:-4])
+        proc = run_cli("gather", "--target", SERVER.target, "--params", trunc,
+                       "--indices", self.indices)
+        self.assertExit(proc, EXIT_IO)
+        self.assertErrorLine(proc, re.escape(trunc))
+
+    def test_bad_json(self):
+        bad = tmp_path("bad.json")
+        with open(bad, "w") as f:
+            f.write('{"dtype": "float32", "values": [1, 2,')
+        proc = run_cli("gather", "--target", SERVER.target, "--params", bad,
+                       "--indices", self.indices)
+        self.assertExit(proc, EXIT_IO)
+        self.assertErrorLine(proc, re.escape(bad))
+        # Well-formed JSON, invalid tensor: value out of range for the dtype.
+        bad2 = write_json("bad2.json", {"dtype": "uint8", "values": [1, 300]})
+        proc = run_cli("gather", "--target", SERVER.target, "--params", bad2,
+                       "--indices", self.indices)
+        self.assertExit(proc, EXIT_IO)
+        self.assertErrorLine(proc, re.escape(bad2))
+
+    def test_unknown_subcommand(self):
+        proc = run_cli("scatter", "--target", SERVER.target)
+        self.assertExit(proc, EXIT_USAGE)
+
+    def test_no_subcommand(self):
+        self.assertExit(run_cli(), EXIT_USAGE)
+
+    def test_missing_params_flag(self):
+        proc = run_cli("gather", "--target", SERVER.target, "--indices", self.indices)
+        self.assertExit(proc, EXIT_USAGE)
+        proc = run_cli("gather-nd", "--target", SERVER.target, "--params", self.params)
+        self.assertExit(proc, EXIT_USAGE)
+
+    def test_bad_flag_values(self):
+        proc = run_cli("gather", "--target", SERVER.target, "--params", self.params,
+                       "--indices", self.indices, "--axis", "notanumber")
+        self.assertExit(proc, EXIT_USAGE)
+        proc = run_cli("gather", "--target", SERVER.target, "--params", self.params,
+                       "--indices", self.indices, "--no-such-flag", "1")
+        self.assertExit(proc, EXIT_USAGE)
+
+    def test_unknown_out_extension(self):
+        out = tmp_path("out.txt")
+        proc = run_cli("gather", "--target", SERVER.target, "--params", self.params,
+                       "--indices", self.indices, "--out", out)
+        self.assertExit(proc, EXIT_USAGE)
+
+    def test_unknown_input_extension(self):
+        # The format is chosen by the extension; an unknown one cannot be read.
+        p = tmp_path("params.csv")
+        with open(p, "w") as f:
+            f.write("1,2,3\n")
+        proc = run_cli("gather", "--target", SERVER.target, "--params", p,
+                       "--indices", self.indices)
+        self.assertIn(proc.returncode, (EXIT_USAGE, EXIT_IO), describe(proc))
+
+    def test_unreachable_target(self):
+        proc = run_cli("gather", "--target", UNREACHABLE, "--params", self.params,
+                       "--indices", self.indices, "--timeout", 2, timeout=30)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: (UNAVAILABLE|DEADLINE_EXCEEDED): ")
+
+    def test_bfloat16_result_to_npy(self):
+        p = write_json("bf_p.json", {"dtype": "bfloat16", "values": [1.5, 2.0]})
+        out = tmp_path("bf_out.npy")
+        proc = run_cli("gather", "--target", SERVER.target, "--params", p,
+                       "--indices", self.indices, "--out", out)
+        self.assertExit(proc, EXIT_IO)
+        self.assertIn("error: ", proc.stderr)
+
+    def test_output_not_writable(self):
+        out = tmp_path("no_such_dir/out.npy")
+        proc = run_cli("gather", "--target", SERVER.target, "--params", self.params,
+                       "--indices", self.indices, "--out", out)
+        self.assertExit(proc, EXIT_IO)
+        self.assertErrorLine(proc, re.escape(out))
+
+
+# --- 4. health --------------------------------------------------------------------------
+
+class HealthTest(CliCase):
+
+    def test_serving(self):
+        proc = self.run_ok("health", "--target", SERVER.target)
+        self.assertEqual(proc.stdout.strip(), f"{SERVER.target} SERVING", describe(proc))
+
+    def test_service_name(self):
+        # The server registers only the whole-server status (""); any other name is
+        # NOT_FOUND, which is not SERVING: exit 3 with the code on the target's line.
+        proc = run_cli("health", "--target", SERVER.target, "--service", "no.such.Service",
+                       timeout=45)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertIn("NOT_FOUND", proc.stdout + proc.stderr)
+        self.assertNotIn("SERVING", proc.stdout.replace("NOT_SERVING", ""))
+
+    def test_unreachable(self):
+        proc = run_cli("health", "--target", UNREACHABLE, timeout=45)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertIn(UNREACHABLE, proc.stdout + proc.stderr)
+        self.assertNotIn(f"{UNREACHABLE} SERVING", proc.stdout)
+
+    def test_two_targets_one_down(self):
+        proc = run_cli("health", "--target", f"{SERVER.target},{UNREACHABLE}", timeout=30)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertIn(f"{SERVER.target} SERVING", proc.stdout)
+        self.assertIn(UNREACHABLE, proc.stdout + proc.stderr)
+
+
+# --- 5. load ----------------------------------------------------------------------------
+
+LOAD_KEYS = ["sent", "not_sent", "by_code", "errors", "unexpected", "seconds", "qps",
+             "bytes_sent", "bytes_received", "sent_mb_per_s", "received_mb_per_s",
+             "latency_us_min", "latency_us_p50", "latency_us_p90", "latency_us_p99",
+             "latency_us_p999", "latency_us_max", "latency_us_mean", "mode", "targets"]
+
+
+class LoadTest(CliCase):
+
+    def load_json(self, target, *args, timeout=120):
+        proc = self.run_ok("load", "--target", target, "--warmup", 0, *args, "--json", "-",
+                           timeout=timeout)
+        lines = [l for l in proc.stdout.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, "--json - must print one JSON object" + describe(proc))
+        report = json.loads(lines[0])
+        for key in LOAD_KEYS:
+            self.assertIn(key, report, describe(proc))
+        return report, proc
+
+    def assertLatenciesOrdered(self, r):
+        lat = [r[k] for k in ("latency_us_min", "latency_us_p50", "latency_us_p90",
+                              "latency_us_p99", "latency_us_p999", "latency_us_max")]
+        self.assertEqual(lat, sorted(lat), f"latencies not ordered: {lat}")
+        self.assertGreater(lat[0], 0)
+        self.assertLessEqual(r["latency_us_min"], r["latency_us_mean"])
+        self.assertLessEqual(r["latency_us_mean"], r["latency_us_max"])
+
+    def test_closed_loop(self):
+        r, _ = self.load_json(SERVER.target, "--requests", 200, "--concurrency", 4)
+        self.assertEqual(r["sent"], 200)
+        self.assertEqual(sum(r["by_code"].values()), 200)
+        self.assertEqual(r["by_code"], {"OK": 200})
+        self.assertEqual(r["errors"], 0)
+        self.assertEqual(r["unexpected"], 0)
+        self.assertEqual(r["not_sent"], 0)
+        self.assertIn(r["targets"], (1, [SERVER.target]), r)
+        self.assertGreater(r["seconds"], 0)
+        self.assertGreater(r["qps"], 0)
+        self.assertGreater(r["bytes_sent"], 0)
+        self.assertGreater(r["bytes_received"], 0)
+        # Defaults: float32 params 1024x64, 16 indices -> each response carries >= 16*64*4 B.
+        self.assertGreaterEqual(r["bytes_received"], 200 * 16 * 64 * 4)
+        self.assertLatenciesOrdered(r)
+
+    def test_invalid_fraction(self):
+        r, _ = self.load_json(SERVER.target, "--requests", 200, "--concurrency", 4,
+                              "--invalid-fraction", 0.5)
+        self.assertEqual(r["sent"], 200)
+        self.assertEqual(sum(r["by_code"].values()), 200)
+        self.assertEqual(set(r["by_code"]), {"OK", "INVALID_ARGUMENT"}, r["by_code"])
+        self.assertEqual(r["errors"], r["by_code"]["INVALID_ARGUMENT"])
+        self.assertEqual(r["unexpected"], 0)
+
+    def test_gather_nd_options(self):
+        r, _ = self.load_json(SERVER.target, "--op", "gather-nd", "--dtype", "int64",
+                              "--params-shape", "32,16,8", "--indices", 8, "--index-depth", 2,
+                              "--index-dtype", "int64", "--requests", 50, "--concurrency", 2)
+        self.assertEqual(r["by_code"], {"OK": 50})
+        # 8 tuples of depth 2 pick slices of 8 int64: >= 512 bytes per response.
+        self.assertGreaterEqual(r["bytes_received"], 50 * 8 * 8 * 8)
+
+    def test_open_loop(self):
+        r, _ = self.load_json(SERVER.target, "--duration", 1, "--rate", 200)
+        total = r["sent"] + r["not_sent"]
+        self.assertTrue(150 <= total <= 260, f"sent + not_sent = {total}: {r}")
+        self.assertIn(sum(r["by_code"].values()), (r["sent"], r["sent"] - r["not_sent"]), r)
+        self.assertTrue(100 <= r["qps"] <= 300, f"qps = {r['qps']}")
+        self.assertEqual(r["unexpected"], 0)
+        self.assertLatenciesOrdered(r)
+
+    def test_overloaded_server_unavailable(self):
+        # One executor thread, one queue slot, one request per batch: 32 concurrent calls
+        # producing 1 MiB outputs each overflow the queue; the rejections are counted.
+        with ServerProcess("--queue_capacity=1", "--max_batch_size=1", "--cpu_threads=1") as s:
+            r, _ = self.load_json(s.target, "--rows", 64, "--slice", 1024, "--indices", 256,
+                                  "--concurrency", 32, "--requests", 300, timeout=240)
+        self.assertEqual(r["sent"], 300)
+        self.assertEqual(sum(r["by_code"].values()), 300)
+        self.assertIn("UNAVAILABLE", r["by_code"], r["by_code"])
+        self.assertIn("OK", r["by_code"], r["by_code"])
+        self.assertEqual(set(r["by_code"]) - {"OK", "UNAVAILABLE"}, set(), r["by_code"])
+        self.assertEqual(r["errors"], r["by_code"]["UNAVAILABLE"])
+
+    def test_echo_server(self):
+        with ServerProcess(binary=os.environ["TC_ECHO_SERVER_BINARY"]) as echo:
+            r, _ = self.load_json(echo.target, "--requests", 100, "--concurrency", 2)
+        self.assertEqual(r["by_code"], {"OK": 100})
+        self.assertEqual(r["sent"], 100)
+        self.assertEqual(r["errors"], 0)
+        # The echo answers with the request's bytes.
+        self.assertEqual(r["bytes_received"], r["bytes_sent"])
+
+    def test_json_file_and_text_report(self):
+        path = tmp_path("load.json")
+        proc = self.run_ok("load", "--target", SERVER.target, "--warmup", 0, "--requests", 50,
+                           "--json", path, timeout=120)
+        with open(path) as f:
+            r = json.load(f)
+        for key in LOAD_KEYS:
+            self.assertIn(key, r)
+        self.assertEqual(r["by_code"], {"OK": 50})
+        for word in ("requests", "QPS", "p50", "p99", "OK"):
+            self.assertIn(word, proc.stdout, describe(proc))
+        with self.assertRaises(ValueError):
+            json.loads(proc.stdout)
+
+    def test_text_report(self):
+        proc = self.run_ok("load", "--target", SERVER.target, "--warmup", 0, "--requests", 20,
+                           timeout=120)
+        for word in ("requests", "QPS", "p50", "p99", "OK"):
+            self.assertIn(word, proc.stdout, describe(proc))
+
+    def test_usage_errors(self):
+        for args in (["--op", "scatter"], ["--concurrency", "many"], ["--dtype", "float128"],
+                     ["--index-dtype", "int16"], ["--no-such-flag", "1"]):
+            with self.subTest(args=args):
+                proc = run_cli("load", "--target", SERVER.target, "--requests", 1, *args)
+                self.assertExit(proc, EXIT_USAGE)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,436 @@
+"""End-to-end tests of the Python client (client/python) against the real tensorcompute-server.
+
+Needs $TC_SERVER_BINARY and the `tensorcompute` package installed in this Python (ctest's
+python_client.install does it). Run by hand:
+
+    .venv/bin/pip install --no-deps --no-build-isolation ./client/python
+    cd tests/client && TC_SERVER_BINARY=../../build/server/tensorcompute-server \\
+        ../../.venv/bin/python3 -m unittest -v python_client_test
+
+Results are checked bit for bit against numpy references (np.take, and a gather_nd written
+here) on random data from a fixed seed.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import grpc
+import ml_dtypes
+import numpy as np
+
+import tensorcompute
+from tensorcompute import Client, TensorComputeError
+from server_process import ServerProcess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "..", "client", "python", "examples", "gather_example.py")
+
+NUMERIC_DTYPES = [
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128, ml_dtypes.bfloat16,
+]
+
+_server = None
+_client = None
+
+
+def setUpModule():
+    global _server, _client
+    _server = ServerProcess("--cpu_threads=2")
+    _server.__enter__()
+    _client = Client(_server.target, timeout=30.0)
+
+
+def tearDownModule():
+    if _client is not None:
+        _client.close()
+    if _server is not None:
+        _server.__exit__(None, None, None)
+
+
+def dead_target():
+    """127.0.0.1:<a port nobody listens on>."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+# --- numpy references ---------------------------------------------------------------------
+
+def ref_gather(params, indices, axis=None, batch_dims=0):
+    params, indices = np.asarray(params), np.asarray(indices)
+    b = batch_dims + indices.ndim if batch_dims < 0 else batch_dims
+    axis = b if axis is None else (axis + params.ndim if axis < 0 else axis)
+    n = int(np.prod(params.shape[:b], dtype=np.int64))
+    bp = params.reshape((n,) + params.shape[b:])
+    bi = indices.reshape((n,) + indices.shape[b:])
+    out_shape = params.shape[:axis] + indices.shape[b:] + params.shape[axis + 1:]
+    out = np.empty((n,) + out_shape[b:], dtype=params.dtype)
+    for k in range(n):
+        out[k] = np.take(bp[k], bi[k], axis=axis - b)
+    return out.reshape(out_shape)
+
+
+def ref_gather_nd(params, indices, batch_dims=0):
+    params, indices = np.asarray(params), np.asarray(indices)
+    b, depth = batch_dims, indices.shape[-1]
+    n = int(np.prod(params.shape[:b], dtype=np.int64))
+    bp = params.reshape((n,) + params.shape[b:])
+    bi = indices.reshape((n,) + indices.shape[b:])
+    out_shape = indices.shape[:-1] + params.shape[b + depth:]
+    out = np.empty((n,) + out_shape[b:], dtype=params.dtype)
+    for k in range(n):
+        out[k] = bp[k][tuple(np.moveaxis(bi[k], -1, 0))]
+    return out.reshape(out_shape)
+
+
+def random_array(rng, dtype, shape):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    values = rng.standard_normal(shape) * 100
+    special = [np.nan, -0.0, np.inf, -np.inf]
+    flat = values.reshape(-1)
+    flat[:min(len(special), flat.size)] = special[:flat.size]
+    return values.astype(dtype)
+
+
+def random_indices(rng, size, shape, dtype):
+    """Indices in [-size, size), so negative ones are included."""
+    return rng.integers(-size, size, size=shape).astype(dtype) if size else \
+        np.zeros(shape, dtype=dtype)
+
+
+# Gather cases: (params shape, indices shape or None for a scalar, axis, batch_dims).
+GATHER_CASES = [
+    ((5,), (4,), None, 0),
+    ((4, 3, 2), (2, 3), 1, 0),
+    ((4, 3, 2), (5,), -1, 0),
+    ((4, 3), None, 0, 0),          # scalar indices: the axis disappears
+    ((3,), None, None, 0),         # scalar output
+    ((2, 5, 3), (2, 4), None, 1),  # axis unset = batch_dims
+    ((2, 3, 4), (2, 6), 2, 1),
+    ((2, 3, 4), (2, 3, 2), 2, -1),
+    ((2, 3, 4, 2), (2, 3, 5), -1, 2),
+    ((0, 3), (0,), 0, 0),          # zero-size params and indices
+    ((4, 0), (2,), 0, 0),
+    ((3, 4), (2, 0), 1, 0),
+]
+
+# GatherNd cases: (params shape, indices shape, batch_dims).
+GATHER_ND_CASES = [
+    ((4, 3), (3, 2), 0),           # elements
+    ((4, 3, 2), (5, 1), 0),        # slices
+    ((4, 3, 2), (2, 3, 2), 0),
+    ((4, 3), (2,), 0),             # one full index: scalar output
+    ((2, 4, 3), (2, 5, 1), 1),
+    ((2, 4, 3), (2, 5, 2), 1),
+    ((2, 3, 4, 5), (2, 3, 2, 1), 2),
+    ((4, 3), (0, 2), 0),           # zero-size indices
+    ((3, 0), (2, 1), 0),           # zero-size slices
+]
+
+
+class DtypeTest(unittest.TestCase):
+    def assertBitsEqual(self, out, ref):
+        self.assertIsInstance(out, np.ndarray)
+        self.assertEqual(out.dtype, ref.dtype)
+        self.assertEqual(out.shape, ref.shape)
+        self.assertTrue(out.flags.writeable)
+        self.assertEqual(out.tobytes(), ref.tobytes())
+
+    def test_gather_every_dtype(self):
+        rng = np.random.default_rng(1234)
+        for dtype in NUMERIC_DTYPES:
+            for case_number, (pshape, ishape, axis, batch_dims) in enumerate(GATHER_CASES):
+                index_dtype = (np.int32, np.int64)[case_number % 2]
+                with self.subTest(dtype=np.dtype(dtype).name, case=case_number):
+                    params = random_array(rng, dtype, pshape)
+                    b = batch_dims + (len(ishape) if ishape else 0) if batch_dims < 0 else \
+                        batch_dims
+                    a = b if axis is None else axis % len(pshape)
+                    if ishape is None:
+                        indices = index_dtype(rng.integers(-pshape[a], pshape[a]))
+                    else:
+                        indices = random_indices(rng, pshape[a], ishape, index_dtype)
+                        # the batch dims of indices must match params
+                        self.assertEqual(indices.shape[:b], pshape[:b])
+                    out = _client.gather(params, indices, axis=axis, batch_dims=batch_dims)
+                    self.assertBitsEqual(out, ref_gather(params, indices, axis, batch_dims))
+
+    def test_gather_nd_every_dtype(self):
+        rng = np.random.default_rng(5678)
+        for dtype in NUMERIC_DTYPES:
+            for case_number, (pshape, ishape, b) in enumerate(GATHER_ND_CASES):
+                index_dtype = (np.int64, np.int32)[case_number % 2]
+                with self.subTest(dtype=np.dtype(dtype).name, case=case_number):
+                    params = random_array(rng, dtype, pshape)
+                    depth = ishape[-1]
+                    indices = np.stack(
+                        [random_indices(rng, pshape[b + k], ishape[:-1], index_dtype)
+                         for k in range(depth)], axis=-1)
+                    out = _client.gather_nd(params, indices, batch_dims=b)
+                    self.assertBitsEqual(out, ref_gather_nd(params, indices, b))
+
+    def test_python_lists_and_scalars(self):
+        out = _client.gather([[1, 2], [3, 4], [5, 6]], [-1, 0])
+        self.assertEqual(out.dtype, np.int64)
+        np.testing.assert_array_equal(out, [[5, 6], [1, 2]])
+        out = _client.gather([1.5, 2.5, 3.5], 1)
+        self.assertEqual(out.shape, ())
+        self.assertEqual(out, 2.5)
+        out = _client.gather_nd([[True, False], [False, True]], [[1, 1], [0, 1]])
+        np.testing.assert_array_equal(out, [True, False])
+        out = _client.gather([1, 2, 3], [])  # an empty list of indices is sent as int64
+        self.assertEqual(out.shape, (0,))
+
+    def test_big_endian_and_non_contiguous_inputs(self):
+        params = np.arange(24, dtype=">i4").reshape(4, 6)[:, ::2]
+        indices = np.array([2, -1], dtype=">i8")
+        out = _client.gather(params, indices, axis=0)
+        self.assertEqual(out.dtype, np.int32)
+        np.testing.assert_array_equal(out, np.take(params, indices, axis=0))
+
+    def test_large_messages_both_ways(self):
+        # 8 MiB each way: over gRPC's default 4 MiB receive limit, under the 64 MiB set.
+        params = np.arange(2 << 20, dtype=np.float32).reshape(-1, 1024)
+        out = _client.gather(params, np.arange(params.shape[0] - 1, -1, -1))
+        np.testing.assert_array_equal(out, params[::-1])
+
+
+class StringTest(unittest.TestCase):
+    def test_str_input(self):
+        params = np.array(["alpha", "", "gamma", "d\u00e9j\u00e0 vu \U0001F600"])
+        out = _client.gather(params, [3, 1, -4])
+        self.assertEqual(out.dtype, object)
+        self.assertEqual(out.tolist(),
+                         ["d\u00e9j\u00e0 vu \U0001F600".encode("utf-8"), b"", b"alpha"])
+
+    def test_bytes_input(self):
+        params = np.array([[b"a", b"bb"], [b"", b"\xff\xfe"]])
+        out = _client.gather_nd(params, [[1, 1], [0, 1], [1, 0]])
+        self.assertEqual(out.tolist(), [b"\xff\xfe", b"bb", b""])
+
+    def test_object_array_with_non_utf8_and_nul_bytes(self):
+        params = np.empty((2, 3), dtype=object)
+        params[:] = [[b"\x00\x01\x00", "x", b"\xc3\x28"], ["", b"", "\u00fc"]]
+        out = _client.gather(params, [[2, 0]], axis=1)
+        self.assertEqual(out.shape, (2, 1, 2))
+        self.assertEqual(out.tolist(),
+                         [[[b"\xc3\x28", b"\x00\x01\x00"]], [["\u00fc".encode(), b""]]])
+
+    def test_strings_against_reference(self):
+        rng = np.random.default_rng(99)
+        words = np.array([bytes(rng.integers(0, 256, size=n, dtype=np.uint8))
+                          for n in rng.integers(0, 9, size=60)], dtype=object)
+        params = words.reshape(3, 4, 5)
+        indices = random_indices(rng, 4, (3, 2), np.int32)
+        out = _client.gather(params, indices, axis=1, batch_dims=1)
+        self.assertEqual(out.tolist(), ref_gather(params, indices, 1, 1).tolist())
+        nd = random_indices(rng, 3, (6, 1), np.int64)
+        self.assertEqual(_client.gather_nd(params, nd).tolist(),
+                         ref_gather_nd(params, nd).tolist())
+
+    def test_empty_and_scalar_string_outputs(self):
+        out = _client.gather(np.array(["a", "b"]), np.zeros((0, 2), dtype=np.int64))
+        self.assertEqual((out.dtype, out.shape), (np.dtype(object), (0, 2)))
+        out = _client.gather_nd(np.array([["a", "b"]]), [0, 1])
+        self.assertEqual((out.shape, out.item()), ((), b"b"))
+
+
+class ErrorTest(unittest.TestCase):
+    def assertRpcError(self, code, contains, call, *args, **kwargs):
+        with self.assertRaises(TensorComputeError) as raised:
+            call(*args, **kwargs)
+        e = raised.exception
+        self.assertEqual(e.code, code, str(e))
+        self.assertIn(contains, e.message)
+        self.assertEqual(str(e), f"{code.name}: {e.message}")
+        return e
+
+    def test_gather_index_out_of_range(self):
+        e = self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, "is not in [-3, 3)",
+                                _client.gather, [1, 2, 3], [[0, 1], [7, 2]])
+        self.assertEqual(str(e), "INVALID_ARGUMENT: indices[1,0] = 7 is not in [-3, 3)")
+        self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, "indices[1] = -4 is not in [-3, 3)",
+                            _client.gather, [1, 2, 3], np.array([0, -4], dtype=np.int32))
+
+    def test_gather_nd_index_out_of_range(self):
+        self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, "indices[1,1] = 3 is not in [-3, 3)",
+                            _client.gather_nd, np.zeros((2, 3)), [[0, 0], [1, 3]])
+
+    def test_bad_axis_and_batch_dims(self):
+        self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, "axis = 2 is not in [-2, 2)",
+                            _client.gather, np.zeros((2, 3)), [0], axis=2)
+        self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, "batch_dims",
+                            _client.gather, np.zeros((2, 3)), [[0]], batch_dims=3)
+        self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, "batch_dims",
+                            _client.gather_nd, np.zeros((2, 3)), [[0]], batch_dims=-1)
+
+    def test_non_integer_indices(self):
+        self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, "int32 or int64",
+                            _client.gather, [1, 2, 3], [0.0, 1.0])
+        self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, "int32 or int64",
+                            _client.gather_nd, [1, 2, 3], np.array([[1]], dtype=np.uint8))
+
+    def test_scalar_params(self):
+        self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, "rank >= 1",
+                            _client.gather, 5, [0])
+
+    def test_unsupported_dtypes_raise_type_error_before_any_rpc(self):
+        with Client(dead_target(), timeout=5) as client:  # an RPC would fail otherwise
+            for params in [np.array(["2020-01-01"], dtype="datetime64[D]"),
+                           np.array([1], dtype="timedelta64[s]"),
+                           np.zeros(2, dtype="V4"),
+                           np.zeros(2, dtype=[("a", "i4")]),
+                           np.array([1, "a"], dtype=object),
+                           np.zeros(2, dtype=ml_dtypes.float8_e4m3fn)]:
+                with self.subTest(dtype=str(params.dtype)):
+                    with self.assertRaisesRegex(TypeError, r"^params: .*supported"):
+                        client.gather(params, [0])
+            with self.assertRaisesRegex(TypeError, r"^indices: unsupported dtype"):
+                client.gather_nd([1, 2], np.zeros((1, 1), dtype="datetime64[D]"))
+
+    def test_request_over_the_servers_message_limit(self):
+        with ServerProcess("--cpu_threads=1", "--max_message_bytes=1048576") as server, \
+                Client(server.target, timeout=10) as client:
+            self.assertRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "",
+                                client.gather, np.zeros(300_000, dtype=np.float32), [0])
+            # a small request whose output would not fit
+            self.assertRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "max_output_bytes",
+                                client.gather, np.zeros((1, 100_000), dtype=np.float32),
+                                np.zeros(4, dtype=np.int32))
+            np.testing.assert_array_equal(client.gather([7, 8], [1]), [8])  # still serving
+
+    def test_request_over_the_clients_message_limit(self):
+        with Client(_server.target, timeout=10, max_message_bytes=1024) as client:
+            self.assertRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "",
+                                client.gather, np.zeros(1000, dtype=np.float32), [0])
+            # a small request whose response is over it
+            self.assertRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "",
+                                client.gather, np.zeros((2, 16)), np.zeros(8, dtype=np.int32))
+
+    def test_unreachable_server(self):
+        with Client(dead_target(), timeout=2) as client:
+            started = time.monotonic()
+            with self.assertRaises(TensorComputeError) as raised:
+                client.gather([1, 2], [0])
+            self.assertIn(raised.exception.code,
+                          (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED))
+            self.assertLess(time.monotonic() - started, 5)
+
+    def test_closed_client(self):
+        client = Client(_server.target)
+        client.close()
+        with self.assertRaises(ValueError):
+            client.gather([1], [0])
+
+
+class ChannelTest(unittest.TestCase):
+    def test_health(self):
+        self.assertEqual(_client.health(), "SERVING")
+        with self.assertRaises(TensorComputeError) as raised:
+            _client.health("no.such.Service")
+        self.assertEqual(raised.exception.code, grpc.StatusCode.NOT_FOUND)
+
+    def test_target_uris(self):
+        port = _server.port
+        for target in [f"dns:///127.0.0.1:{port}", f"ipv4:127.0.0.1:{port}",
+                       f"ipv4:127.0.0.1:{port},{dead_target()}"]:
+            with self.subTest(target=target), Client(target, timeout=10) as client:
+                for _ in range(4):  # round_robin over the addresses skips the dead one
+                    np.testing.assert_array_equal(client.gather([4, 5, 6], [2, 0]), [6, 4])
+
+    def test_context_manager_and_version(self):
+        with Client(_server.target) as client:
+            self.assertIs(client.__enter__(), client)
+            self.assertEqual(client.health(), "SERVING")
+        self.assertEqual(tensorcompute.__version__, "0.1.0")
+
+    def test_per_call_timeout(self):
+        with Client(dead_target(), timeout=60) as client:
+            started = time.monotonic()
+            with self.assertRaises(TensorComputeError):
+                client.gather([1], [0], timeout=0.5)
+            self.assertLess(time.monotonic() - started, 5)
+
+
+class RetryTest(unittest.TestCase):
+    def test_retries_back_off_then_give_up(self):
+        target = dead_target()
+        with Client(target, timeout=2, retries=0) as client:
+            started = time.monotonic()
+            with self.assertRaises(TensorComputeError) as raised:
+                client.gather([1], [0])
+            no_retry_s = time.monotonic() - started
+            self.assertEqual(raised.exception.code, grpc.StatusCode.UNAVAILABLE)
+        with Client(target, timeout=10, retries=3) as client:
+            started = time.monotonic()
+            with self.assertRaises(TensorComputeError) as raised:
+                client.gather([1], [0])
+            elapsed = time.monotonic() - started
+        self.assertEqual(raised.exception.code, grpc.StatusCode.UNAVAILABLE)
+        # three sleeps of at least 0.05 + 0.1 + 0.2 s; at most 0.1 + 0.2 + 0.4 s plus the calls
+        self.assertGreaterEqual(elapsed, 0.35)
+        self.assertLess(elapsed, 0.7 + 3 * no_retry_s + 2)
+
+    def test_retries_stay_within_the_timeout(self):
+        with Client(dead_target(), timeout=1.0, retries=100) as client:
+            started = time.monotonic()
+            with self.assertRaises(TensorComputeError) as raised:
+                client.gather([1], [0])
+            elapsed = time.monotonic() - started
+        self.assertIn(raised.exception.code,
+                      (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED))
+        self.assertLess(elapsed, 2.0)
+
+    def test_retries_reach_a_server_that_starts_late(self):
+        target = dead_target()
+        port = target.rsplit(":", 1)[1]
+        result = {}
+
+        def call():
+            with Client(target, timeout=20, retries=20) as client:
+                try:
+                    result["out"] = client.gather([1, 2, 3], [2])
+                except TensorComputeError as e:
+                    result["error"] = e
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.5)  # the first attempts are refused
+        with ServerProcess("--cpu_threads=1", f"--listen=127.0.0.1:{port}"):
+            caller.join(timeout=20)
+        self.assertFalse(caller.is_alive())
+        self.assertNotIn("error", result)
+        np.testing.assert_array_equal(result["out"], [3])
+
+
+class ExampleTest(unittest.TestCase):
+    def test_example_script(self):
+        run = subprocess.run([sys.executable, EXAMPLE, "--target", _server.target],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("gather(params, [3, -1, 0], axis=0) =\n[[ 9. 10. 11.]\n [ 9. 10. 11.]\n"
+                      " [ 0.  1.  2.]]", run.stdout)
+        self.assertIn("gather_nd(params, [[0, 1], [2, 2], [-1, 0]]) = [1. 8. 9.]", run.stdout)
+
+    def test_example_script_unreachable(self):
+        run = subprocess.run([sys.executable, EXAMPLE, "--target", dead_target(),
+                              "--timeout", "1"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 1)
+        self.assertRegex(run.stderr, r"^error: (UNAVAILABLE|DEADLINE_EXCEEDED): ")
+
+
+if __name__ == "__main__":
+    unittest.main()

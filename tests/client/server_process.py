@@ -1,0 +1,61 @@
+"""A real tensorcompute-server (or the echo server) as a subprocess, for the Python tests.
+
+    with ServerProcess() as server:          # $TC_SERVER_BINARY on 127.0.0.1:<free port>
+        target = server.target               # "127.0.0.1:PORT"
+
+The binary's startup line ("... listening on HOST:PORT port=N ...") gives the port. Its output
+is drained on a thread (kept in `server.output`) so that a full pipe never stalls it; on exit
+the server gets SIGTERM and must exit within `stop_timeout` seconds.
+"""
+
+import os
+import re
+import subprocess
+import threading
+
+
+class ServerProcess:
+    def __init__(self, *flags, binary=None, stop_timeout=30):
+        self.binary = binary or os.environ["TC_SERVER_BINARY"]
+        self.flags = ["--listen=127.0.0.1:0", *flags]
+        self.stop_timeout = stop_timeout
+        self.output = []
+        self.port = None
+        self._process = None
+
+    @property
+    def target(self):
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        self._process = subprocess.Popen(
+            [self.binary, *self.flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)
+        for line in self._process.stdout:
+            self.output.append(line)
+            match = re.search(r"\bport=(\d+)", line)
+            if match:
+                self.port = int(match.group(1))
+                break
+        if self.port is None:
+            self._process.wait(timeout=10)
+            raise RuntimeError(f"{self.binary} did not start:\n{''.join(self.output)}")
+        self._drain = threading.Thread(target=self._read_rest, daemon=True)
+        self._drain.start()
+        return self
+
+    def _read_rest(self):
+        for line in self._process.stdout:
+            self.output.append(line)
+
+    def __exit__(self, *exc):
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=self.stop_timeout)
+        finally:
+            if self._process.poll() is None:
+                self._process.kill()
+                self._process.wait()
+            self._drain.join(timeout=5)
+            self._process.stdout.close()
+        return False
