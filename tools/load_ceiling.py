@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The load tester's own ceiling, and the server's throughput measured with it.
+
+Starts tensorcompute-echo-server (answers every call with its request bytes, computes nothing)
+and tensorcompute-server, then runs `tensorcompute load` against each, back to back, for every
+case and concurrency, --repetitions times. With --pin (default on machines with >= 2 cores) the
+load tester runs on CPU 0 and the server under test on the other CPUs, so neither steals the
+other's core. Besides QPS it records CPU time per call: the load tester's (from rusage) and the
+server's (from /proc/PID/stat). The load tester can drive more than the server can take when
+its QPS against the echo is above the server's, and its CPU per call below the server's.
+
+Prints a Markdown table of medians (docs/performance.md, "Load tester").
+
+  python3 tools/load_ceiling.py [--build build] [--duration 3] [--repetitions 3]
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import threading
+
+CASES = {
+    # name: load flags (float32 params, int32 indices, gather on axis 0)
+    "small (1 KiB params, 16 rows of 16 B)": ["--rows", "64", "--slice", "4", "--indices", "16"],
+    "medium (64 KiB params, 64 rows of 1 KiB)": ["--rows", "64", "--slice", "256",
+                                                 "--indices", "64"],
+}
+
+
+def start(command, pin):
+    if pin is not None:
+        command = ["taskset", "-c", pin, *command]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    for line in process.stdout:
+        match = re.search(r"\bport=(\d+)", line)
+        if match:
+            # Keep reading what it prints, so that a full pipe never stalls it.
+            threading.Thread(target=process.stdout.read, daemon=True).start()
+            return process, int(match.group(1))
+    raise RuntimeError(f"{command} did not start")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_load(cli, port, flags, args, pin, server_pid):
+    command = [cli, "load", "--target", f"127.0.0.1:{port}", *flags,
+               "--duration", str(args.duration), "--warmup", "1", "--json", "-",
+               "--connections", "2"]
+    if pin is not None:
+        command = ["taskset", "-c", pin, *command]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_before = cpu_seconds(server_pid)
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    server_cpu = cpu_seconds(server_pid) - server_before
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report = json.loads(out)
+    calls = sum(report["by_code"].values())
+    client_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    bad = {k: v for k, v in report["by_code"].items() if k != "OK"}
+    if bad:
+        raise RuntimeError(f"errors during the run: {bad}")
+    # CPU per call over the whole run, warmup included (calls in warmup are not counted, so
+    # this overstates both sides alike by about warmup / (warmup + duration)).
+    total_calls = calls * (1 + 1 / args.duration)
+    return report["qps"], 1e6 * client_cpu / total_calls, 1e6 * server_cpu / total_calls
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--duration", type=float, default=3)
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--pin", default=os.cpu_count() >= 2, action=argparse.BooleanOptionalAction)
+    args = parser.parse_args()
+    cli = os.path.join(args.build, "client", "tensorcompute")
+    client_pin = "0" if args.pin else None
+    server_pin = f"1-{os.cpu_count() - 1}" if args.pin else None
+    echo, echo_port = start([os.path.join(args.build, "tests", "client",
+                                          "tensorcompute-echo-server")], server_pin)
+    server, server_port = start([os.path.join(args.build, "server", "tensorcompute-server"),
+                                 "--listen=127.0.0.1:0"], server_pin)
+    try:
+        print(f"| case | C | load tester vs echo (QPS) | tensorcompute-server (QPS) | "
+              f"server / ceiling | tester CPU per call (us) | server CPU per call (us) |",
+              flush=True)
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for case, flags in CASES.items():
+            for c in [int(x) for x in args.concurrency.split(",")]:
+                rows = {"echo": [], "server": []}
+                for rep in range(args.repetitions):
+                    for name, port, process in (("echo", echo_port, echo),
+                                                ("server", server_port, server)):
+                        rows[name].append(run_load(cli, port, flags + ["--concurrency", str(c)],
+                                                   args, client_pin, process.pid))
+                median = lambda name, i: statistics.median(r[i] for r in rows[name])
+                print(f"| {case} | {c} | {median('echo', 0):,.0f} | {median('server', 0):,.0f} | "
+                      f"{median('server', 0) / median('echo', 0):.2f} | "
+                      f"{median('server', 1):.1f} | {median('server', 2):.1f} |", flush=True)
+    finally:
+        for p in (echo, server):
+            p.terminate()
+            p.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
