@@ -78,13 +78,19 @@ void CpuExecutor::Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) {
   if (!small.empty()) schedule(std::move(small), whole);
 }
 
-void RunTaskOnCpu(Task& task, const core::ExecuteOptions& options, absl::Time now) {
-  absl::Status status;
+absl::Status CheckStillWanted(const Task& task, absl::Time now) {
   if (task.cancel != nullptr && task.cancel->IsCancelled()) {
-    status = absl::CancelledError("request cancelled by the client");
-  } else if (now >= task.deadline) {
-    status = absl::DeadlineExceededError("deadline exceeded before compute started");
-  } else {
+    return absl::CancelledError("request cancelled by the client");
+  }
+  if (now >= task.deadline) {
+    return absl::DeadlineExceededError("deadline exceeded before compute started");
+  }
+  return absl::OkStatus();
+}
+
+void RunTaskOnCpu(Task& task, const core::ExecuteOptions& options, absl::Time now) {
+  absl::Status status = CheckStillWanted(task, now);
+  if (status.ok()) {
     if (task.make_output) task.output = std::move(task.make_output)();
     status = core::ExecuteGather(task.plan, task.params, task.indices, task.output, options);
   }

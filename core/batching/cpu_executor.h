@@ -12,6 +12,9 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
 #include "core/batching/executor.h"
 #include "core/gather.h"
 #include "core/thread_pool.h"
@@ -40,10 +43,14 @@ class CpuExecutor : public Executor {
   const CpuExecutorOptions options_;
 };
 
+// OK if `task` is still worth computing at `now`; else CANCELLED if its cancel flag is set, or
+// DEADLINE_EXCEEDED if its deadline is <= now. The one wording of both for every executor.
+absl::Status CheckStillWanted(const Task& task, absl::Time now);
+
 // Computes one task and calls its done: CANCELLED or DEADLINE_EXCEEDED (without computing,
 // and without calling make_output) if it is cancelled or past its deadline at `now`, else
 // make_output (when set) and core::ExecuteGather's status.
-// Shared by executors (the CUDA one runs strings on the CPU through it).
+// Shared by executors.
 void RunTaskOnCpu(Task& task, const core::ExecuteOptions& options, absl::Time now);
 
 }  // namespace tensorcompute::batching

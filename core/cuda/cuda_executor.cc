@@ -1,0 +1,246 @@
+#include "core/cuda/cuda_executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include <cuda_runtime.h>
+
+#include "core/batching/cpu_executor.h"
+#include "core/cuda/cuda_status.h"
+#include "core/cuda/stream_slot.h"
+#include "core/status_macros.h"
+
+namespace tensorcompute::cuda {
+namespace {
+
+constexpr int kMaxStreamsPerDevice = 64;
+constexpr int64_t kMinStagingBytes = int64_t{64} << 10;
+
+// Whether the GPU path takes `task`; the rest goes to the fallback executor.
+bool GpuServes(const batching::Task& task, int64_t max_task_bytes) {
+  const core::GatherPlan& plan = task.plan;
+  switch (plan.element_size) {
+    case 1:
+    case 2:
+    case 4:
+    case 8:
+    case 16:
+      break;
+    default:  // strings (0)
+      return false;
+  }
+  // Nothing to copy: only the index values need checking, which the CPU does at once.
+  if (plan.output_rows() == 0 || plan.slice == 0) return false;
+  const int64_t bytes =
+      static_cast<int64_t>(task.params.data.size() + task.indices.data.size()) + plan.output_bytes;
+  return bytes <= max_task_bytes;
+}
+
+// What the parts of one Run (GPU and fallback) share: batch_done runs after the last one.
+struct RunState {
+  explicit RunState(absl::AnyInvocable<void() &&> done) : batch_done(std::move(done)) {}
+  void PartDone() {
+    if (parts.fetch_sub(1, std::memory_order_acq_rel) == 1) std::move(batch_done)();
+  }
+  std::atomic<int> parts{0};
+  absl::AnyInvocable<void() &&> batch_done;
+};
+
+// cudaGetDeviceCount, or UNAVAILABLE saying why there is no device ("cudaErrorNoDevice: ...",
+// "cudaErrorInsufficientDriver: ..." where there is no driver).
+absl::StatusOr<int> VisibleDevices() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();
+    return absl::UnavailableError(CudaError(error, "cudaGetDeviceCount").message());
+  }
+  if (count <= 0) return absl::UnavailableError("no CUDA device is visible");
+  return count;
+}
+
+}  // namespace
+
+class CudaExecutor::Impl {
+ public:
+  explicit Impl(const CudaExecutorOptions& options) : options_(options) {}
+
+  // Sets up `ordinals` (slots, pools, staging); nothing runs until this returned OK.
+  absl::Status Init(const std::vector<int>& ordinals);
+
+  void Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done);
+  void DeviceLost(DeviceState& device, const absl::Status& error);
+
+  const CudaExecutorOptions options_;
+  std::string name_;
+  // Slots are destroyed (finishing their queues) before the devices whose pools they use.
+  std::vector<std::unique_ptr<DeviceState>> devices_;
+  std::vector<std::unique_ptr<StreamSlot>> slots_;
+  std::atomic<int> healthy_slots_{0};
+  std::atomic<int> healthy_devices_{0};
+  std::atomic<uint64_t> next_slot_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+absl::Status CudaExecutor::Impl::Init(const std::vector<int>& ordinals) {
+  StreamSlot::Hooks hooks;
+  hooks.fallback = options_.fallback;
+  hooks.on_sticky_error = [this](DeviceState& device, const absl::Status& error) {
+    DeviceLost(device, error);
+  };
+  std::vector<std::string> names;
+  for (int ordinal : ordinals) {
+    TC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), absl::StrCat("selecting device ", ordinal));
+    cudaDeviceProp props;
+    TC_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, ordinal),
+                            absl::StrCat("reading the properties of device ", ordinal));
+    if (!props.memoryPoolsSupported) {
+      return absl::UnavailableError(
+          absl::StrCat("CUDA device ", ordinal, " has no stream-ordered memory pools"));
+    }
+    auto device = std::make_unique<DeviceState>();
+    device->ordinal = ordinal;
+    device->sm_count = std::max(1, props.multiProcessorCount);
+    TC_ASSIGN_OR_RETURN(device->description, CudaDeviceDescription(ordinal));
+    TC_ASSIGN_OR_RETURN(device->pool, MemoryPool::Create(ordinal));
+    for (int s = 0; s < options_.streams_per_device; ++s) {
+      TC_ASSIGN_OR_RETURN(
+          std::unique_ptr<StreamSlot> slot,
+          StreamSlot::Create(device.get(), static_cast<uint64_t>(options_.staging_bytes), hooks));
+      slots_.push_back(std::move(slot));
+    }
+    names.push_back(absl::StrCat(ordinal));
+    devices_.push_back(std::move(device));
+  }
+  name_ = absl::StrCat("cuda:", absl::StrJoin(names, ","));
+  healthy_slots_ = static_cast<int>(slots_.size());
+  healthy_devices_ = static_cast<int>(devices_.size());
+  return absl::OkStatus();
+}
+
+void CudaExecutor::Impl::Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) {
+  auto state = std::make_shared<RunState>(std::move(batch_done));
+  batching::Batch gpu, cpu;
+  const absl::Time now = absl::Now();
+  for (std::unique_ptr<batching::Task>& task : batch) {
+    if (!GpuServes(*task, options_.max_task_bytes)) {
+      cpu.push_back(std::move(task));
+      continue;
+    }
+    absl::Status wanted = batching::CheckStillWanted(*task, now);
+    if (wanted.ok()) {
+      gpu.push_back(std::move(task));
+    } else {
+      std::move(task->done)(std::move(wanted));
+    }
+  }
+  batch.clear();
+
+  // The least loaded slot of a device in service, starting the scan at a rotating slot so
+  // that ties spread over devices and streams.
+  StreamSlot* slot = nullptr;
+  if (!gpu.empty() && !stopping_.load()) {
+    const uint64_t start = next_slot_.fetch_add(1, std::memory_order_relaxed);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      StreamSlot* candidate = slots_[(start + i) % slots_.size()].get();
+      if (candidate->device().lost.load()) continue;
+      if (slot == nullptr || candidate->load() < slot->load()) slot = candidate;
+    }
+  }
+  if (slot == nullptr) {
+    for (std::unique_ptr<batching::Task>& task : gpu) cpu.push_back(std::move(task));
+    gpu.clear();
+  }
+
+  state->parts = (gpu.empty() ? 0 : 1) + (cpu.empty() ? 0 : 1);
+  if (state->parts == 0) {
+    std::move(state->batch_done)();
+    return;
+  }
+  if (!cpu.empty()) options_.fallback->Run(std::move(cpu), [state] { state->PartDone(); });
+  if (!gpu.empty()) slot->Enqueue(SlotWork{std::move(gpu), [state] { state->PartDone(); }});
+}
+
+void CudaExecutor::Impl::DeviceLost(DeviceState& device, const absl::Status& error) {
+  if (device.lost.exchange(true)) return;
+  healthy_slots_ -= options_.streams_per_device;
+  healthy_devices_ -= 1;
+  if (options_.on_device_lost) options_.on_device_lost(device.ordinal, error);
+}
+
+int CudaDeviceCount() {
+  absl::StatusOr<int> count = VisibleDevices();
+  return count.ok() ? *count : 0;
+}
+
+absl::StatusOr<std::string> CudaDeviceDescription(int ordinal) {
+  TC_ASSIGN_OR_RETURN(const int count, VisibleDevices());
+  if (ordinal < 0 || ordinal >= count) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA device ", ordinal, " does not exist (", count, " visible)"));
+  }
+  cudaDeviceProp props;
+  TC_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, ordinal),
+                          absl::StrCat("reading the properties of device ", ordinal));
+  return absl::StrCat(props.name, " (sm_", props.major, props.minor, ", ",
+                      props.totalGlobalMem >> 30, " GiB)");
+}
+
+absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
+    const CudaExecutorOptions& options) {
+  if (options.fallback == nullptr) {
+    return absl::InvalidArgumentError("CudaExecutor needs a fallback executor");
+  }
+  if (options.streams_per_device < 1 || options.streams_per_device > kMaxStreamsPerDevice ||
+      options.staging_bytes < kMinStagingBytes || options.max_task_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("need 1 <= streams_per_device <= ", kMaxStreamsPerDevice,
+                     ", staging_bytes >= ", kMinStagingBytes, " and max_task_bytes >= 1"));
+  }
+  TC_ASSIGN_OR_RETURN(const int count, VisibleDevices());
+  std::vector<int> ordinals = options.devices;
+  if (ordinals.empty()) {
+    for (int i = 0; i < count; ++i) ordinals.push_back(i);
+  }
+  std::vector<int> sorted = ordinals;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return absl::InvalidArgumentError("a CUDA device is listed twice");
+  }
+  for (int ordinal : ordinals) {
+    if (ordinal < 0 || ordinal >= count) {
+      return absl::UnavailableError(
+          absl::StrCat("CUDA device ", ordinal, " does not exist (", count, " visible)"));
+    }
+  }
+  auto impl = std::make_unique<Impl>(options);
+  const absl::Status init = impl->Init(ordinals);
+  if (!init.ok()) {
+    // Whatever was made is released by impl's destructor.
+    return absl::UnavailableError(absl::StrCat("cannot set up the GPU: ", init.message()));
+  }
+  return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(impl)));
+}
+
+CudaExecutor::CudaExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+CudaExecutor::~CudaExecutor() {
+  impl_->stopping_ = true;
+  impl_->slots_.clear();  // each slot runs what it was given, then joins its worker
+}
+
+void CudaExecutor::Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) {
+  impl_->Run(std::move(batch), std::move(batch_done));
+}
+
+absl::string_view CudaExecutor::name() const { return impl_->name_; }
+
+int CudaExecutor::slots() const { return std::max(0, impl_->healthy_slots_.load()); }
+
+bool CudaExecutor::healthy() const { return impl_->healthy_devices_.load() > 0; }
+
+}  // namespace tensorcompute::cuda

@@ -1,0 +1,105 @@
+// File: core/cuda/cuda_executor.h
+//
+// The GPU executor: implements batching::Executor on NVIDIA GPUs. This header is free of CUDA
+// (the server includes it); builds without nvcc compile a stand-in whose CudaDeviceCount()
+// is 0 and whose Create() returns UNIMPLEMENTED, so callers need no #ifdefs.
+//
+// One batch, one round trip: the batch's GPU tasks are laid out by PlanBatch
+// (gather_batch.h), their inputs copied host -> device in one transfer (chunked through the
+// stream's pinned staging buffer when larger), computed by one kernel launch over a descriptor
+// table of all of them, and their outputs and bad-index flags copied back in one transfer.
+// Each stream slot (streams_per_device on every device used) runs one batch at a time on its
+// own worker thread, so copies and kernels of different batches overlap across streams.
+// Device memory comes from the device's stream-ordered pool (cudaMallocAsync with the release
+// threshold raised so that freed memory is kept): no cudaMalloc per request.
+//
+// What the GPU does not serve goes to `fallback` (the CPU executor), transparently, within
+// the same batch: strings; tasks with no output rows or empty slices (only their indices need
+// checking); tasks larger than max_task_bytes; a batch for which the device has no memory
+// left. The slots' work is in stream_slot.h.
+//
+// Errors: a CUDA error fails the batch's GPU tasks with INTERNAL naming the CUDA error
+// ("cudaErrorLaunchFailure: ..."). A sticky error (the context is unusable) takes the device
+// out of service: its slots stop taking batches, later batches go to the other devices or to
+// `fallback`, and on_device_lost is called once with the error. Nothing crashes.
+//
+// Thread-safety: Run may be called concurrently; slots() and healthy() from any thread.
+
+#ifndef TENSORCOMPUTE_CORE_CUDA_CUDA_EXECUTOR_H_
+#define TENSORCOMPUTE_CORE_CUDA_CUDA_EXECUTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include "core/batching/executor.h"
+
+namespace tensorcompute::cuda {
+
+struct CudaExecutorOptions {
+  // Devices to use (CUDA ordinals); empty (default) means every visible device.
+  std::vector<int> devices;
+  // Streams per device, each with its own staging buffers and worker thread. In [1, 64];
+  // default 4.
+  int streams_per_device = 4;
+  // Pinned host staging per stream, in bytes, used as two halves (one filled while the other
+  // is in flight); larger transfers are chunked through them. At least 64 KiB; default 16 MiB.
+  int64_t staging_bytes = int64_t{16} << 20;
+  // Tasks whose params + indices + output exceed this run on `fallback`. Default 1 GiB.
+  int64_t max_task_bytes = int64_t{1} << 30;
+  // Takes strings and whatever the GPU does not serve. Not owned; must outlive the executor.
+  // REQUIRES: non-null.
+  batching::Executor* fallback = nullptr;
+  // Called once per device that a sticky CUDA error took out of service (from a worker
+  // thread); `healthy()` is false once no device is left.
+  std::function<void(int device, const absl::Status& error)> on_device_lost;
+};
+
+// Visible CUDA devices; 0 when there is no driver, no device, or no CUDA in this build.
+// Never fails and never crashes (the runtime is linked statically; the driver is optional).
+int CudaDeviceCount();
+
+// "NVIDIA H100 80GB HBM3 (sm_90, 79 GiB)" for device `ordinal`, or UNAVAILABLE saying why
+// there is no such device ("cudaErrorInsufficientDriver: ..." without a driver, "CUDA device 2
+// does not exist (1 visible)"), UNIMPLEMENTED in a build without CUDA. So when
+// CudaDeviceCount() is 0, CudaDeviceDescription(0)'s error is the reason.
+absl::StatusOr<std::string> CudaDeviceDescription(int ordinal);
+
+class CudaExecutor : public batching::Executor {
+ public:
+  // Returns the executor with its streams, buffers and worker threads ready, or UNAVAILABLE
+  // when a device cannot be used (none visible, bad ordinal, out of memory), UNIMPLEMENTED in
+  // a build without CUDA, INVALID_ARGUMENT for bad options (checked first) or an ordinal
+  // listed twice.
+  static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const CudaExecutorOptions& options);
+
+  // Waits for every batch that was handed over to finish on the GPU (parts handed to
+  // `fallback` finish there), then frees the devices' resources. REQUIRES: no Run() call is
+  // in progress or will follow (stop the batcher first).
+  ~CudaExecutor() override;
+
+  void Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) override;
+  absl::string_view name() const override;
+
+  // Stream slots in service (what the batcher's max_inflight_batches should be); 0 once
+  // every device was lost.
+  int slots() const;
+  // Whether any device is still in service.
+  bool healthy() const;
+
+  // --- implementation details below ---
+  class Impl;
+
+ private:
+  explicit CudaExecutor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensorcompute::cuda
+
+#endif  // TENSORCOMPUTE_CORE_CUDA_CUDA_EXECUTOR_H_

@@ -1,0 +1,43 @@
+// File: core/cuda/gather_kernel.h
+//
+// The one kernel launch of a batch (gather_batch.h): a grid-stride loop over every work unit
+// of every task, each unit running GatherUnit. Host API -> launch -> kernel -> per-unit work,
+// as CUB's DeviceFor; the launcher checks cudaGetLastError() after the launch.
+//
+// Thread-safety: a launch is ordered on `stream`; concurrent launches on different streams are
+// independent.
+
+#ifndef TENSORCOMPUTE_CORE_CUDA_GATHER_KERNEL_H_
+#define TENSORCOMPUTE_CORE_CUDA_GATHER_KERNEL_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include <cuda_runtime.h>
+
+#include "core/cuda/gather_unit.h"
+
+namespace tensorcompute::cuda {
+
+// The fields of a BatchLayout (gather_batch.h) that the launch needs; plain data, so that
+// nvcc compiles no Abseil container code.
+struct LaunchArgs {
+  int num_tasks = 0;
+  uint64_t total_units = 0;
+  bool fits_32bit = true;
+  uint64_t descs_offset = 0;  // into the input buffer
+  uint64_t dims_offset = 0;   // into the input buffer
+  uint64_t flags_offset = 0;  // into the output buffer
+};
+
+// Launches the kernel over device buffers `input` (input_bytes, already holding PackInput's
+// bytes) and `output` (output_bytes, flags already reset to kNoBadIndex), sized to fill
+// `sm_count` multiprocessors. Does not wait for the kernel.
+// Returns OK, or INTERNAL naming the CUDA error of the launch.
+// REQUIRES: args.total_units > 0; the buffers are 256-byte aligned device memory.
+absl::Status LaunchGatherBatch(const LaunchArgs& args, const uint8_t* input, uint8_t* output,
+                               int sm_count, cudaStream_t stream);
+
+}  // namespace tensorcompute::cuda
+
+#endif  // TENSORCOMPUTE_CORE_CUDA_GATHER_KERNEL_H_

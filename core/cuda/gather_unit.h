@@ -1,0 +1,159 @@
+// File: core/cuda/gather_unit.h
+//
+// What the gather kernel does for one work unit, as TC_HOST_DEVICE functions: compiled into
+// the kernel (gather_kernel.cu) and, on the host, into RunBatchOnHost (gather_batch.h), which
+// the CPU tests run over every unit. Only core/index_math.h is included, so nvcc sees no
+// Abseil here.
+//
+// Work units. Output row r of a task has `chunks_per_row` units of `vector_bytes` each (the
+// widest power of two <= 16 dividing the slice's bytes, so every access is aligned: buffers
+// and regions are 256-byte aligned). Unit u of the batch belongs to the task whose
+// [unit_begin, unit_begin + units) holds it. Consecutive units are consecutive bytes of a row
+// (wide rows) or consecutive rows (narrow ones): coalesced either way.
+//
+// Bad indices: a unit whose index tuple has a component outside [-dim, dim) copies nothing and
+// lowers its task's flag to that component's flat position in indices (atomic min); the
+// flags start at kNoBadIndex. Every tuple is used by at least one unit (the executor sends
+// only tasks with output rows and non-empty slices), so the lowest bad position is found.
+//
+// Thread-safety: pure functions; the flag update is atomic on the device.
+
+#ifndef TENSORCOMPUTE_CORE_CUDA_GATHER_UNIT_H_
+#define TENSORCOMPUTE_CORE_CUDA_GATHER_UNIT_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/index_math.h"
+
+#if defined(__CUDA_ARCH__)
+#define TC_DEVICE_CODE 1
+#endif
+
+namespace tensorcompute::cuda {
+
+inline constexpr uint64_t kNoBadIndex = ~uint64_t{0};
+
+// One task as the kernel sees it. Offsets are bytes into the batch's input / output buffers.
+struct GatherDesc {
+  uint64_t params_offset;
+  uint64_t indices_offset;
+  uint64_t output_offset;
+  uint64_t unit_begin;  // first work unit of this task in the batch
+  uint64_t units;       // output rows x chunks_per_row
+  int64_t outer;        // GatherPlan fields (output rows = batch * outer * num_indices)
+  int64_t num_indices;
+  int64_t depth;
+  int64_t rows;
+  int64_t slice_bytes;
+  uint32_t dims_offset;     // first of `depth` entries in the dims table (int64)
+  uint32_t vector_bytes;    // 1, 2, 4, 8 or 16
+  uint32_t chunks_per_row;  // slice_bytes / vector_bytes
+  uint32_t index_bytes;     // 4 (int32) or 8 (int64)
+};
+// The host writes the table that the device reads: one layout for both compilers.
+static_assert(sizeof(GatherDesc) == 96, "GatherDesc must have no padding surprises");
+
+// The widest access (16, 8, 4, 2 or 1 bytes) that divides `slice_bytes`.
+TC_HOST_DEVICE inline uint32_t VectorBytes(int64_t slice_bytes) {
+  uint32_t w = 16;
+  while (w > 1 && slice_bytes % w != 0) w >>= 1;
+  return w;
+}
+
+// The task that holds `unit`: binary search over unit_begin. REQUIRES: unit < total_units.
+TC_HOST_DEVICE inline int FindTask(const GatherDesc* descs, int num_tasks, uint64_t unit) {
+  int lo = 0, hi = num_tasks - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (descs[mid].unit_begin <= unit) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+TC_HOST_DEVICE inline void LowerFlag(unsigned long long* flag, unsigned long long position) {
+#if defined(TC_DEVICE_CODE)
+  atomicMin(flag, position);
+#else
+  if (position < *flag) *flag = position;
+#endif
+}
+
+template <int W>
+TC_HOST_DEVICE inline void CopyChunk(uint8_t* dst, const uint8_t* src) {
+#if defined(TC_DEVICE_CODE)
+  if constexpr (W == 16) {
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+  } else if constexpr (W == 8) {
+    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+  } else if constexpr (W == 4) {
+    *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src);
+  } else if constexpr (W == 2) {
+    *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(src);
+  } else {
+    *dst = *src;
+  }
+#else
+  std::memcpy(dst, src, W);
+#endif
+}
+
+// Copies work unit `u` (0 <= u < d.units) of task `d`: one chunk of one output row, after
+// checking that row's index tuple. `in`/`out` are the batch's buffers; `dims` the dims table.
+// `I` is the type of the row and unit arithmetic: uint32_t when the whole batch fits
+// (BatchLayout::fits_32bit; 64-bit division costs several times more on a GPU), else uint64_t.
+// The arithmetic is core/index_math.h's, done in I.
+template <typename I>
+TC_HOST_DEVICE inline void GatherUnit(const GatherDesc& d, const int64_t* dims, I u,
+                                      const uint8_t* in, uint8_t* out, unsigned long long* flag) {
+  const I chunks = static_cast<I>(d.chunks_per_row);
+  const I r = u / chunks;
+  const I chunk = u - r * chunks;
+  const I num_indices = static_cast<I>(d.num_indices);
+  const I block = r / num_indices;  // b * outer + o
+  const I n = r - block * num_indices;
+  const I tuple = (block / static_cast<I>(d.outer)) * num_indices + n;
+  const uint8_t* index =
+      in + d.indices_offset + static_cast<uint64_t>(tuple) * d.depth * d.index_bytes;
+  int64_t row = 0;
+  for (int64_t k = 0; k < d.depth; ++k) {
+    const int64_t v = d.index_bytes == 4 ? reinterpret_cast<const int32_t*>(index)[k]
+                                         : reinterpret_cast<const int64_t*>(index)[k];
+    int64_t component;
+    if (!core::NormalizeIndex(v, dims[d.dims_offset + k], &component)) {
+      LowerFlag(flag, static_cast<unsigned long long>(tuple) * d.depth + k);
+      return;
+    }
+    row = core::AccumulateRow(row, dims[d.dims_offset + k], component);
+  }
+  const uint64_t offset = static_cast<uint64_t>(chunk) * d.vector_bytes;
+  const uint8_t* from =
+      in + d.params_offset +
+      static_cast<uint64_t>(core::ParamsSliceOffset(block, d.rows, row, d.slice_bytes)) + offset;
+  uint8_t* to = out + d.output_offset + static_cast<uint64_t>(r) * d.slice_bytes + offset;
+  switch (d.vector_bytes) {
+    case 16:
+      CopyChunk<16>(to, from);
+      break;
+    case 8:
+      CopyChunk<8>(to, from);
+      break;
+    case 4:
+      CopyChunk<4>(to, from);
+      break;
+    case 2:
+      CopyChunk<2>(to, from);
+      break;
+    default:
+      CopyChunk<1>(to, from);
+      break;
+  }
+}
+
+}  // namespace tensorcompute::cuda
+
+#endif  // TENSORCOMPUTE_CORE_CUDA_GATHER_UNIT_H_

@@ -1,0 +1,279 @@
+#include "core/cuda/stream_slot.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+
+#include "core/batching/cpu_executor.h"
+#include "core/cuda/cuda_status.h"
+#include "core/cuda/gather_kernel.h"
+#include "core/status_macros.h"
+
+namespace tensorcompute::cuda {
+namespace {
+
+// The worker waits on these events: blocking (not spinning) keeps its core free for gRPC and
+// the CPU executor, at the price of a few microseconds of wake-up per wait.
+constexpr unsigned kEventFlags = cudaEventDisableTiming | cudaEventBlockingSync;
+constexpr uint64_t kHalfGranularity = 4096;
+
+uint64_t AlignUp(uint64_t n) {
+  return (n + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+}
+
+// Task i's verdict once its flag is known: OK, or the bad-index error (the same text as the
+// CPU's: core::BadIndexError). A flag past the last index value cannot come from the kernel.
+absl::Status Verdict(const batching::Task& task, uint64_t flag) {
+  if (flag == kNoBadIndex) return absl::OkStatus();
+  if (flag >= static_cast<uint64_t>(task.plan.num_index_values())) {
+    return absl::InternalError("the gather kernel reported an impossible bad-index position");
+  }
+  return core::BadIndexError(task.plan, task.indices, static_cast<int64_t>(flag));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StreamSlot>> StreamSlot::Create(DeviceState* device,
+                                                               uint64_t staging_bytes,
+                                                               Hooks hooks) {
+  std::unique_ptr<StreamSlot> slot(new StreamSlot(device, std::move(hooks)));
+  TC_ASSIGN_OR_RETURN(slot->stream_, StreamHandle::Create());
+  slot->half_bytes_ = staging_bytes / 2 / kHalfGranularity * kHalfGranularity;
+  for (Half& half : slot->halves_) {
+    TC_ASSIGN_OR_RETURN(half.buffer, PinnedBuffer::Allocate(slot->half_bytes_));
+    TC_ASSIGN_OR_RETURN(half.idle, EventHandle::Create(kEventFlags));
+  }
+  slot->worker_ = std::thread([s = slot.get()] { s->Loop(); });
+  return slot;
+}
+
+StreamSlot::~StreamSlot() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  wake_.SignalAll();
+  worker_.join();
+  // Every batch synchronised on its last copy; this only waits for the frees queued after it.
+  cudaStreamSynchronize(stream_.get());
+}
+
+void StreamSlot::Enqueue(SlotWork work) {
+  load_.fetch_add(1, std::memory_order_relaxed);
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(work));
+  }
+  wake_.Signal();
+}
+
+void StreamSlot::Loop() {
+  const cudaError_t set = cudaSetDevice(device_->ordinal);
+  if (set != cudaSuccess) {
+    // Without its device the slot cannot run anything: Process sends everything to fallback.
+    MarkLost(CudaError(set, "selecting the device on a worker thread"));
+  }
+  while (true) {
+    SlotWork work;
+    {
+      absl::MutexLock lock(&mu_);
+      while (queue_.empty() && !stop_) wake_.Wait(&mu_);
+      if (queue_.empty()) return;  // stopping, and everything queued has run
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Process(std::move(work));
+    load_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void StreamSlot::Process(SlotWork work) {
+  if (device_->lost.load()) {
+    hooks_.fallback->Run(std::move(work.tasks), std::move(work.done));
+    return;
+  }
+  // Tasks may have waited in this queue: drop those nobody wants any more.
+  const absl::Time now = absl::Now();
+  batching::Batch live;
+  for (std::unique_ptr<batching::Task>& task : work.tasks) {
+    absl::Status wanted = batching::CheckStillWanted(*task, now);
+    if (wanted.ok()) {
+      live.push_back(std::move(task));
+    } else {
+      std::move(task->done)(std::move(wanted));
+    }
+  }
+  work.tasks.clear();
+  if (live.empty()) {
+    std::move(work.done)();
+    return;
+  }
+
+  const absl::Status status = Execute(live);
+  if (status.ok()) {
+    std::move(work.done)();
+    return;
+  }
+  // The staging halves must be idle before the next batch touches them, and the stream's
+  // answer tells whether the context survived.
+  const cudaError_t sync = cudaStreamSynchronize(stream_.get());
+  (void)cudaGetLastError();  // a non-sticky error must not surface in the next batch's checks
+  if (IsStickyError(sync)) MarkLost(status);
+  batching::Batch rest;
+  for (std::unique_ptr<batching::Task>& task : live) {
+    if (task != nullptr) rest.push_back(std::move(task));
+  }
+  // Out of device memory before anything was computed: the CPU can still answer.
+  if (absl::IsResourceExhausted(status) && rest.size() == live.size()) {
+    hooks_.fallback->Run(std::move(rest), std::move(work.done));
+    return;
+  }
+  for (std::unique_ptr<batching::Task>& task : rest) std::move(task->done)(status);
+  rest.clear();
+  std::move(work.done)();
+}
+
+void StreamSlot::MarkLost(const absl::Status& error) {
+  if (hooks_.on_sticky_error) hooks_.on_sticky_error(*device_, error);
+  device_->lost.store(true);
+}
+
+absl::Status StreamSlot::Execute(batching::Batch& tasks) {
+  const size_t n = tasks.size();
+  std::vector<const core::GatherPlan*> plans(n);
+  std::vector<const core::TensorView*> params(n), indices(n);
+  for (size_t i = 0; i < n; ++i) {
+    plans[i] = &tasks[i]->plan;
+    params[i] = &tasks[i]->params;
+    indices[i] = &tasks[i]->indices;
+  }
+  const BatchLayout layout = PlanBatch(plans);
+  cudaStream_t stream = stream_.get();
+
+  // One allocation for both buffers; the pool keeps it for the next batch after the free.
+  const uint64_t output_at = AlignUp(layout.input_bytes);
+  absl::StatusOr<DeviceAllocation> buffers =
+      DeviceAllocation::Allocate(output_at + layout.output_bytes, device_->pool.get(), stream);
+  if (!buffers.ok()) return buffers.status();
+  uint8_t* input = buffers->data();
+  uint8_t* output = input + output_at;
+
+  const std::vector<uint8_t> tables = PackTables(layout);
+  TC_RETURN_IF_ERROR(CopyIn(layout, InputPieces(layout, tables, params, indices), input));
+  TC_RETURN_IF_ERROR(
+      CudaError(cudaMemsetAsync(output + layout.flags_offset, 0xff, n * sizeof(uint64_t), stream),
+                "resetting the bad-index flags"));
+  LaunchArgs args;
+  args.num_tasks = static_cast<int>(n);
+  args.total_units = layout.total_units;
+  args.fits_32bit = layout.fits_32bit;
+  args.descs_offset = layout.descs_offset;
+  args.dims_offset = layout.dims_offset;
+  args.flags_offset = layout.flags_offset;
+  TC_RETURN_IF_ERROR(LaunchGatherBatch(args, input, output, device_->sm_count, stream));
+  return CopyOut(layout, tasks, output);
+}
+
+// The input buffer is sent in windows of one staging half: every piece (tables, params,
+// indices) that overlaps the window is memcpy'd into the half at its offset, then the half
+// goes to the device with one copy. While it travels, the other half is filled: the host waits
+// for a half's event only before refilling it.
+absl::Status StreamSlot::CopyIn(const BatchLayout& layout, const std::vector<Piece>& pieces,
+                                uint8_t* device_input) {
+  size_t p = 0;
+  for (uint64_t w = 0; w < layout.input_bytes; w += half_bytes_) {
+    const uint64_t end = std::min(w + half_bytes_, layout.input_bytes);
+    Half& half = halves_[next_half_];
+    next_half_ ^= 1;
+    TC_RETURN_IF_ERROR(
+        CudaError(cudaEventSynchronize(half.idle.get()), "waiting for a staging buffer"));
+    for (; p < pieces.size() && pieces[p].offset < end; ++p) {
+      const Piece& piece = pieces[p];
+      const uint64_t from = std::max(piece.offset, w);
+      const uint64_t to = std::min(piece.offset + piece.bytes, end);
+      if (to > from) {
+        std::memcpy(half.buffer.data() + (from - w), piece.src + (from - piece.offset), to - from);
+      }
+      if (piece.offset + piece.bytes > end) break;  // continues in the next window
+    }
+    TC_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(device_input + w, half.buffer.data(), end - w,
+                                                 cudaMemcpyHostToDevice, stream_.get()),
+                                 "copying inputs to the device"));
+    TC_RETURN_IF_ERROR(
+        CudaError(cudaEventRecord(half.idle.get(), stream_.get()), "recording a staging event"));
+  }
+  return absl::OkStatus();
+}
+
+// The output buffer comes back in windows of one staging half, two in flight. It starts with
+// the flags, so every task's verdict is known before its first output byte arrives. A task is
+// answered as soon as the window holding its last byte has been copied out: make_output,
+// bytes copied straight from the staging half into its output, done.
+absl::Status StreamSlot::CopyOut(const BatchLayout& layout, batching::Batch& tasks,
+                                 const uint8_t* device_output) {
+  const uint64_t total = layout.output_bytes;
+  const uint64_t windows = (total + half_bytes_ - 1) / half_bytes_;
+  auto fetch = [&](uint64_t k) {
+    Half& half = halves_[k % 2];
+    const uint64_t w = k * half_bytes_;
+    absl::Status status = CudaError(
+        cudaMemcpyAsync(half.buffer.data(), device_output + w, std::min(half_bytes_, total - w),
+                        cudaMemcpyDeviceToHost, stream_.get()),
+        "copying outputs from the device");
+    if (status.ok()) {
+      status =
+          CudaError(cudaEventRecord(half.idle.get(), stream_.get()), "recording a staging event");
+    }
+    return status;
+  };
+  for (uint64_t k = 0; k < std::min<uint64_t>(windows, 2); ++k) TC_RETURN_IF_ERROR(fetch(k));
+
+  const size_t n = tasks.size();
+  std::vector<uint64_t> flags(n, kNoBadIndex);
+  const uint64_t flags_end = layout.flags_offset + n * sizeof(uint64_t);
+  std::vector<absl::Status> verdicts(n);
+  size_t next = 0;       // the first task not yet answered (tasks are in buffer order)
+  bool started = false;  // whether tasks[next] has its verdict and output slot
+  for (uint64_t k = 0; k < windows; ++k) {
+    const Half& half = halves_[k % 2];
+    const uint64_t w = k * half_bytes_;
+    const uint64_t end = std::min(w + half_bytes_, total);
+    TC_RETURN_IF_ERROR(
+        CudaError(cudaEventSynchronize(half.idle.get()), "waiting for outputs from the device"));
+    if (w < flags_end) {
+      const uint64_t from = std::max(w, layout.flags_offset);
+      const uint64_t to = std::min(end, flags_end);
+      std::memcpy(reinterpret_cast<uint8_t*>(flags.data()) + (from - layout.flags_offset),
+                  half.buffer.data() + (from - w), to - from);
+    }
+    for (; next < n && layout.descs[next].output_offset < end; ++next, started = false) {
+      batching::Task& task = *tasks[next];
+      const uint64_t at = layout.descs[next].output_offset;
+      const uint64_t bytes = static_cast<uint64_t>(task.plan.output_bytes);
+      if (!started) {
+        started = true;
+        verdicts[next] = Verdict(task, flags[next]);
+        if (verdicts[next].ok() && task.make_output) task.output = std::move(task.make_output)();
+        if (verdicts[next].ok() && task.output.data.size() != bytes) {
+          verdicts[next] = absl::InternalError("the output slot does not match the plan's size");
+        }
+      }
+      const uint64_t from = std::max(at, w);
+      const uint64_t to = std::min(at + bytes, end);
+      if (verdicts[next].ok() && to > from) {
+        std::memcpy(task.output.data.data() + (from - at), half.buffer.data() + (from - w),
+                    to - from);
+      }
+      if (at + bytes > end) break;  // continues in the next window
+      std::move(task.done)(std::move(verdicts[next]));
+      tasks[next].reset();
+    }
+    if (k + 2 < windows) TC_RETURN_IF_ERROR(fetch(k + 2));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensorcompute::cuda

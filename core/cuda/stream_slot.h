@@ -1,0 +1,134 @@
+// File: core/cuda/stream_slot.h
+//
+// One stream of one device with everything a batch needs on its way through it: two pinned
+// staging halves (with an event each), a worker thread and its queue. CudaExecutor keeps
+// streams_per_device of these per device and hands each batch to the least loaded one; a
+// slot runs one batch at a time, so batches on different slots overlap their copies and
+// kernels.
+//
+// A batch's round trip (StreamSlot.cc explains the details):
+//   PlanBatch -> one device allocation (input and output buffers) from the device's pool ->
+//   input pieces memcpy'd into a staging half and sent host -> device, half by half ->
+//   flags reset -> LaunchGatherBatch -> output sent device -> host half by half, each task
+//   answered as soon as its last byte arrived (make_output, copy, done) -> free.
+// A batch smaller than a half costs one pack, one H2D copy, one launch and one D2H copy.
+//
+// Errors: a CUDA error answers the batch's unanswered tasks with INTERNAL naming it; when the
+// device is out of memory the batch goes to the fallback executor instead. A sticky error (or
+// a stream that no longer synchronises) calls on_sticky_error; from then on, and once the
+// device is marked lost, every batch the slot receives goes to the fallback executor.
+//
+// Thread-safety: Enqueue and load may be called from any thread. The slot's CUDA resources
+// are used only by its worker thread.
+
+#ifndef TENSORCOMPUTE_CORE_CUDA_STREAM_SLOT_H_
+#define TENSORCOMPUTE_CORE_CUDA_STREAM_SLOT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+#include "core/batching/executor.h"
+#include "core/cuda/device_buffer.h"
+#include "core/cuda/gather_batch.h"
+
+namespace tensorcompute::cuda {
+
+// A device in use, shared by its slots.
+struct DeviceState {
+  int ordinal = 0;
+  int sm_count = 1;
+  std::string description;  // CudaDeviceDescription()
+  MemoryPool pool;          // device memory of every batch (freed memory stays cached)
+  std::atomic<bool> lost{false};
+};
+
+// What a slot is handed: tasks (non-empty; every one served by the GPU: fixed-size dtype,
+// output rows and slices) and what to call once every one of them has been answered.
+struct SlotWork {
+  batching::Batch tasks;
+  absl::AnyInvocable<void() &&> done;
+};
+
+class StreamSlot {
+ public:
+  struct Hooks {
+    // Takes batches the slot cannot run (device out of memory or lost). Not owned.
+    batching::Executor* fallback = nullptr;
+    // Called, from the worker thread, for every sticky error seen on the device, before
+    // the device is marked lost.
+    std::function<void(DeviceState& device, const absl::Status& error)> on_sticky_error;
+  };
+
+  // A slot on `device` (not owned; outlives the slot) with `staging_bytes` of pinned staging
+  // (two halves of staging_bytes / 2, rounded down to 4 KiB), its worker thread started.
+  // Returns INTERNAL naming the CUDA error when a resource cannot be made.
+  // REQUIRES: the calling thread's current device is device->ordinal;
+  // staging_bytes >= 8 KiB; hooks.fallback non-null.
+  static absl::StatusOr<std::unique_ptr<StreamSlot>> Create(DeviceState* device,
+                                                            uint64_t staging_bytes, Hooks hooks);
+
+  // Runs everything already enqueued, then joins the worker and frees the resources.
+  ~StreamSlot();
+
+  StreamSlot(const StreamSlot&) = delete;
+  StreamSlot& operator=(const StreamSlot&) = delete;
+
+  // Queues `work` for the worker; never blocks on the device.
+  void Enqueue(SlotWork work);
+
+  // Batches queued or running on this slot.
+  int64_t load() const { return load_.load(std::memory_order_relaxed); }
+
+  DeviceState& device() const { return *device_; }
+
+  // --- implementation details below ---
+ private:
+  struct Half {
+    PinnedBuffer buffer;
+    EventHandle idle;  // recorded after the last copy that uses `buffer`
+  };
+
+  StreamSlot(DeviceState* device, Hooks hooks) : device_(device), hooks_(std::move(hooks)) {}
+
+  void Loop();
+  void Process(SlotWork work);
+  // Runs `tasks` on the device, answering (and resetting) each one whose output arrived.
+  // Returns OK once every task was answered, or the error that stopped it (the tasks not yet
+  // answered are still in `tasks`).
+  absl::Status Execute(batching::Batch& tasks);
+  absl::Status CopyIn(const BatchLayout& layout, const std::vector<Piece>& pieces,
+                      uint8_t* device_input);
+  absl::Status CopyOut(const BatchLayout& layout, batching::Batch& tasks,
+                       const uint8_t* device_output);
+  // Takes the device out of service: on_sticky_error (which may report it), then `lost`.
+  void MarkLost(const absl::Status& error);
+
+  DeviceState* const device_;
+  const Hooks hooks_;
+  StreamHandle stream_;
+  Half halves_[2];
+  uint64_t half_bytes_ = 0;
+  int next_half_ = 0;  // the half the next input chunk goes through
+  std::atomic<int64_t> load_{0};
+
+  absl::Mutex mu_;
+  absl::CondVar wake_;
+  std::deque<SlotWork> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+}  // namespace tensorcompute::cuda
+
+#endif  // TENSORCOMPUTE_CORE_CUDA_STREAM_SLOT_H_

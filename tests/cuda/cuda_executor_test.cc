@@ -1,0 +1,549 @@
+// CudaExecutor (core/cuda/cuda_executor.h). Without a device (CI, this build machine) only the
+// first tests run: CudaDeviceCount() is 0 without crashing and Create() fails cleanly. Every
+// other test needs a GPU and is skipped, visibly, without one: random batches of every dtype
+// byte-identical to the reference and to the CPU, doc examples, the CPU's bad-index message,
+// strings and empty outputs on the fallback, 32 small tasks in one batch, tasks larger than
+// the staging buffer (chunked copies both ways), cancelled and expired tasks, make_output,
+// concurrent Run calls, and a destructor that finishes what it was given.
+
+#include "core/cuda/cuda_executor.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "core/batching/cpu_executor.h"
+#include "core/gather.h"
+#include "core/gather_plan.h"
+#include "core/thread_pool.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/reference_gather.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tensorcompute::cuda {
+namespace {
+
+using ::tensorcompute::testing::AgreesWithReference;
+using ::tensorcompute::testing::GatherRequest;
+using ::tensorcompute::testing::InjectOutOfRangeIndices;
+using ::tensorcompute::testing::IsOk;
+using ::tensorcompute::testing::MakeIndices;
+using ::tensorcompute::testing::MakeStrings;
+using ::tensorcompute::testing::MakeTensor;
+using ::tensorcompute::testing::RandomGatherNdRequest;
+using ::tensorcompute::testing::RandomGatherRequest;
+using ::tensorcompute::testing::RandomIndices;
+using ::tensorcompute::testing::RandomRequestOptions;
+using ::tensorcompute::testing::RandomTensor;
+using ::tensorcompute::testing::Rng;
+using ::tensorcompute::testing::RunReference;
+using ::tensorcompute::testing::StatusIs;
+using ::tensorcompute::testing::TensorDebugString;
+using ::tensorcompute::testing::UniformInt;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const absl::Duration kLong = absl::Seconds(120);
+constexpr uint8_t kSentinel = 0xAB;
+
+core::ThreadPool& SharedPool() {
+  static core::ThreadPool* const pool = new core::ThreadPool(4);
+  return *pool;
+}
+
+// ---- tests that run everywhere ----
+
+TEST(CudaDeviceCount, NeverCrashesAndSaysWhyWhenZero) {
+  const int count = CudaDeviceCount();
+  EXPECT_GE(count, 0);
+  const absl::StatusOr<std::string> description = CudaDeviceDescription(0);
+  if (count == 0) {
+    EXPECT_THAT(description.status().code(),
+                AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kUnimplemented));
+    std::cout << "no CUDA device: " << description.status() << std::endl;
+  } else {
+    EXPECT_THAT(description, IsOk());
+    std::cout << "CUDA device 0: " << description.value_or("?") << std::endl;
+  }
+}
+
+TEST(CudaExecutorCreate, FailsCleanlyWithoutADevice) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  batching::CpuExecutor fallback(&SharedPool());
+  CudaExecutorOptions options;
+  options.fallback = &fallback;
+  EXPECT_THAT(CudaExecutor::Create(options).status().code(),
+              AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kUnimplemented));
+}
+
+#if defined(TC_HAVE_CUDA)
+TEST(CudaExecutorCreate, RejectsBadOptionsBeforeLookingForADevice) {
+  batching::CpuExecutor fallback(&SharedPool());
+  CudaExecutorOptions no_fallback;
+  EXPECT_THAT(CudaExecutor::Create(no_fallback), StatusIs(absl::StatusCode::kInvalidArgument));
+  CudaExecutorOptions no_streams;
+  no_streams.fallback = &fallback;
+  no_streams.streams_per_device = 0;
+  EXPECT_THAT(CudaExecutor::Create(no_streams), StatusIs(absl::StatusCode::kInvalidArgument));
+  CudaExecutorOptions tiny_staging;
+  tiny_staging.fallback = &fallback;
+  tiny_staging.staging_bytes = 1024;
+  EXPECT_THAT(CudaExecutor::Create(tiny_staging), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+#else
+TEST(CudaExecutorCreate, IsUnimplementedWithoutCuda) {
+  batching::CpuExecutor fallback(&SharedPool());
+  CudaExecutorOptions options;
+  options.fallback = &fallback;
+  EXPECT_THAT(CudaExecutor::Create(options),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("built without nvcc")));
+  EXPECT_EQ(CudaDeviceCount(), 0);
+}
+#endif
+
+// ---- tests that need a device ----
+
+// One request with everything its Task points into, and what its done received.
+struct Case {
+  GatherRequest req;
+  core::GatherPlan plan;
+  core::Tensor output;  // fixed-size dtypes start filled with kSentinel
+  absl::Status got = absl::UnknownError("done was never called");
+  std::atomic<int> calls{0};
+
+  absl::StatusOr<core::Tensor> Result() const {
+    if (!got.ok()) return got;
+    return output.Clone();
+  }
+};
+
+std::unique_ptr<Case> MakeCase(GatherRequest req) {
+  auto c = std::make_unique<Case>();
+  c->req = std::move(req);
+  absl::StatusOr<core::GatherPlan> plan =
+      c->req.nd ? core::PlanGatherNd(c->req.params.view(), c->req.indices.view(), c->req.batch_dims)
+                : core::PlanGather(c->req.params.view(), c->req.indices.view(), c->req.axis,
+                                   c->req.batch_dims);
+  EXPECT_THAT(plan, IsOk()) << c->req.DebugString();
+  if (!plan.ok()) return nullptr;
+  c->plan = *std::move(plan);
+  c->output = *core::Tensor::Allocate(c->plan.dtype, c->plan.output_shape);
+  absl::Span<uint8_t> bytes = c->output.mutable_bytes();
+  if (!bytes.empty()) std::memset(bytes.data(), kSentinel, bytes.size());
+  return c;
+}
+
+std::unique_ptr<batching::Task> MakeTask(Case& c) {
+  auto task = std::make_unique<batching::Task>();
+  task->plan = c.plan;
+  task->params = c.req.params.view();
+  task->indices = c.req.indices.view();
+  task->output = c.output.mutable_view();
+  task->done = [&c](absl::Status status) {
+    c.got = std::move(status);
+    c.calls.fetch_add(1);
+  };
+  return task;
+}
+
+// core's CPU answer to the same request, for byte-for-byte comparison.
+absl::StatusOr<core::Tensor> RunOnCpu(const GatherRequest& r) {
+  return r.nd ? core::GatherNd(r.params.view(), r.indices.view(), r.batch_dims)
+              : core::Gather(r.params.view(), r.indices.view(), r.axis, r.batch_dims);
+}
+
+::testing::AssertionResult AgreesWithCpuAndReference(const Case& c) {
+  if (c.calls.load() != 1) {
+    return ::testing::AssertionFailure()
+           << "done called " << c.calls.load() << " times for " << c.req.DebugString();
+  }
+  const absl::StatusOr<core::Tensor> got = c.Result();
+  const absl::StatusOr<core::Tensor> cpu = RunOnCpu(c.req);
+  if (got.ok() != cpu.ok() || (!got.ok() && got.status() != cpu.status()) ||
+      (got.ok() && !core::IdenticalTensors(got->view(), cpu->view()))) {
+    return ::testing::AssertionFailure()
+           << "GPU and CPU differ for " << c.req.DebugString()
+           << "\nGPU: " << (got.ok() ? TensorDebugString(got->view()) : got.status().ToString())
+           << "\nCPU: " << (cpu.ok() ? TensorDebugString(cpu->view()) : cpu.status().ToString());
+  }
+  ::testing::AssertionResult r = AgreesWithReference(got, RunReference(c.req));
+  if (!r) r << "\nrequest: " << c.req.DebugString();
+  return r;
+}
+
+bool SentinelIntact(const core::Tensor& t) {
+  for (uint8_t b : t.bytes()) {
+    if (b != kSentinel) return false;
+  }
+  return true;
+}
+
+// Every test below starts here: skipped, with the reason, when there is no device.
+class CudaExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) {
+      GTEST_SKIP() << "no CUDA device: " << CudaDeviceDescription(0).status().message();
+    }
+  }
+
+  // A fresh executor over the shared CPU pool (its fallback).
+  std::unique_ptr<CudaExecutor> MakeExecutor(CudaExecutorOptions options = {}) {
+    options.fallback = &fallback_;
+    absl::StatusOr<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::Create(options);
+    EXPECT_THAT(executor, IsOk());
+    return executor.ok() ? *std::move(executor) : nullptr;
+  }
+
+  // Runs `cases` as one batch and waits for batch_done.
+  static void RunBatch(CudaExecutor& executor, std::vector<std::unique_ptr<Case>>& cases) {
+    batching::Batch batch;
+    for (std::unique_ptr<Case>& c : cases) batch.push_back(MakeTask(*c));
+    absl::Notification finished;
+    executor.Run(std::move(batch), [&finished] { finished.Notify(); });
+    ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+  }
+
+  batching::CpuExecutor fallback_{&SharedPool()};
+};
+
+// `n` random requests over every dtype (strings included), int32 and int64 indices, Gather and
+// GatherNd alternating.
+std::vector<std::unique_ptr<Case>> RandomCases(int n, Rng& rng,
+                                               const RandomRequestOptions& options = {}) {
+  std::vector<std::unique_ptr<Case>> cases;
+  for (int i = 0; i < n; ++i) {
+    const core::DataType dtype = core::kAllDataTypes[i % std::size(core::kAllDataTypes)];
+    const core::DataType index_dtype =
+        (i / 16) % 2 ? core::DataType::kInt64 : core::DataType::kInt32;
+    cases.push_back(MakeCase(i % 2 ? RandomGatherNdRequest(dtype, index_dtype, rng, options)
+                                   : RandomGatherRequest(dtype, index_dtype, rng, options)));
+  }
+  return cases;
+}
+
+TEST_F(CudaExecutorTest, NameSlotsAndHealth) {
+  CudaExecutorOptions options;
+  options.streams_per_device = 3;
+  options.devices = {0};
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  EXPECT_EQ(executor->name(), "cuda:0");
+  EXPECT_EQ(executor->slots(), 3);
+  EXPECT_TRUE(executor->healthy());
+}
+
+TEST_F(CudaExecutorTest, RejectsADeviceThatDoesNotExist) {
+  CudaExecutorOptions options;
+  options.fallback = &fallback_;
+  options.devices = {CudaDeviceCount()};
+  EXPECT_THAT(CudaExecutor::Create(options),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("does not exist")));
+}
+
+TEST_F(CudaExecutorTest, RandomBatchesMatchTheCpuAndTheReference) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  Rng rng(0xc0da);
+  int checked = 0;
+  for (int round = 0; round < 40; ++round) {
+    RandomRequestOptions options;
+    if (round % 3 == 2) {  // low ranks, larger dimensions
+      options.max_params_rank = 3;
+      options.max_indices_rank = 2;
+      options.max_dim = 12;
+    }
+    std::vector<std::unique_ptr<Case>> cases =
+        RandomCases(static_cast<int>(UniformInt(rng, 1, 64)), rng, options);
+    for (const std::unique_ptr<Case>& c : cases) ASSERT_NE(c, nullptr);
+    RunBatch(*executor, cases);
+    for (const std::unique_ptr<Case>& c : cases) {
+      ASSERT_TRUE(AgreesWithCpuAndReference(*c)) << "round " << round;
+      ++checked;
+    }
+  }
+  std::cout << "random requests checked on the GPU: " << checked << std::endl;
+}
+
+TEST_F(CudaExecutorTest, BadIndicesGiveTheCpuMessage) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  Rng rng(0xbad);
+  std::vector<std::unique_ptr<Case>> cases;
+  for (int i = 0; i < 64; ++i) {
+    const core::DataType dtype = core::kAllDataTypes[i % std::size(core::kAllDataTypes)];
+    const core::DataType index_dtype = i % 3 ? core::DataType::kInt64 : core::DataType::kInt32;
+    GatherRequest req = i % 2 ? RandomGatherNdRequest(dtype, index_dtype, rng)
+                              : RandomGatherRequest(dtype, index_dtype, rng);
+    if (req.indices.num_elements() > 0) InjectOutOfRangeIndices(req, 1 + i % 3, rng);
+    cases.push_back(MakeCase(std::move(req)));
+  }
+  RunBatch(*executor, cases);
+  int bad = 0;
+  for (const std::unique_ptr<Case>& c : cases) {
+    ASSERT_TRUE(AgreesWithCpuAndReference(*c));
+    bad += absl::IsInvalidArgument(c->got);
+  }
+  EXPECT_GT(bad, 40);
+}
+
+TEST_F(CudaExecutorTest, DocExamples) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  std::vector<std::unique_ptr<Case>> cases;
+  std::vector<core::Tensor> expected;
+  {  // ONNX Gather-13 example 1: axis 0.
+    GatherRequest r;
+    r.params = MakeTensor<float>({3, 2}, {1.0f, 1.2f, 2.3f, 3.4f, 4.5f, 5.7f});
+    r.indices = MakeIndices(core::DataType::kInt64, {2, 2}, {0, 1, 1, 2});
+    r.axis = 0;
+    cases.push_back(MakeCase(std::move(r)));
+    expected.push_back(
+        MakeTensor<float>({2, 2, 2}, {1.0f, 1.2f, 2.3f, 3.4f, 2.3f, 3.4f, 4.5f, 5.7f}));
+  }
+  {  // ONNX Gather-13 example 2: axis 1.
+    GatherRequest r;
+    r.params = MakeTensor<float>({3, 3}, {1.0f, 1.2f, 1.9f, 2.3f, 3.4f, 3.9f, 4.5f, 5.7f, 5.9f});
+    r.indices = MakeIndices(core::DataType::kInt32, {1, 2}, {0, 2});
+    r.axis = 1;
+    cases.push_back(MakeCase(std::move(r)));
+    expected.push_back(MakeTensor<float>({3, 1, 2}, {1.0f, 1.9f, 2.3f, 3.9f, 4.5f, 5.9f}));
+  }
+  {  // tf.gather with batch_dims=1 and negative indices.
+    GatherRequest r;
+    r.params = MakeTensor<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+    r.indices = MakeIndices(core::DataType::kInt64, {2, 2}, {-1, 0, 2, -3});
+    r.batch_dims = 1;
+    cases.push_back(MakeCase(std::move(r)));
+    expected.push_back(MakeTensor<int32_t>({2, 2}, {3, 1, 6, 4}));
+  }
+  {  // ONNX GatherND-13 example 2: indices [[0,0],[1,1]] of a 2x2.
+    GatherRequest r;
+    r.nd = true;
+    r.params = MakeTensor<int32_t>({2, 2}, {0, 1, 2, 3});
+    r.indices = MakeIndices(core::DataType::kInt64, {2, 2}, {0, 0, 1, 1});
+    cases.push_back(MakeCase(std::move(r)));
+    expected.push_back(MakeTensor<int32_t>({2}, {0, 3}));
+  }
+  {  // ONNX GatherND-13 example 5: batch_dims=1.
+    GatherRequest r;
+    r.nd = true;
+    r.params = MakeTensor<int32_t>({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+    r.indices = MakeIndices(core::DataType::kInt32, {2, 1}, {1, 0});
+    r.batch_dims = 1;
+    cases.push_back(MakeCase(std::move(r)));
+    expected.push_back(MakeTensor<int32_t>({2, 2}, {2, 3, 4, 5}));
+  }
+  RunBatch(*executor, cases);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_THAT(cases[i]->got, IsOk()) << cases[i]->req.DebugString();
+    EXPECT_TRUE(core::IdenticalTensors(cases[i]->output.view(), expected[i].view()))
+        << "case " << i << ": " << TensorDebugString(cases[i]->output.view());
+  }
+}
+
+TEST_F(CudaExecutorTest, StringsAndEmptyOutputsGoToTheFallbackInTheSameBatch) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  Rng rng(5);
+  std::vector<std::unique_ptr<Case>> cases;
+  GatherRequest strings;
+  strings.params = MakeStrings({3}, {"a", "bc", ""});
+  strings.indices = MakeIndices(core::DataType::kInt32, {4}, {2, 0, -2, 1});
+  strings.axis = 0;
+  cases.push_back(MakeCase(std::move(strings)));
+  GatherRequest no_indices;  // output [0, 4]
+  no_indices.params = RandomTensor(core::DataType::kFloat32, {5, 4}, rng);
+  no_indices.indices = MakeIndices(core::DataType::kInt64, {0}, {});
+  no_indices.axis = 0;
+  cases.push_back(MakeCase(std::move(no_indices)));
+  GatherRequest empty_slice;  // output [2, 0]
+  empty_slice.params = RandomTensor(core::DataType::kInt16, {3, 0}, rng);
+  empty_slice.indices = MakeIndices(core::DataType::kInt32, {2}, {0, 2});
+  empty_slice.axis = 0;
+  cases.push_back(MakeCase(std::move(empty_slice)));
+  GatherRequest empty_slice_bad;  // an empty slice still checks its indices
+  empty_slice_bad.params = RandomTensor(core::DataType::kInt16, {3, 0}, rng);
+  empty_slice_bad.indices = MakeIndices(core::DataType::kInt32, {2}, {0, 3});
+  empty_slice_bad.axis = 0;
+  cases.push_back(MakeCase(std::move(empty_slice_bad)));
+  for (std::unique_ptr<Case>& c : RandomCases(8, rng)) cases.push_back(std::move(c));
+  RunBatch(*executor, cases);
+  for (const std::unique_ptr<Case>& c : cases) ASSERT_TRUE(AgreesWithCpuAndReference(*c));
+  EXPECT_THAT(cases[3]->got, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("indices[1]")));
+}
+
+TEST_F(CudaExecutorTest, ThirtyTwoSmallTasksInOneBatch) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  Rng rng(32);
+  std::vector<std::unique_ptr<Case>> cases;
+  for (int i = 0; i < 32; ++i) {
+    GatherRequest r;
+    r.params = RandomTensor(core::DataType::kFloat32, {16, 8}, rng);
+    r.indices = RandomIndices(core::DataType::kInt32, {4}, {16}, rng);
+    r.axis = 0;
+    cases.push_back(MakeCase(std::move(r)));
+  }
+  RunBatch(*executor, cases);
+  for (const std::unique_ptr<Case>& c : cases) ASSERT_TRUE(AgreesWithCpuAndReference(*c));
+}
+
+TEST_F(CudaExecutorTest, TasksLargerThanTheStagingBufferAreChunked) {
+  CudaExecutorOptions options;
+  options.staging_bytes = int64_t{64} << 10;  // halves of 32 KiB
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  Rng rng(64);
+  std::vector<std::unique_ptr<Case>> cases = RandomCases(6, rng);
+  GatherRequest large;  // 1 MiB of params, 1.5 MiB of output, odd 12-byte rows
+  large.params = RandomTensor(core::DataType::kUint32, {87381, 3}, rng);
+  large.indices = RandomIndices(core::DataType::kInt64, {131072}, {87381}, rng);
+  large.axis = 0;
+  cases.insert(cases.begin() + 3, MakeCase(std::move(large)));
+  GatherRequest wide;  // rows of 40000 bytes: each output row spans two windows
+  wide.params = RandomTensor(core::DataType::kComplex128, {7, 2500}, rng);
+  wide.indices = RandomIndices(core::DataType::kInt32, {9}, {7}, rng);
+  wide.axis = 0;
+  cases.push_back(MakeCase(std::move(wide)));
+  for (std::unique_ptr<Case>& c : RandomCases(6, rng)) cases.push_back(std::move(c));
+  RunBatch(*executor, cases);
+  for (const std::unique_ptr<Case>& c : cases) ASSERT_TRUE(AgreesWithCpuAndReference(*c));
+}
+
+TEST_F(CudaExecutorTest, CancelledAndExpiredTasksAreNotComputed) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  Rng rng(7);
+  std::vector<std::unique_ptr<Case>> cases;
+  for (int i = 0; i < 3; ++i) {
+    GatherRequest r;
+    r.params = RandomTensor(core::DataType::kInt64, {8, 2}, rng);
+    r.indices = RandomIndices(core::DataType::kInt32, {5}, {8}, rng);
+    r.axis = 0;
+    cases.push_back(MakeCase(std::move(r)));
+  }
+  batching::Batch batch;
+  for (std::unique_ptr<Case>& c : cases) batch.push_back(MakeTask(*c));
+  batch[0]->cancel->Cancel();
+  batch[1]->deadline = absl::Now() - absl::Seconds(1);
+  absl::Notification finished;
+  executor->Run(std::move(batch), [&finished] { finished.Notify(); });
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+  EXPECT_THAT(cases[0]->got, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(cases[1]->got, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_TRUE(SentinelIntact(cases[0]->output));
+  EXPECT_TRUE(SentinelIntact(cases[1]->output));
+  EXPECT_TRUE(AgreesWithCpuAndReference(*cases[2]));
+}
+
+TEST_F(CudaExecutorTest, MakeOutputIsCalledOnceBeforeTheCopy) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  Rng rng(8);
+  std::vector<std::unique_ptr<Case>> cases = RandomCases(16, rng);
+  std::vector<int> made(cases.size(), 0);
+  batching::Batch batch;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::unique_ptr<batching::Task> task = MakeTask(*cases[i]);
+    task->output = core::MutableTensorView();
+    task->make_output = [&c = *cases[i], &n = made[i]] {
+      ++n;
+      return c.output.mutable_view();
+    };
+    batch.push_back(std::move(task));
+  }
+  absl::Notification finished;
+  executor->Run(std::move(batch), [&finished] { finished.Notify(); });
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_TRUE(AgreesWithCpuAndReference(*cases[i]));
+    if (cases[i]->got.ok()) {
+      EXPECT_EQ(made[i], 1) << cases[i]->req.DebugString();
+    }
+  }
+}
+
+TEST_F(CudaExecutorTest, TasksOverMaxTaskBytesRunOnTheFallback) {
+  CudaExecutorOptions options;
+  options.max_task_bytes = 1;
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  Rng rng(9);
+  std::vector<std::unique_ptr<Case>> cases = RandomCases(20, rng);
+  RunBatch(*executor, cases);
+  for (const std::unique_ptr<Case>& c : cases) ASSERT_TRUE(AgreesWithCpuAndReference(*c));
+}
+
+TEST_F(CudaExecutorTest, ConcurrentRunsFromManyThreads) {
+  CudaExecutorOptions options;
+  options.streams_per_device = 2;
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  constexpr int kThreads = 8;
+  std::vector<std::vector<std::unique_ptr<Case>>> cases(kThreads);
+  std::vector<std::thread> threads;
+  std::atomic<int> batches_done{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Rng rng(100 + t);
+      for (int b = 0; b < 10; ++b) {
+        std::vector<std::unique_ptr<Case>> batch_cases = RandomCases(8, rng);
+        batching::Batch batch;
+        for (std::unique_ptr<Case>& c : batch_cases) batch.push_back(MakeTask(*c));
+        executor->Run(std::move(batch), [&batches_done] { batches_done.fetch_add(1); });
+        for (std::unique_ptr<Case>& c : batch_cases) cases[t].push_back(std::move(c));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const absl::Time deadline = absl::Now() + kLong;
+  while (batches_done.load() < kThreads * 10 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(batches_done.load(), kThreads * 10);
+  for (const auto& per_thread : cases) {
+    for (const std::unique_ptr<Case>& c : per_thread) ASSERT_TRUE(AgreesWithCpuAndReference(*c));
+  }
+}
+
+TEST_F(CudaExecutorTest, DestructorFinishesEverythingItWasGiven) {
+  Rng rng(10);
+  std::vector<std::unique_ptr<Case>> cases;
+  std::atomic<int> batches_done{0};
+  {
+    CudaExecutorOptions options;
+    options.streams_per_device = 1;
+    std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+    ASSERT_NE(executor, nullptr);
+    for (int b = 0; b < 6; ++b) {
+      std::vector<std::unique_ptr<Case>> batch_cases = RandomCases(10, rng);
+      batching::Batch batch;
+      for (std::unique_ptr<Case>& c : batch_cases) batch.push_back(MakeTask(*c));
+      executor->Run(std::move(batch), [&batches_done] { batches_done.fetch_add(1); });
+      for (std::unique_ptr<Case>& c : batch_cases) cases.push_back(std::move(c));
+    }
+  }
+  // The CPU fallback may still be finishing its part (strings) after the GPU slots joined.
+  const absl::Time deadline = absl::Now() + kLong;
+  while (batches_done.load() < 6 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(batches_done.load(), 6);
+  for (const std::unique_ptr<Case>& c : cases) ASSERT_TRUE(AgreesWithCpuAndReference(*c));
+}
+
+}  // namespace
+}  // namespace tensorcompute::cuda

@@ -1,0 +1,197 @@
+// The CUDA batch path without a GPU: PlanBatch's layout, PackInput / UnpackTask, and
+// RunBatchOnHost, which runs the kernel's per-unit code (gather_unit.h) over every unit of a
+// batch on the CPU. Random batches of every fixed-size dtype must agree with the reference
+// byte for byte, and bad indices must give the CPU's exact message.
+
+#include "core/cuda/gather_batch.h"
+
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "core/gather_plan.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/reference_gather.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tensorcompute::cuda {
+namespace {
+
+using testing::GatherRequest;
+using testing::IsOk;
+using testing::Rng;
+
+absl::StatusOr<core::GatherPlan> Plan(const GatherRequest& r) {
+  return r.nd ? core::PlanGatherNd(r.params.view(), r.indices.view(), r.batch_dims)
+              : core::PlanGather(r.params.view(), r.indices.view(), r.axis, r.batch_dims);
+}
+
+// Runs `requests` as one batch through the host twin of the device pass; returns each task's
+// result.
+std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<GatherRequest>& requests,
+                                                   bool force_64bit = false) {
+  std::vector<core::GatherPlan> plans;
+  std::vector<core::TensorView> params, indices;
+  for (const GatherRequest& r : requests) {
+    plans.push_back(*Plan(r));
+    params.push_back(r.params.view());
+    indices.push_back(r.indices.view());
+  }
+  std::vector<const core::GatherPlan*> plan_ptrs;
+  std::vector<const core::TensorView*> param_ptrs, index_ptrs;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    plan_ptrs.push_back(&plans[i]);
+    param_ptrs.push_back(&params[i]);
+    index_ptrs.push_back(&indices[i]);
+  }
+  BatchLayout layout = PlanBatch(plan_ptrs);
+  if (force_64bit) layout.fits_32bit = false;
+  std::vector<uint8_t> input(layout.input_bytes, 0xAB), output(layout.output_bytes, 0xCD);
+  PackInput(layout, param_ptrs, index_ptrs, input.data());
+  ResetFlags(layout, output.data());
+  RunBatchOnHost(layout, input.data(), output.data());
+  std::vector<absl::StatusOr<core::Tensor>> results;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    auto out = core::Tensor::Allocate(plans[i].dtype, plans[i].output_shape);
+    const absl::Status status = UnpackTask(layout, static_cast<int>(i), plans[i], indices[i],
+                                           output.data(), out->mutable_bytes().data());
+    if (status.ok()) {
+      results.push_back(*std::move(out));
+    } else {
+      results.push_back(status);
+    }
+  }
+  return results;
+}
+
+// A random request that the GPU serves: fixed-size dtype, output rows and non-empty slices.
+GatherRequest RandomGpuRequest(Rng& rng, bool bad) {
+  static constexpr core::DataType kTypes[] = {
+      core::DataType::kBool,    core::DataType::kInt8,      core::DataType::kUint16,
+      core::DataType::kFloat16, core::DataType::kBfloat16,  core::DataType::kInt32,
+      core::DataType::kFloat32, core::DataType::kInt64,     core::DataType::kFloat64,
+      core::DataType::kUint64,  core::DataType::kComplex64, core::DataType::kComplex128};
+  while (true) {
+    const core::DataType dtype = kTypes[testing::UniformInt(rng, 0, std::size(kTypes) - 1)];
+    const core::DataType index_dtype =
+        testing::Chance(rng, 0.5) ? core::DataType::kInt32 : core::DataType::kInt64;
+    testing::RandomRequestOptions options;
+    options.zero_probability = 0;
+    GatherRequest r = testing::Chance(rng, 0.4)
+                          ? testing::RandomGatherNdRequest(dtype, index_dtype, rng, options)
+                          : testing::RandomGatherRequest(dtype, index_dtype, rng, options);
+    auto plan = Plan(r);
+    if (!plan.ok() || plan->output_rows() == 0 || plan->slice == 0) continue;
+    if (bad) testing::InjectOutOfRangeIndices(r, 1 + testing::UniformInt(rng, 0, 2), rng);
+    return r;
+  }
+}
+
+TEST(VectorBytes, IsTheWidestPowerOfTwoDividingTheSlice) {
+  EXPECT_EQ(VectorBytes(1), 1u);
+  EXPECT_EQ(VectorBytes(6), 2u);
+  EXPECT_EQ(VectorBytes(12), 4u);
+  EXPECT_EQ(VectorBytes(24), 8u);
+  EXPECT_EQ(VectorBytes(48), 16u);
+  EXPECT_EQ(VectorBytes(4096), 16u);
+}
+
+TEST(FindTask, FindsTheTaskHoldingEachUnit) {
+  std::vector<GatherDesc> descs(4);
+  const uint64_t begins[] = {0, 5, 5, 9};  // task 1 has no units
+  for (int i = 0; i < 4; ++i) descs[i].unit_begin = begins[i];
+  EXPECT_EQ(FindTask(descs.data(), 4, 0), 0);
+  EXPECT_EQ(FindTask(descs.data(), 4, 4), 0);
+  EXPECT_EQ(FindTask(descs.data(), 4, 5), 2);
+  EXPECT_EQ(FindTask(descs.data(), 4, 8), 2);
+  EXPECT_EQ(FindTask(descs.data(), 4, 9), 3);
+  EXPECT_EQ(FindTask(descs.data(), 4, 100), 3);
+}
+
+TEST(PlanBatch, RegionsAreAlignedAndDisjoint) {
+  Rng rng(11);
+  std::vector<GatherRequest> requests;
+  for (int i = 0; i < 8; ++i) requests.push_back(RandomGpuRequest(rng, false));
+  std::vector<core::GatherPlan> plans;
+  std::vector<const core::GatherPlan*> ptrs;
+  for (const auto& r : requests) plans.push_back(*Plan(r));
+  for (const auto& p : plans) ptrs.push_back(&p);
+  const BatchLayout layout = PlanBatch(ptrs);
+  uint64_t in_end = layout.dims_offset + layout.dims.size() * sizeof(int64_t);
+  uint64_t out_end = layout.descs.size() * sizeof(uint64_t);
+  uint64_t units = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const GatherDesc& d = layout.descs[i];
+    EXPECT_EQ(d.params_offset % kRegionAlignment, 0u);
+    EXPECT_EQ(d.indices_offset % kRegionAlignment, 0u);
+    EXPECT_EQ(d.output_offset % kRegionAlignment, 0u);
+    EXPECT_GE(d.params_offset, in_end);
+    EXPECT_GE(d.indices_offset, d.params_offset + requests[i].params.bytes().size());
+    in_end = d.indices_offset + requests[i].indices.bytes().size();
+    EXPECT_GE(d.output_offset, out_end);
+    out_end = d.output_offset + plans[i].output_bytes;
+    EXPECT_EQ(d.unit_begin, units);
+    EXPECT_EQ(d.units, static_cast<uint64_t>(plans[i].output_rows()) * d.chunks_per_row);
+    EXPECT_EQ(d.chunks_per_row * d.vector_bytes, plans[i].slice_bytes());
+    units += d.units;
+  }
+  EXPECT_LE(in_end, layout.input_bytes);
+  EXPECT_LE(out_end, layout.output_bytes);
+  EXPECT_EQ(layout.total_units, units);
+  EXPECT_TRUE(layout.fits_32bit);
+}
+
+TEST(RunBatchOnHost, RandomBatchesAgreeWithTheReference) {
+  Rng rng(2024);
+  for (int batch = 0; batch < 600; ++batch) {
+    std::vector<GatherRequest> requests;
+    const int n = static_cast<int>(testing::UniformInt(rng, 1, 8));
+    for (int i = 0; i < n; ++i)
+      requests.push_back(RandomGpuRequest(rng, testing::Chance(rng, 0.2)));
+    const bool force_64bit = batch % 3 == 0;
+    const auto results = RunBatch(requests, force_64bit);
+    for (int i = 0; i < n; ++i) {
+      SCOPED_TRACE(requests[i].DebugString());
+      EXPECT_TRUE(testing::AgreesWithReference(results[i], testing::RunReference(requests[i])));
+    }
+  }
+}
+
+TEST(RunBatchOnHost, BadIndexGivesTheCpuMessage) {
+  std::vector<GatherRequest> requests;
+  GatherRequest r;
+  r.params = testing::MakeTensor<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  r.indices = testing::MakeIndices(core::DataType::kInt64, {2, 2}, {0, 2, 7, -4});
+  r.axis = 0;
+  requests.push_back(std::move(r));
+  GatherRequest ok;
+  ok.params = testing::MakeTensor<int32_t>({4}, {10, 20, 30, 40});
+  ok.indices = testing::MakeIndices(core::DataType::kInt32, {2}, {-1, 0});
+  requests.push_back(std::move(ok));
+  const auto results = RunBatch(requests);
+  EXPECT_THAT(results[0].status(), testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                     "indices[1,0] = 7 is not in [-3, 3)"));
+  ASSERT_THAT(results[1].status(), IsOk());
+  EXPECT_THAT(results[1]->values<int32_t>(), ::testing::ElementsAre(40, 10));
+}
+
+TEST(RunBatchOnHost, WideRowsUseSixteenByteChunks) {
+  GatherRequest r;
+  std::vector<double> values(4 * 40);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i);
+  r.params = testing::MakeTensor<double>({4, 40}, values);  // rows of 320 bytes
+  r.indices = testing::MakeIndices(core::DataType::kInt32, {3}, {3, -4, 1});
+  r.axis = 0;
+  std::vector<GatherRequest> requests;
+  requests.push_back(r.Clone());
+  const auto results = RunBatch(requests);
+  ASSERT_THAT(results[0].status(), IsOk());
+  EXPECT_TRUE(testing::AgreesWithReference(results[0], testing::RunReference(r)));
+}
+
+}  // namespace
+}  // namespace tensorcompute::cuda
