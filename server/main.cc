@@ -7,11 +7,14 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/spdlog.h"
 #include <signal.h>
@@ -20,8 +23,12 @@
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "host:port to serve on; port 0 picks one");
 ABSL_FLAG(std::string, device, "auto",
-          "auto|cpu|gpu: auto uses a GPU when the build has CUDA and one is present, else the "
+          "auto|cpu|gpu: auto uses the GPUs when the build has CUDA and one is present, else the "
           "CPU; gpu without one exits with an error");
+ABSL_FLAG(std::string, gpus, "", "comma-separated CUDA ordinals to use, e.g. 0,1; empty = all");
+ABSL_FLAG(int, gpu_streams, 4, "streams (batches in flight) per GPU, 1 to 64");
+ABSL_FLAG(int64_t, gpu_staging_mib, 16,
+          "pinned host staging per GPU stream, MiB; larger transfers are chunked through it");
 ABSL_FLAG(int, cpu_threads, 0, "CPU executor threads; 0 = one per core");
 ABSL_FLAG(int64_t, max_batch_size, 32, "most requests per batch");
 ABSL_FLAG(int64_t, max_queue_delay_us, 0,
@@ -88,6 +95,17 @@ bool SetUpLogging() {
   return true;
 }
 
+// "0,1" -> {0, 1}; "" -> {} (every GPU). False for anything else.
+bool ParseOrdinals(const std::string& text, std::vector<int>* ordinals) {
+  if (text.empty()) return true;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int ordinal = 0;
+    if (!absl::SimpleAtoi(part, &ordinal) || ordinal < 0) return false;
+    ordinals->push_back(ordinal);
+  }
+  return true;
+}
+
 // "host:0" with the port the server really bound.
 std::string BoundAddress(const std::string& listen, int port) {
   const size_t colon = listen.rfind(':');
@@ -108,8 +126,15 @@ int main(int argc, char** argv) {
     spdlog::critical("--device={} is not one of auto, cpu, gpu", device);
     return 2;
   }
-  if (device == "gpu") {
-    spdlog::critical("--device=gpu: this build has no CUDA backend; use --device=cpu or auto");
+  std::vector<int> gpus;
+  if (!ParseOrdinals(absl::GetFlag(FLAGS_gpus), &gpus)) {
+    spdlog::critical("--gpus={} is not a comma-separated list of CUDA ordinals",
+                     absl::GetFlag(FLAGS_gpus));
+    return 2;
+  }
+  const int64_t staging_mib = absl::GetFlag(FLAGS_gpu_staging_mib);
+  if (staging_mib < 1 || staging_mib > (int64_t{1} << 20)) {
+    spdlog::critical("--gpu_staging_mib={} is not in [1, 1048576]", staging_mib);
     return 2;
   }
 
@@ -124,6 +149,10 @@ int main(int argc, char** argv) {
 
   tensorcompute::server::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.device = device;
+  options.gpus = gpus;
+  options.gpu_streams = absl::GetFlag(FLAGS_gpu_streams);
+  options.gpu_staging_bytes = staging_mib << 20;
   options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.max_queue_delay_us = absl::GetFlag(FLAGS_max_queue_delay_us);
@@ -138,15 +167,19 @@ int main(int argc, char** argv) {
     spdlog::critical("cannot start: {}", std::string(server.status().message()));
     return 1;
   }
-  if (device == "auto") spdlog::info("--device=auto: no CUDA backend in this build; using the CPU");
+  const std::string gpu_line =
+      (*server)->device() == "cpu"
+          ? ""
+          : absl::StrCat(" gpu=\"", (*server)->device_description(),
+                         "\" gpu_streams=", options.gpu_streams, " gpu_staging_mib=", staging_mib);
   spdlog::info(
-      "tensorcompute-server listening on {} port={} device=cpu cpu_threads={} "
+      "tensorcompute-server listening on {} port={} device={}{} cpu_threads={} "
       "max_batch_size={} max_queue_delay_us={} queue_capacity={} max_message_bytes={} "
       "max_output_bytes={} max_rank={} drain_timeout_s={}",
-      BoundAddress(options.listen, (*server)->port()), (*server)->port(), (*server)->cpu_threads(),
-      options.max_batch_size, options.max_queue_delay_us, options.queue_capacity,
-      options.max_message_bytes, options.EffectiveMaxOutputBytes(), options.max_rank,
-      absl::GetFlag(FLAGS_drain_timeout_s));
+      BoundAddress(options.listen, (*server)->port()), (*server)->port(), (*server)->device(),
+      gpu_line, (*server)->cpu_threads(), options.max_batch_size, options.max_queue_delay_us,
+      options.queue_capacity, options.max_message_bytes, options.EffectiveMaxOutputBytes(),
+      options.max_rank, absl::GetFlag(FLAGS_drain_timeout_s));
   spdlog::default_logger()->flush();
 
   int signal = 0;

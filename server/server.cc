@@ -1,9 +1,12 @@
 #include "server/server.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -22,6 +25,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         "need max_batch_size >= 1, queue_capacity >= 1, max_queue_delay_us >= 0 and "
         "max_message_bytes >= 131072");
   }
+  if (options.device != "auto" && options.device != "cpu" && options.device != "gpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device must be auto, cpu or gpu, not \"", options.device, "\""));
+  }
+  if (options.gpu_streams < 1 || options.gpu_streams > 64 ||
+      options.gpu_staging_bytes < (int64_t{64} << 10)) {
+    return absl::InvalidArgumentError("need 1 <= gpu_streams <= 64 and gpu_staging_bytes >= 65536");
+  }
   std::unique_ptr<Server> s(new Server(options));
   s->pool_ = std::make_unique<core::ThreadPool>(options.cpu_threads);
   // Requests are split across the pool only from 4 MiB of output on: below that, waking a
@@ -30,17 +41,24 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   batching::CpuExecutorOptions executor_options;
   executor_options.execute.min_parallel_bytes = int64_t{4} << 20;
   s->executor_ = std::make_unique<batching::CpuExecutor>(s->pool_.get(), executor_options);
+  if (options.device != "cpu") {
+    const absl::Status gpu = s->SetUpGpu();
+    if (!gpu.ok()) return gpu;
+  }
 
   batching::BatcherOptions batcher_options;
   batcher_options.max_batch_size = options.max_batch_size;
   batcher_options.max_queue_delay = absl::Microseconds(options.max_queue_delay_us);
   batcher_options.queue_capacity = options.queue_capacity;
-  // One batch per pool thread in flight: while they are all busy, requests pile up into the
-  // next batches instead of waiting in the pool's queue.
-  batcher_options.max_inflight_batches = s->pool_->size();
+  // One batch per pool thread (or GPU stream) in flight: while they are all busy, requests
+  // pile up into the next batches instead of waiting in the executor's queues.
+  batcher_options.max_inflight_batches =
+      s->cuda_executor_ != nullptr ? s->cuda_executor_->slots() : s->pool_->size();
   Metrics* metrics = &s->metrics_;
   batcher_options.on_batch = [metrics](int64_t size) { metrics->CountBatch(size); };
-  s->batcher_ = std::make_unique<batching::Batcher>(batcher_options, s->executor_.get());
+  batching::Executor* executor = s->executor_.get();
+  if (s->cuda_executor_ != nullptr) executor = s->cuda_executor_.get();
+  s->batcher_ = std::make_unique<batching::Batcher>(batcher_options, executor);
 
   core::PlanOptions plan_options;
   plan_options.max_output_bytes = options.EffectiveMaxOutputBytes();
@@ -62,10 +80,71 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   // The whole server ("") and the service by name, so that checks naming the service
   // (Kubernetes gRPC probes with `service:`, grpc_health_probe -service) work too.
-  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
-  health->SetServingStatus(v1::TensorCompute::service_full_name(), true);
-  health->SetServingStatus(true);
+  {
+    // Under the lock, so that a GPU lost meanwhile cannot be overwritten with SERVING.
+    absl::MutexLock lock(&s->health_mu_);
+    s->health_ = s->server_->GetHealthCheckService();
+    s->health_->SetServingStatus(v1::TensorCompute::service_full_name(), !s->gpu_lost_);
+    s->health_->SetServingStatus(!s->gpu_lost_);
+  }
   return s;
+}
+
+absl::Status Server::SetUpGpu() {
+  absl::Status why;
+  if (cuda::CudaDeviceCount() == 0) {
+    // The description's error says why: no driver, no device, or no CUDA in this build.
+    why = cuda::CudaDeviceDescription(0).status();
+    if (why.ok()) why = absl::UnavailableError("no CUDA device is visible");
+  } else {
+    cuda::CudaExecutorOptions gpu_options;
+    gpu_options.devices = options_.gpus;
+    gpu_options.streams_per_device = options_.gpu_streams;
+    gpu_options.staging_bytes = options_.gpu_staging_bytes;
+    gpu_options.fallback = executor_.get();
+    gpu_options.on_device_lost = [this](int ordinal, const absl::Status& error) {
+      OnDeviceLost(ordinal, error);
+    };
+    absl::StatusOr<std::unique_ptr<cuda::CudaExecutor>> gpu =
+        cuda::CudaExecutor::Create(gpu_options);
+    if (gpu.ok()) {
+      cuda_executor_ = *std::move(gpu);
+      device_ = std::string(cuda_executor_->name());
+      std::vector<int> ordinals = options_.gpus;
+      if (ordinals.empty()) {
+        for (int i = 0; i < cuda::CudaDeviceCount(); ++i) ordinals.push_back(i);
+      }
+      std::vector<std::string> descriptions;
+      for (int ordinal : ordinals) {
+        absl::StatusOr<std::string> description = cuda::CudaDeviceDescription(ordinal);
+        descriptions.push_back(description.ok() ? *description
+                                                : std::string(description.status().message()));
+      }
+      device_description_ = absl::StrJoin(descriptions, "; ");
+      return absl::OkStatus();
+    }
+    why = gpu.status();
+  }
+  if (options_.device == "gpu" || absl::IsInvalidArgument(why)) {
+    return absl::Status(
+        why.code(), absl::StrCat("--device=", options_.device, ": no usable GPU: ", why.message()));
+  }
+  spdlog::info("--device=auto: no usable CUDA device ({}); using the CPU",
+               std::string(why.message()));
+  return absl::OkStatus();
+}
+
+void Server::OnDeviceLost(int ordinal, const absl::Status& error) {
+  const bool required = options_.device == "gpu";
+  spdlog::critical("GPU {} is out of service after a CUDA error ({}); {}", ordinal,
+                   std::string(error.message()),
+                   required ? "health NOT_SERVING: --device=gpu asked for a GPU, restart the server"
+                            : "--device=auto: going on with the other GPUs or the CPU");
+  if (!required) return;
+  // The health service is thread-safe; the lock only keeps it from going away meanwhile.
+  absl::MutexLock lock(&health_mu_);
+  gpu_lost_ = true;
+  if (health_ != nullptr) health_->SetServingStatus(false);
 }
 
 Server::~Server() { Drain(); }
@@ -99,6 +178,10 @@ void Server::DoDrain() {
     // responses to be sent, cancels what is left at the deadline, and closes the listeners.
     server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now() + absl::Seconds(1))));
     server_->Wait();
+    {
+      absl::MutexLock lock(&health_mu_);
+      health_ = nullptr;
+    }
     batcher_->WaitIdle(absl::Seconds(5));  // tasks of RPCs cancelled by Shutdown
     spdlog::info("drained: {} requests answered in all", metrics_.requests_total());
   }

@@ -2,8 +2,14 @@
 //
 // tensorcompute-server as a library: builds the gRPC server (message limits, the standard
 // health service, reflection) and owns what serves it: the CPU thread pool, the CPU executor,
-// the dynamic batcher and the TensorCompute service. main.cc only parses flags, starts one,
-// and calls Drain() on SIGTERM/SIGINT. Tests start one in process on 127.0.0.1:0.
+// the GPU executor when options.device allows one and a GPU is found (it falls back to the
+// CPU executor for what it does not serve), the dynamic batcher and the TensorCompute
+// service. main.cc only parses flags, starts one, and calls Drain() on SIGTERM/SIGINT. Tests
+// start one in process on 127.0.0.1:0.
+//
+// A GPU taken out of service by a sticky CUDA error is logged; with device "gpu" health then
+// turns NOT_SERVING for good (only a new process can use the GPU again, so the orchestrator
+// should replace this one), with "auto" the server goes on serving from what is left.
 //
 // Thread-safety: every method may be called from any thread; Drain() is idempotent.
 
@@ -11,14 +17,19 @@
 #define TENSORCOMPUTE_SERVER_SERVER_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/base/call_once.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 
 #include "core/batching/batcher.h"
 #include "core/batching/cpu_executor.h"
+#include "core/cuda/cuda_executor.h"
 #include "core/thread_pool.h"
 #include "server/compute_service.h"
 #include "server/error_log.h"
@@ -30,7 +41,8 @@ namespace tensorcompute::server {
 class Server {
  public:
   // Starts serving: health reports SERVING once this returns OK. Returns UNAVAILABLE when
-  // the address cannot be bound, INVALID_ARGUMENT for inconsistent options.
+  // the address cannot be bound or device "gpu" finds no usable GPU, UNIMPLEMENTED for
+  // device "gpu" in a build without CUDA, INVALID_ARGUMENT for inconsistent options.
   static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
 
   // Drain(), then releases everything.
@@ -52,9 +64,17 @@ class Server {
   const ServerOptions& options() const { return options_; }
   // Threads of the CPU executor (options().cpu_threads resolved).
   int cpu_threads() const { return pool_->size(); }
+  // Where gathers run: "cpu", or the GPU executor's name ("cuda:0", "cuda:0,1").
+  const std::string& device() const { return device_; }
+  // "cpu", or each GPU's description ("NVIDIA H100 80GB HBM3 (sm_90, 79 GiB)"), '; '-joined.
+  const std::string& device_description() const { return device_description_; }
 
  private:
   explicit Server(const ServerOptions& options);
+  // Makes cuda_executor_ as options_.device asks; OK with no GPU executor for "auto" when
+  // none can be had (logged), the reason otherwise.
+  absl::Status SetUpGpu();
+  void OnDeviceLost(int ordinal, const absl::Status& error);
   void DoDrain();
 
   const ServerOptions options_;
@@ -62,6 +82,17 @@ class Server {
   ErrorLog errors_;
   std::unique_ptr<core::ThreadPool> pool_;
   std::unique_ptr<batching::CpuExecutor> executor_;
+  std::string device_ = "cpu";
+  std::string device_description_ = "cpu";
+  // The health service, for OnDeviceLost (called on a GPU worker thread); null before the
+  // gRPC server is built and after it stopped. Declared before cuda_executor_, which calls
+  // OnDeviceLost until it is destroyed.
+  absl::Mutex health_mu_;
+  grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
+  bool gpu_lost_ ABSL_GUARDED_BY(health_mu_) = false;  // with device "gpu": stay NOT_SERVING
+  // Destroyed after the batcher (which hands it batches) and before the CPU executor and pool
+  // (its fallback).
+  std::unique_ptr<cuda::CudaExecutor> cuda_executor_;
   std::unique_ptr<batching::Batcher> batcher_;
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;

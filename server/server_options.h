@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -17,6 +18,26 @@ namespace tensorcompute::server {
 struct ServerOptions {
   // Address to listen on, "host:port". Port 0 picks a free port (Server::port() tells).
   std::string listen = "0.0.0.0:50051";
+
+  // Where gathers run: "auto" (default) uses the GPUs when this build has CUDA and a device
+  // is visible, else the CPU (with a log line saying why); "gpu" requires a GPU (Start fails
+  // with UNAVAILABLE when none is visible, UNIMPLEMENTED in a build without CUDA); "cpu"
+  // never touches CUDA. Anything else: INVALID_ARGUMENT. On a GPU, strings (and whatever
+  // else the GPU does not serve) still run on the CPU executor, transparently.
+  std::string device = "auto";
+
+  // CUDA ordinals of the GPUs to use; empty (default) means every visible one. An ordinal
+  // that does not exist makes Start fail (UNAVAILABLE) with device "gpu", and falls back to
+  // the CPU with "auto".
+  std::vector<int> gpus;
+
+  // Streams per GPU, each running one batch at a time with its own staging buffers, so that
+  // the copies and kernels of up to this many batches overlap. In [1, 64]; default 4.
+  int gpu_streams = 4;
+
+  // Pinned host staging per stream, in bytes: transfers larger than half of it are chunked.
+  // At least 64 KiB; default 16 MiB.
+  int64_t gpu_staging_bytes = int64_t{16} << 20;
 
   // Threads of the CPU executor's pool; <= 0 means one per hardware thread.
   int cpu_threads = 0;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/cuda/cuda_executor.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/random_tensor.h"
@@ -226,6 +227,16 @@ TEST(Drain, SigintWithNothingInFlightExitsZeroPromptly) {
   EXPECT_EQ(process.WaitForExit(absl::Seconds(30)), 0) << process.output();
   EXPECT_THAT(process.output(), HasSubstr("received SIGINT, draining"));
   EXPECT_THAT(process.output(), HasSubstr("exiting"));
+}
+
+TEST(Drain, DeviceGpuWithoutAGpuExitsNonZeroWithAMessage) {
+  if (cuda::CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  ServerProcess process({"--listen=127.0.0.1:0", "--device=gpu"});
+  ASSERT_TRUE(process.started());
+  const std::optional<int> code = process.WaitForExit(absl::Seconds(30));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(process.output(), HasSubstr("--device=gpu: no usable GPU"));
 }
 
 TEST(Drain, BadFlagValueExitsNonZeroWithAMessage) {

@@ -1,6 +1,7 @@
 #include "tests/server/test_server.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -30,6 +31,10 @@ absl::StatusOr<core::Tensor> DecodeOutput(const grpc::Status& status, const v1::
 ServerOptions TestOptions() {
   ServerOptions options;
   options.listen = "127.0.0.1:0";
+  // The CPU unless TC_TEST_DEVICE says otherwise (TC_TEST_DEVICE=gpu runs the whole server
+  // suite on a GPU: docs/gpu-results.md).
+  const char* device = std::getenv("TC_TEST_DEVICE");
+  options.device = device != nullptr && *device != '\0' ? device : "cpu";
   options.cpu_threads = 2;
   options.drain_timeout = absl::Seconds(30);
   return options;

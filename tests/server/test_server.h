@@ -33,7 +33,8 @@ namespace tensorcompute::server::test_support {
 
 using Stub = v1::TensorCompute::Stub;
 
-// Loopback, port 0, two CPU threads, a 30 s drain timeout; everything else at its default.
+// Loopback, port 0, device "cpu" (or $TC_TEST_DEVICE), two CPU threads, a 30 s drain
+// timeout; everything else at its default.
 ServerOptions TestOptions();
 
 // A new channel (its own connection) to 127.0.0.1:`port` with no client-side limit on
