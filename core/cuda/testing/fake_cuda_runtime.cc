@@ -1,0 +1,320 @@
+// File: core/cuda/testing/fake_cuda_runtime.cc
+//
+// A fake CUDA runtime: a TEST DOUBLE ONLY, linked into cuda_fake_test instead of cudart and
+// the kernel, so that CI runs the GPU executor's host logic (cuda_executor.cc, stream_slot.cc,
+// device_buffer.cc) without a GPU: staging halves, chunked copies, events, fallback, errors.
+//
+// What it fakes: one device ("Fake CUDA device", 4 SMs, memory pools supported); streams that
+// run their work in order on a thread of their own, each operation after a random delay of up
+// to 200 us, so that the host races ahead of the "device" as it does on a GPU; events that
+// mark a point in a stream; pinned and device memory from the host heap (device memory filled
+// with garbage); and a LaunchGatherBatch that runs RunBatchOnHost (gather_batch.h, the
+// kernel's per-unit code on the CPU) on the stream's timeline. Faults are injected through
+// fake_cuda_runtime.h: a sticky launch failure and out-of-memory.
+//
+// What it cannot prove: real asynchronous semantics (copies and kernels of one stream never
+// overlap here, and a missing synchronisation may go unnoticed when the delays are kind),
+// real memory (device pointers are host pointers, so a host access to device memory does not
+// fault), and the real kernel (its launch configuration, the grid-stride loop, atomics).
+// Those need a GPU: cuda_test and the benchmark on one.
+//
+// Only the runtime functions the executor calls are here; a new call fails to link.
+
+#include "core/cuda/testing/fake_cuda_runtime.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include <cuda_runtime.h>
+
+#include "core/cuda/cuda_status.h"
+#include "core/cuda/gather_batch.h"
+#include "core/cuda/gather_kernel.h"
+
+namespace tensorcompute::cuda {
+namespace {
+
+constexpr int kDevices = 1;
+
+// A stream: a queue of operations run in order by its own thread.
+class FakeStream {
+ public:
+  FakeStream() : worker_([this] { Loop(); }) {}
+
+  // Runs everything queued, then stops the thread.
+  ~FakeStream() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    changed_.SignalAll();
+    worker_.join();
+  }
+
+  // Queues `op`; returns its position (what an event recorded after it waits for).
+  uint64_t Push(std::function<void()> op) {
+    uint64_t position;
+    {
+      absl::MutexLock lock(&mu_);
+      ops_.push_back(std::move(op));
+      position = ++enqueued_;
+    }
+    changed_.SignalAll();
+    return position;
+  }
+
+  uint64_t enqueued() {
+    absl::MutexLock lock(&mu_);
+    return enqueued_;
+  }
+
+  // Blocks until the first `position` operations have run.
+  void WaitFor(uint64_t position) {
+    absl::MutexLock lock(&mu_);
+    while (done_ < position) changed_.Wait(&mu_);
+  }
+
+ private:
+  void Loop() {
+    std::minstd_rand rng(std::random_device{}());
+    while (true) {
+      std::function<void()> op;
+      {
+        absl::MutexLock lock(&mu_);
+        while (ops_.empty() && !stop_) changed_.Wait(&mu_);
+        if (ops_.empty()) return;
+        op = std::move(ops_.front());
+        ops_.pop_front();
+      }
+      absl::SleepFor(absl::Microseconds(rng() % 200));
+      op();
+      {
+        absl::MutexLock lock(&mu_);
+        ++done_;
+      }
+      changed_.SignalAll();
+    }
+  }
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;  // an operation was queued or has run, or stop_ was set
+  std::deque<std::function<void()>> ops_ ABSL_GUARDED_BY(mu_);
+  uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;  // last: starts after the members above exist
+};
+
+// An event: a position in a stream (none until recorded).
+struct FakeEvent {
+  FakeStream* stream = nullptr;
+  uint64_t position = 0;
+};
+
+FakeStream* AsStream(cudaStream_t s) { return reinterpret_cast<FakeStream*>(s); }
+FakeEvent* AsEvent(cudaEvent_t e) { return reinterpret_cast<FakeEvent*>(e); }
+
+std::atomic<int> launches_before_failure{-1};  // -1: never fail
+std::atomic<int> failing_allocations{0};
+std::atomic<bool> sticky{false};
+std::atomic<int64_t> launches{0};
+
+cudaError_t StickyOr(cudaError_t otherwise) {
+  return sticky.load() ? cudaErrorLaunchFailure : otherwise;
+}
+
+void* AlignedAlloc(size_t alignment, size_t bytes, int fill) {
+  void* p = std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
+  std::memset(p, fill, bytes);
+  return p;
+}
+
+}  // namespace
+
+namespace fake {
+void FailLaunchAfter(int n) { launches_before_failure = n; }
+void FailNextAllocations(int n) { failing_allocations = n; }
+int64_t Launches() { return launches.load(); }
+void Reset() {
+  launches_before_failure = -1;
+  failing_allocations = 0;
+  sticky = false;
+}
+}  // namespace fake
+
+// The kernel's stand-in: RunBatchOnHost over the buffers, in stream order.
+absl::Status LaunchGatherBatch(const LaunchArgs& args, const uint8_t* input, uint8_t* output,
+                               int /*sm_count*/, cudaStream_t stream) {
+  if (sticky.load()) return CudaError(cudaErrorLaunchFailure, "launching the gather kernel");
+  if (launches_before_failure.load() == 0) {
+    sticky = true;
+    return CudaError(cudaErrorLaunchFailure, "launching the gather kernel");
+  }
+  if (launches_before_failure.load() > 0) --launches_before_failure;
+  ++launches;
+  BatchLayout layout;  // RunBatchOnHost reads the tables from `input`, not from descs
+  layout.descs.resize(args.num_tasks);
+  layout.descs_offset = args.descs_offset;
+  layout.dims_offset = args.dims_offset;
+  layout.flags_offset = args.flags_offset;
+  layout.total_units = args.total_units;
+  layout.fits_32bit = args.fits_32bit;
+  AsStream(stream)->Push(
+      [layout = std::move(layout), input, output] { RunBatchOnHost(layout, input, output); });
+  return absl::OkStatus();
+}
+
+}  // namespace tensorcompute::cuda
+
+using tensorcompute::cuda::AlignedAlloc;
+using tensorcompute::cuda::AsEvent;
+using tensorcompute::cuda::AsStream;
+using tensorcompute::cuda::failing_allocations;
+using tensorcompute::cuda::FakeEvent;
+using tensorcompute::cuda::FakeStream;
+using tensorcompute::cuda::kDevices;
+using tensorcompute::cuda::sticky;
+using tensorcompute::cuda::StickyOr;
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = kDevices;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  return device >= 0 && device < kDevices ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* props, int device) {
+  if (device < 0 || device >= kDevices) return cudaErrorInvalidDevice;
+  *props = cudaDeviceProp{};
+  std::strncpy(props->name, "Fake CUDA device", sizeof(props->name) - 1);
+  props->major = 9;
+  props->minor = 0;
+  props->multiProcessorCount = 4;
+  props->totalGlobalMem = size_t{80} << 30;
+  props->memoryPoolsSupported = 1;
+  return cudaSuccess;
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    default:
+      return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t) { return "injected by the fake CUDA runtime"; }
+
+cudaError_t cudaGetLastError() { return StickyOr(cudaSuccess); }
+
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  *p = AlignedAlloc(4096, bytes, 0x5a);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps*) {
+  *pool = reinterpret_cast<cudaMemPool_t>(new int(0));  // only its identity matters
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
+  delete reinterpret_cast<int*>(pool);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
+
+cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t, cudaStream_t) {
+  if (sticky.load()) return cudaErrorLaunchFailure;
+  for (int n = failing_allocations.load(); n > 0;) {
+    if (failing_allocations.compare_exchange_weak(n, n - 1)) {
+      return cudaErrorMemoryAllocation;
+    }
+  }
+  *p = AlignedAlloc(256, bytes, 0xcd);  // garbage, as fresh device memory would be
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+  AsStream(stream)->Push([p] { std::free(p); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
+  *stream = reinterpret_cast<cudaStream_t>(new FakeStream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete AsStream(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  AsStream(stream)->WaitFor(AsStream(stream)->enqueued());
+  return StickyOr(cudaSuccess);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  *event = reinterpret_cast<cudaEvent_t>(new FakeEvent);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete AsEvent(event);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  AsEvent(event)->stream = AsStream(stream);
+  AsEvent(event)->position = AsStream(stream)->enqueued();
+  return StickyOr(cudaSuccess);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  const FakeEvent& e = *AsEvent(event);
+  if (e.stream != nullptr) e.stream->WaitFor(e.position);
+  return StickyOr(cudaSuccess);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                            cudaStream_t stream) {
+  if (sticky.load()) return cudaErrorLaunchFailure;
+  AsStream(stream)->Push([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  if (sticky.load()) return cudaErrorLaunchFailure;
+  AsStream(stream)->Push([dst, value, bytes] { std::memset(dst, value, bytes); });
+  return cudaSuccess;
+}
+
+}  // extern "C"

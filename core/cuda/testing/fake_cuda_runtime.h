@@ -1,0 +1,32 @@
+// File: core/cuda/testing/fake_cuda_runtime.h
+//
+// The controls of the fake CUDA runtime (fake_cuda_runtime.cc), a test double that lets the
+// GPU executor's host logic run on the CPU; see that file for what it fakes and what it cannot
+// prove. This header has no CUDA in it, so that tests outside core/cuda/ can inject faults.
+//
+// Thread-safety: every function may be called from any thread.
+
+#ifndef TENSORCOMPUTE_CORE_CUDA_TESTING_FAKE_CUDA_RUNTIME_H_
+#define TENSORCOMPUTE_CORE_CUDA_TESTING_FAKE_CUDA_RUNTIME_H_
+
+#include <cstdint>
+
+namespace tensorcompute::cuda::fake {
+
+// After `n` more successful launches, the next LaunchGatherBatch fails with
+// cudaErrorLaunchFailure, a sticky error: from then on every stream synchronisation, copy and
+// allocation fails the same way (until Reset).
+void FailLaunchAfter(int n);
+
+// The next `n` device allocations fail with cudaErrorMemoryAllocation (not sticky).
+void FailNextAllocations(int n);
+
+// Kernel launches that were accepted since the process started.
+int64_t Launches();
+
+// Clears every injected fault (the device works again).
+void Reset();
+
+}  // namespace tensorcompute::cuda::fake
+
+#endif  // TENSORCOMPUTE_CORE_CUDA_TESTING_FAKE_CUDA_RUNTIME_H_
