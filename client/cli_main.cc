@@ -199,6 +199,7 @@ int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
   options.requests = f.requests;
   options.warmup = absl::Seconds(f.warmup_s);
   options.timeout = absl::Seconds(common.timeout_s);
+  options.max_attempts = 1 + common.retries;
   const bool tty = isatty(STDERR_FILENO) == 1;
   options.progress_interval = absl::Seconds(tty ? 0.25 : f.progress_interval_s);
   options.on_progress = [tty](const LoadProgress& p) {

@@ -147,12 +147,17 @@ class Run {
     grpc::ClientContext context;
     grpc::ByteBuffer response;
     absl::Time start;  // scheduled (open loop) or actual (closed loop) start
+    absl::Time deadline = absl::InfiniteFuture();  // of the call, retries included
     size_t body = 0;
+    int attempt = 1;
     bool measured = false;
   };
 
   // Starts one call; `done` runs after it was counted.
   void Start(std::unique_ptr<Call> call, std::function<void()> done);
+  // Sends one attempt of `call` on the channel after `channel`; retries UNAVAILABLE on the
+  // next channel while attempts and the deadline last, then counts and runs `done`.
+  void Attempt(std::unique_ptr<Call> call, uint64_t channel, std::function<void()> done);
   void Count(const Call& call, const grpc::Status& status);
   void ClosedLoopSlot();
   void OpenLoop();
@@ -167,6 +172,7 @@ class Run {
   std::atomic<uint64_t> next_{0};    // request and channel picker
   std::atomic<int64_t> tickets_{0};  // measured calls claimed (requests mode)
   std::atomic<int64_t> sent_{0}, not_sent_{0}, answered_{0}, errors_{0}, unexpected_{0};
+  std::atomic<int64_t> retries_{0};
   std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0};
   std::array<std::atomic<int64_t>, kNumCodes> by_code_;
   LatencyHistogram latency_;
@@ -200,16 +206,35 @@ void Run::Start(std::unique_ptr<Call> call, std::function<void()> done) {
   }
   const uint64_t n = next_.fetch_add(1);
   call->body = n % requests_.bodies.size();
-  if (options_.timeout != absl::InfiniteDuration()) {
-    call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
-  }
+  if (options_.timeout != absl::InfiniteDuration()) call->deadline = absl::Now() + options_.timeout;
   if (call->measured) sent_.fetch_add(1, std::memory_order_relaxed);
-  grpc::GenericStub* stub = stubs_[n % stubs_.size()].get();
+  Attempt(std::move(call), n, std::move(done));
+}
+
+void Run::Attempt(std::unique_ptr<Call> call, uint64_t channel, std::function<void()> done) {
+  if (call->deadline != absl::InfiniteFuture()) {
+    call->context.set_deadline(absl::ToChronoTime(call->deadline));
+  }
+  grpc::GenericStub* stub = stubs_[channel % stubs_.size()].get();
   Call* raw = call.release();
   stub->UnaryCall(&raw->context, requests_.method, grpc::StubOptions(),
                   &requests_.bodies[raw->body], &raw->response,
-                  [this, raw, done = std::move(done)](grpc::Status status) {
+                  [this, raw, channel, done = std::move(done)](grpc::Status status) mutable {
                     std::unique_ptr<Call> owned(raw);
+                    if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                        owned->attempt < options_.max_attempts && absl::Now() < owned->deadline) {
+                      // A new attempt needs a new context; the rest of the call carries over.
+                      auto retry = std::make_unique<Call>();
+                      retry->start = owned->start;
+                      retry->deadline = owned->deadline;
+                      retry->body = owned->body;
+                      retry->attempt = owned->attempt + 1;
+                      retry->measured = owned->measured;
+                      if (retry->measured) retries_.fetch_add(1, std::memory_order_relaxed);
+                      owned.reset();
+                      Attempt(std::move(retry), channel + 1, std::move(done));
+                      return;
+                    }
                     Count(*owned, status);
                     owned.reset();
                     done();
@@ -324,6 +349,7 @@ LoadReport Run::Execute() {
     }
   }
   r.errors = errors_.load();
+  r.retries = retries_.load();
   r.unexpected = unexpected_.load();
   r.seconds = std::max(absl::ToDoubleSeconds(last_answer - measure_start_), 1e-9);
   const int64_t answered = answered_.load();
@@ -363,11 +389,12 @@ absl::StatusOr<LoadReport> RunLoad(const std::vector<std::shared_ptr<grpc::Chann
   if (options.rate == 0 && options.concurrency < 1) {
     return absl::InvalidArgumentError("concurrency must be >= 1");
   }
-  if (options.requests < 0 || options.max_outstanding < 1 ||
+  if (options.requests < 0 || options.max_outstanding < 1 || options.max_attempts < 1 ||
       options.duration < absl::ZeroDuration() || options.warmup < absl::ZeroDuration() ||
       options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "expected requests >= 0, max_outstanding >= 1, duration >= 0, warmup >= 0, "
+        "expected requests >= 0, max_outstanding >= 1, max_attempts >= 1, duration >= 0, "
+        "warmup >= 0, "
         "timeout > 0");
   }
   Run run(channels, requests, options);
@@ -383,12 +410,12 @@ std::string LoadReport::ToText() const {
   }
   return absl::StrFormat(
       "mode          %s; %d target(s), %d channel(s)\n"
-      "requests      %d sent, %d answered, %d errors, %d unexpected, %d not sent\n"
+      "requests      %d sent, %d answered, %d errors, %d unexpected, %d not sent, %d retries\n"
       "duration      %.3f s\n"
       "throughput    %.1f QPS, %.2f MB/s sent, %.2f MB/s received\n"
       "latency (us)  min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n"
       "status codes\n%s",
-      mode, targets, channels, sent, answered, errors, unexpected, not_sent, seconds, qps,
+      mode, targets, channels, sent, answered, errors, unexpected, not_sent, retries, seconds, qps,
       sent_mb_per_s, received_mb_per_s, latency_us_min, latency_us_p50, latency_us_p90,
       latency_us_p99, latency_us_p999, latency_us_max, latency_us_mean, codes);
 }
@@ -402,6 +429,7 @@ std::string LoadReport::ToJson() const {
   j["not_sent"] = not_sent;
   j["by_code"] = by_code;
   j["errors"] = errors;
+  j["retries"] = retries;
   j["unexpected"] = unexpected;
   j["seconds"] = seconds;
   j["qps"] = qps;

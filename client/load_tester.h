@@ -15,7 +15,9 @@
 //
 // Every measured call is counted exactly once: sent = the sum of by_code (every started call
 // is answered, by the server or by its deadline); in open loop, calls the schedule wanted
-// but `max_outstanding` refused are not_sent, apart from sent.
+// but `max_outstanding` refused are not_sent, apart from sent. A retried call is counted once,
+// by its last answer, with its latency from the first attempt; `retries` counts the extra
+// attempts.
 // Thread-safety: RunLoad may run concurrently with other RunLoad calls; the progress callback
 // runs on one reporter thread.
 
@@ -81,7 +83,11 @@ struct LoadOptions {
   absl::Duration duration = absl::Seconds(10);  // measured time, when requests == 0
   int64_t requests = 0;                         // > 0: measure exactly this many calls
   absl::Duration warmup = absl::Seconds(1);     // unmeasured time first
-  absl::Duration timeout = absl::Seconds(10);   // deadline of each call
+  absl::Duration timeout = absl::Seconds(10);   // deadline of each call, retries included
+  // Attempts per call, the first included: an UNAVAILABLE answer is retried at once on the
+  // next channel (another replica when there are several) while attempts and the deadline
+  // last. 1 (default): no retries.
+  int max_attempts = 1;
   absl::Duration progress_interval = absl::Seconds(1);
   std::function<void(const LoadProgress&)> on_progress;  // optional
 };
@@ -91,6 +97,7 @@ struct LoadReport {
   int64_t not_sent = 0;                    // open loop: refused by max_outstanding
   std::map<std::string, int64_t> by_code;  // "OK", "UNAVAILABLE", ... -> count
   int64_t errors = 0;                      // answered, not OK
+  int64_t retries = 0;                     // attempts beyond the first (max_attempts > 1)
   // Answers inconsistent with the request: OK for one with a bad index, INVALID_ARGUMENT for
   // a valid one (overload or deadline errors are not unexpected).
   int64_t unexpected = 0;

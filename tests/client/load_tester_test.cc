@@ -196,6 +196,27 @@ TEST(RunLoad, DurationModeRunsForItsDurationAndSpreadsOverTargets) {
   EXPECT_GE(progress_calls, 3);
 }
 
+// One replica is gone (nothing listens on port 1): without retries half the calls fail with
+// UNAVAILABLE; with two attempts each failed one moves to the live replica and succeeds.
+TEST(RunLoad, RetriesMovePastADeadReplica) {
+  auto live = StartServer();
+  auto requests = BuildLoadRequests(LoadRequestSpec());
+  ASSERT_THAT(requests.status(), IsOk());
+  const auto channels = Channels({1, live->port()});
+  auto no_retry = RunLoad(channels, *requests, Requests(40, 2));
+  ASSERT_THAT(no_retry.status(), IsOk());
+  EXPECT_THAT(no_retry->by_code, ElementsAre(Pair("OK", 20), Pair("UNAVAILABLE", 20)));
+  EXPECT_EQ(no_retry->retries, 0);
+
+  LoadOptions options = Requests(40, 2);
+  options.max_attempts = 2;
+  auto retried = RunLoad(channels, *requests, options);
+  ASSERT_THAT(retried.status(), IsOk());
+  EXPECT_EQ(retried->sent, 40);
+  EXPECT_THAT(retried->by_code, ElementsAre(Pair("OK", 40)));
+  EXPECT_EQ(retried->retries, 20);
+}
+
 TEST(LoadReport, JsonHasEveryField) {
   LoadReport r;
   r.sent = 3;
