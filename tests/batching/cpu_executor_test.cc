@@ -27,6 +27,7 @@
 #include "core/batching/batcher.h"
 #include "core/gather_plan.h"
 #include "core/thread_pool.h"
+#include "tests/batching/task_case.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
 #include "tests/testing/status_matchers.h"
@@ -34,6 +35,11 @@
 namespace tensorcompute::batching {
 namespace {
 
+using ::tensorcompute::batching::test_support::Case;
+using ::tensorcompute::batching::test_support::kSentinel;
+using ::tensorcompute::batching::test_support::MakeCase;
+using ::tensorcompute::batching::test_support::MakeTask;
+using ::tensorcompute::batching::test_support::SentinelIntact;
 using ::tensorcompute::testing::AgreesWithReference;
 using ::tensorcompute::testing::GatherRequest;
 using ::tensorcompute::testing::IsOk;
@@ -48,64 +54,6 @@ using ::tensorcompute::testing::RunReference;
 using ::tensorcompute::testing::StatusIs;
 
 const absl::Duration kLong = absl::Seconds(60);
-constexpr uint8_t kSentinel = 0xAB;
-
-// One request with everything a Task points into, kept alive by the test, and what its done
-// received.
-struct Case {
-  GatherRequest req;
-  core::GatherPlan plan;
-  core::Tensor output;  // fixed-size dtypes start filled with kSentinel
-  absl::Status got = absl::UnknownError("done was never called");
-  std::atomic<int> calls{0};
-
-  // core's answer as a StatusOr, for AgreesWithReference.
-  absl::StatusOr<core::Tensor> Result() const {
-    if (!got.ok()) return got;
-    return output.Clone();
-  }
-};
-
-std::unique_ptr<Case> MakeCase(GatherRequest req) {
-  auto c = std::make_unique<Case>();
-  c->req = std::move(req);
-  absl::StatusOr<core::GatherPlan> plan =
-      c->req.nd ? core::PlanGatherNd(c->req.params.view(), c->req.indices.view(), c->req.batch_dims)
-                : core::PlanGather(c->req.params.view(), c->req.indices.view(), c->req.axis,
-                                   c->req.batch_dims);
-  EXPECT_THAT(plan, IsOk()) << c->req.DebugString();
-  if (!plan.ok()) return nullptr;
-  c->plan = *std::move(plan);
-  absl::StatusOr<core::Tensor> output = core::Tensor::Allocate(c->plan.dtype, c->plan.output_shape);
-  EXPECT_THAT(output, IsOk());
-  if (!output.ok()) return nullptr;
-  c->output = *std::move(output);
-  absl::Span<uint8_t> bytes = c->output.mutable_bytes();
-  if (!bytes.empty()) std::memset(bytes.data(), kSentinel, bytes.size());
-  return c;
-}
-
-// A task over `c` whose done records into `c`, then runs `after` (if any).
-std::unique_ptr<Task> MakeTask(Case& c, std::function<void()> after = nullptr) {
-  auto task = std::make_unique<Task>();
-  task->plan = c.plan;
-  task->params = c.req.params.view();
-  task->indices = c.req.indices.view();
-  task->output = c.output.mutable_view();
-  task->done = [&c, after = std::move(after)](absl::Status status) {
-    c.got = std::move(status);
-    c.calls.fetch_add(1);
-    if (after) after();
-  };
-  return task;
-}
-
-bool SentinelIntact(const core::Tensor& t) {
-  for (uint8_t b : t.bytes()) {
-    if (b != kSentinel) return false;
-  }
-  return true;
-}
 
 // Runs `batch` on `executor` and waits for batch_done.
 void RunAndWait(CpuExecutor& executor, Batch batch) {

@@ -29,6 +29,7 @@
 #include "core/gather.h"
 #include "core/gather_plan.h"
 #include "core/thread_pool.h"
+#include "tests/batching/task_case.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
 #include "tests/testing/status_matchers.h"
@@ -36,6 +37,11 @@
 namespace tensorcompute::cuda {
 namespace {
 
+using ::tensorcompute::batching::test_support::Case;
+using ::tensorcompute::batching::test_support::kSentinel;
+using ::tensorcompute::batching::test_support::MakeCase;
+using ::tensorcompute::batching::test_support::MakeTask;
+using ::tensorcompute::batching::test_support::SentinelIntact;
 using ::tensorcompute::testing::AgreesWithReference;
 using ::tensorcompute::testing::GatherRequest;
 using ::tensorcompute::testing::InjectOutOfRangeIndices;
@@ -58,7 +64,6 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 const absl::Duration kLong = absl::Seconds(120);
-constexpr uint8_t kSentinel = 0xAB;
 
 core::ThreadPool& SharedPool() {
   static core::ThreadPool* const pool = new core::ThreadPool(4);
@@ -117,49 +122,6 @@ TEST(CudaExecutorCreate, IsUnimplementedWithoutCuda) {
 
 // ---- tests that need a device ----
 
-// One request with everything its Task points into, and what its done received.
-struct Case {
-  GatherRequest req;
-  core::GatherPlan plan;
-  core::Tensor output;  // fixed-size dtypes start filled with kSentinel
-  absl::Status got = absl::UnknownError("done was never called");
-  std::atomic<int> calls{0};
-
-  absl::StatusOr<core::Tensor> Result() const {
-    if (!got.ok()) return got;
-    return output.Clone();
-  }
-};
-
-std::unique_ptr<Case> MakeCase(GatherRequest req) {
-  auto c = std::make_unique<Case>();
-  c->req = std::move(req);
-  absl::StatusOr<core::GatherPlan> plan =
-      c->req.nd ? core::PlanGatherNd(c->req.params.view(), c->req.indices.view(), c->req.batch_dims)
-                : core::PlanGather(c->req.params.view(), c->req.indices.view(), c->req.axis,
-                                   c->req.batch_dims);
-  EXPECT_THAT(plan, IsOk()) << c->req.DebugString();
-  if (!plan.ok()) return nullptr;
-  c->plan = *std::move(plan);
-  c->output = *core::Tensor::Allocate(c->plan.dtype, c->plan.output_shape);
-  absl::Span<uint8_t> bytes = c->output.mutable_bytes();
-  if (!bytes.empty()) std::memset(bytes.data(), kSentinel, bytes.size());
-  return c;
-}
-
-std::unique_ptr<batching::Task> MakeTask(Case& c) {
-  auto task = std::make_unique<batching::Task>();
-  task->plan = c.plan;
-  task->params = c.req.params.view();
-  task->indices = c.req.indices.view();
-  task->output = c.output.mutable_view();
-  task->done = [&c](absl::Status status) {
-    c.got = std::move(status);
-    c.calls.fetch_add(1);
-  };
-  return task;
-}
-
 // core's CPU answer to the same request, for byte-for-byte comparison.
 absl::StatusOr<core::Tensor> RunOnCpu(const GatherRequest& r) {
   return r.nd ? core::GatherNd(r.params.view(), r.indices.view(), r.batch_dims)
@@ -183,13 +145,6 @@ absl::StatusOr<core::Tensor> RunOnCpu(const GatherRequest& r) {
   ::testing::AssertionResult r = AgreesWithReference(got, RunReference(c.req));
   if (!r) r << "\nrequest: " << c.req.DebugString();
   return r;
-}
-
-bool SentinelIntact(const core::Tensor& t) {
-  for (uint8_t b : t.bytes()) {
-    if (b != kSentinel) return false;
-  }
-  return true;
 }
 
 // Every test below starts here: skipped, with the reason, when there is no device.
