@@ -100,7 +100,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 
 Client::Client(ClientOptions options, std::vector<std::string> targets,
                std::vector<std::shared_ptr<grpc::Channel>> channels)
-    : options_(std::move(options)), targets_(std::move(targets)), channels_(std::move(channels)) {}
+    : options_(std::move(options)), targets_(std::move(targets)), channels_(std::move(channels)) {
+  for (const auto& channel : channels_) stubs_.push_back(v1::TensorCompute::NewStub(channel));
+}
 
 template <typename Request, typename Response>
 absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOptions& call) {
@@ -108,15 +110,14 @@ absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOpti
   const absl::Time deadline = absl::Now() + timeout;
   grpc::Status status;
   for (int attempt = 1;; ++attempt) {
-    const auto& channel = channels_[next_channel_.fetch_add(1) % channels_.size()];
+    v1::TensorCompute::Stub& stub = *stubs_[next_channel_.fetch_add(1) % stubs_.size()];
     grpc::ClientContext context;
     if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));
     Response response;
-    auto stub = v1::TensorCompute::NewStub(channel);
     if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
-      status = stub->GatherNd(&context, request, &response);
+      status = stub.GatherNd(&context, request, &response);
     } else {
-      status = stub->Gather(&context, request, &response);
+      status = stub.Gather(&context, request, &response);
     }
     if (status.ok()) return proto::FromProto(response.output(), "output", INT64_MAX);
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||

@@ -38,6 +38,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
 #include "core/tensor.h"
 
@@ -110,6 +111,8 @@ class Client {
   const ClientOptions options_;
   const std::vector<std::string> targets_;
   const std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  // One stub per channel, made once (a stub is only the channel and its methods).
+  std::vector<std::unique_ptr<v1::TensorCompute::Stub>> stubs_;
   std::atomic<uint64_t> next_channel_{0};
 };
 
