@@ -13,7 +13,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   # libraries
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libspdlog-dev
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libcli11-dev prometheus-cpp-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # style check in CI
@@ -43,8 +43,11 @@ fi
 # --- Python: a virtual environment for the Python client and its tests -------------------
 # Debian's python3 (which python3-venv completes) is preferred over whatever is first on PATH.
 venv="$repo_root/.venv"
-python_modules="numpy, grpc, grpc_tools, grpc_health, ml_dtypes, setuptools, wheel"
-pip_packages=(numpy grpcio grpcio-tools protobuf grpcio-health-checking ml_dtypes setuptools wheel)
+# prometheus_client parses the server's /metrics in the tests; kubernetes-validate checks the
+# manifests in deploy/k8s against the Kubernetes API schemas, offline.
+python_modules="numpy, grpc, grpc_tools, grpc_health, ml_dtypes, setuptools, wheel, prometheus_client, kubernetes_validate"
+pip_packages=(numpy grpcio grpcio-tools protobuf grpcio-health-checking ml_dtypes setuptools wheel
+  prometheus_client kubernetes-validate)
 
 if [ ! -x "$venv/bin/python3" ]; then
   system_python="python3"
