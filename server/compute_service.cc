@@ -14,14 +14,14 @@
 namespace tensorcompute::server {
 namespace {
 
-const char* RpcName(Rpc rpc) { return rpc == Rpc::kGather ? "Gather" : "GatherNd"; }
-
 // One per RPC; deletes itself in OnDone. Answer() is the only caller of Finish, and every path
 // calls it exactly once (see compute_service.h).
 class RpcReactor final : public grpc::ServerUnaryReactor {
  public:
   RpcReactor(Rpc rpc, Metrics* metrics, ErrorLog* errors)
-      : rpc_(rpc), metrics_(metrics), errors_(errors), start_(absl::Now()) {}
+      : rpc_(rpc), metrics_(metrics), errors_(errors), start_(absl::Now()) {
+    metrics_->RequestStarted();
+  }
 
   void Answer(const absl::Status& status) {
     metrics_->CountRequest(rpc_, status.code(), absl::Now() - start_);

@@ -42,6 +42,13 @@ ABSL_FLAG(int64_t, max_output_bytes, 0,
 ABSL_FLAG(int64_t, max_rank, 32, "highest rank of params and indices; above: INVALID_ARGUMENT");
 ABSL_FLAG(int64_t, drain_timeout_s, 30,
           "on SIGTERM/SIGINT, how long accepted requests may take before they are cancelled");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9090",
+          "host:port of the Prometheus endpoint (GET /metrics); port 0 picks one; empty = none");
+ABSL_FLAG(int64_t, max_connection_age_s, 0,
+          "send GOAWAY to connections older than this (+-10%), so clients reconnect and spread "
+          "over new replicas; 0 = never");
+ABSL_FLAG(int64_t, max_connection_age_grace_s, 30,
+          "after that GOAWAY, how long the connection's RPCs in flight may take");
 ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error|critical|off");
 ABSL_FLAG(std::string, log_format, "text", "text|json (one JSON object per line)");
 
@@ -161,6 +168,9 @@ int main(int argc, char** argv) {
   options.max_output_bytes = absl::GetFlag(FLAGS_max_output_bytes);
   options.max_rank = absl::GetFlag(FLAGS_max_rank);
   options.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
+  options.max_connection_age_grace = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_s));
 
   auto server = tensorcompute::server::Server::Start(options);
   if (!server.ok()) {
@@ -175,11 +185,13 @@ int main(int argc, char** argv) {
   spdlog::info(
       "tensorcompute-server listening on {} port={} device={}{} cpu_threads={} "
       "max_batch_size={} max_queue_delay_us={} queue_capacity={} max_message_bytes={} "
-      "max_output_bytes={} max_rank={} drain_timeout_s={}",
+      "max_output_bytes={} max_rank={} drain_timeout_s={} metrics_port={} "
+      "max_connection_age_s={}",
       BoundAddress(options.listen, (*server)->port()), (*server)->port(), (*server)->device(),
       gpu_line, (*server)->cpu_threads(), options.max_batch_size, options.max_queue_delay_us,
       options.queue_capacity, options.max_message_bytes, options.EffectiveMaxOutputBytes(),
-      options.max_rank, absl::GetFlag(FLAGS_drain_timeout_s));
+      options.max_rank, absl::GetFlag(FLAGS_drain_timeout_s), (*server)->metrics_port(),
+      absl::GetFlag(FLAGS_max_connection_age_s));
   spdlog::default_logger()->flush();
 
   int signal = 0;

@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <utility>
+
 namespace tensorcompute::server {
 namespace {
 
@@ -11,9 +13,17 @@ int Index(Rpc rpc, absl::StatusCode code) {
 
 }  // namespace
 
+const char* RpcName(Rpc rpc) { return rpc == Rpc::kGather ? "Gather" : "GatherNd"; }
+
 void Metrics::CountRequest(Rpc rpc, absl::StatusCode code, absl::Duration latency) {
   requests_[Index(rpc, code)].fetch_add(1, std::memory_order_relaxed);
-  latency_ns_.fetch_add(absl::ToInt64Nanoseconds(latency), std::memory_order_relaxed);
+  const int r = static_cast<int>(rpc);
+  latency_ns_[r].fetch_add(absl::ToInt64Nanoseconds(latency), std::memory_order_relaxed);
+  const double seconds = absl::ToDoubleSeconds(latency);
+  int bucket = 0;
+  while (bucket < kLatencyBuckets && seconds > kLatencyBounds[bucket]) ++bucket;
+  latency_buckets_[r][bucket].fetch_add(1, std::memory_order_relaxed);
+  inflight_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Metrics::CountBatch(int64_t size) {
@@ -37,6 +47,14 @@ int64_t Metrics::requests_total() const {
   return n;
 }
 
-absl::Duration Metrics::latency_total() const { return absl::Nanoseconds(latency_ns_.load()); }
+void MeteredExecutor::Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) {
+  const absl::Time start = absl::Now();
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  tasks_.fetch_add(static_cast<int64_t>(batch.size()), std::memory_order_relaxed);
+  inner_->Run(std::move(batch), [this, start, done = std::move(batch_done)]() mutable {
+    busy_ns_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start), std::memory_order_relaxed);
+    std::move(done)();
+  });
+}
 
 }  // namespace tensorcompute::server

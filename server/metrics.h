@@ -1,9 +1,14 @@
 // File: server/metrics.h
 //
-// Counters that let an operator (and the tests) see load and batching without a debugger:
-// requests by RPC and status code, batches and their sizes (a histogram), request latency.
-// Queue depth is read live from the batcher. All counters are lock-free atomics.
-// (The Prometheus endpoint that serves them comes with the deployment issue.)
+// What an operator (and an autoscaler, and the tests) sees of load, latency and batching:
+// requests by RPC and status code, requests in flight, a latency histogram per RPC, batches
+// and their sizes (a histogram), and per executor ("cpu", "cuda:0") the time batches spent on
+// it. Queue depth and batches in flight are read live from the batcher at scrape time.
+// prometheus_metrics.h serves all of it in the Prometheus text format.
+//
+// The hot path only does relaxed atomic adds (no lock, no allocation): prometheus-cpp's own
+// Histogram takes a mutex on every Observe, so the counters live here and are converted to
+// prometheus-cpp's metric families only when scraped.
 //
 // Thread-safety: every method may be called from any thread.
 
@@ -13,9 +18,14 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+
+#include "core/batching/executor.h"
 
 namespace tensorcompute::server {
 
@@ -23,30 +33,77 @@ enum class Rpc { kGather = 0, kGatherNd = 1 };
 inline constexpr int kNumRpcs = 2;
 inline constexpr int kNumCodes = 17;  // absl::StatusCode 0..16
 
+const char* RpcName(Rpc rpc);
+
 class Metrics {
  public:
   // Batch sizes are counted in buckets of upper bounds 1, 2, 4, ..., 2^(kBuckets-1), +inf.
   static constexpr int kBuckets = 12;
+  // Request latency bucket upper bounds, in seconds (then +inf): 100 us to 10 s.
+  static constexpr std::array<double, 16> kLatencyBounds = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+      0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0,  10.0};
+  static constexpr int kLatencyBuckets = static_cast<int>(kLatencyBounds.size());
 
+  // An RPC was accepted: in flight until its CountRequest.
+  void RequestStarted() { inflight_.fetch_add(1, std::memory_order_relaxed); }
+  // An RPC was answered with `code`, `latency` after it arrived.
   void CountRequest(Rpc rpc, absl::StatusCode code, absl::Duration latency);
   void CountBatch(int64_t size);
 
   int64_t requests(Rpc rpc, absl::StatusCode code) const;
   int64_t requests_total() const;
+  int64_t inflight_requests() const { return inflight_.load(std::memory_order_relaxed); }
   int64_t batches() const { return batches_.load(); }
   int64_t batched_requests() const { return batched_requests_.load(); }
   int64_t max_batch_size() const { return max_batch_size_.load(); }
   // Batches whose size is <= 2^bucket and > 2^(bucket-1) (the last bucket: everything larger).
   int64_t batch_size_bucket(int bucket) const { return batch_buckets_[bucket].load(); }
-  absl::Duration latency_total() const;
+  // Answers of `rpc` whose latency is <= kLatencyBounds[bucket] and above the bound before
+  // (bucket kLatencyBuckets: everything slower).
+  int64_t latency_bucket(Rpc rpc, int bucket) const {
+    return latency_buckets_[static_cast<int>(rpc)][bucket].load(std::memory_order_relaxed);
+  }
+  absl::Duration latency_total(Rpc rpc) const {
+    return absl::Nanoseconds(latency_ns_[static_cast<int>(rpc)].load(std::memory_order_relaxed));
+  }
+  absl::Duration latency_total() const {
+    return latency_total(Rpc::kGather) + latency_total(Rpc::kGatherNd);
+  }
 
  private:
   std::array<std::atomic<int64_t>, kNumRpcs * kNumCodes> requests_{};
-  std::atomic<int64_t> latency_ns_{0};
+  std::atomic<int64_t> inflight_{0};
+  std::array<std::atomic<int64_t>, kNumRpcs> latency_ns_{};
+  std::array<std::array<std::atomic<int64_t>, kLatencyBuckets + 1>, kNumRpcs> latency_buckets_{};
   std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> batched_requests_{0};
   std::atomic<int64_t> max_batch_size_{0};
   std::array<std::atomic<int64_t>, kBuckets + 1> batch_buckets_{};
+};
+
+// An Executor that passes every batch to `inner` and counts, for metrics, the batches it ran
+// and their time on it: from Run to batch_done, summed over batches (so with batches running
+// side by side it grows faster than the clock; divide by the executor's slots for a
+// utilisation). `inner` is not owned and must outlive this.
+class MeteredExecutor final : public batching::Executor {
+ public:
+  explicit MeteredExecutor(batching::Executor* inner) : inner_(inner) {}
+
+  void Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) override;
+  absl::string_view name() const override { return inner_->name(); }
+
+  int64_t batches() const { return batches_.load(std::memory_order_relaxed); }
+  int64_t tasks() const { return tasks_.load(std::memory_order_relaxed); }
+  absl::Duration busy() const {
+    return absl::Nanoseconds(busy_ns_.load(std::memory_order_relaxed));
+  }
+
+ private:
+  batching::Executor* const inner_;
+  std::atomic<int64_t> batches_{0};
+  std::atomic<int64_t> tasks_{0};
+  std::atomic<int64_t> busy_ns_{0};
 };
 
 }  // namespace tensorcompute::server

@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,7 +14,16 @@
 #include "grpcpp/server_builder.h"
 #include "spdlog/spdlog.h"
 
+#include "server/prometheus_metrics.h"
+
 namespace tensorcompute::server {
+namespace {
+
+int ClampToInt(int64_t value) {
+  return static_cast<int>(std::clamp<int64_t>(value, 0, std::numeric_limits<int>::max()));
+}
+
+}  // namespace
 
 Server::Server(const ServerOptions& options)
     : options_(options), errors_(options.error_log_per_second) {}
@@ -29,6 +39,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     return absl::InvalidArgumentError(
         absl::StrCat("device must be auto, cpu or gpu, not \"", options.device, "\""));
   }
+  if (options.max_connection_age < absl::ZeroDuration() ||
+      options.max_connection_age_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("need max_connection_age and its grace >= 0");
+  }
   if (options.gpu_streams < 1 || options.gpu_streams > 64 ||
       options.gpu_staging_bytes < (int64_t{64} << 10)) {
     return absl::InvalidArgumentError("need 1 <= gpu_streams <= 64 and gpu_staging_bytes >= 65536");
@@ -41,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   batching::CpuExecutorOptions executor_options;
   executor_options.execute.min_parallel_bytes = int64_t{4} << 20;
   s->executor_ = std::make_unique<batching::CpuExecutor>(s->pool_.get(), executor_options);
+  s->metered_cpu_ = std::make_unique<MeteredExecutor>(s->executor_.get());
   if (options.device != "cpu") {
     const absl::Status gpu = s->SetUpGpu();
     if (!gpu.ok()) return gpu;
@@ -56,8 +71,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       s->cuda_executor_ != nullptr ? s->cuda_executor_->slots() : s->pool_->size();
   Metrics* metrics = &s->metrics_;
   batcher_options.on_batch = [metrics](int64_t size) { metrics->CountBatch(size); };
-  batching::Executor* executor = s->executor_.get();
-  if (s->cuda_executor_ != nullptr) executor = s->cuda_executor_.get();
+  batching::Executor* executor = s->metered_cpu_.get();
+  std::vector<const MeteredExecutor*> metered = {s->metered_cpu_.get()};
+  if (s->cuda_executor_ != nullptr) {
+    s->metered_gpu_ = std::make_unique<MeteredExecutor>(s->cuda_executor_.get());
+    executor = s->metered_gpu_.get();
+    metered.insert(metered.begin(), s->metered_gpu_.get());
+  }
   s->batcher_ = std::make_unique<batching::Batcher>(batcher_options, executor);
 
   core::PlanOptions plan_options;
@@ -73,6 +93,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(s->service_.get());
+  if (options.max_connection_age > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               ClampToInt(absl::ToInt64Milliseconds(options.max_connection_age)));
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+        ClampToInt(absl::ToInt64Milliseconds(options.max_connection_age_grace)));
+  }
+  if (!options.metrics_listen.empty()) {
+    // Before the gRPC port opens, so that a bad metrics address fails Start with nothing served.
+    auto collector = std::make_shared<MetricsCollector>(
+        &s->metrics_, s->batcher_.get(), std::move(metered), s->device_, s->device_description_);
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
+        MetricsEndpoint::Start(options.metrics_listen, std::move(collector));
+    if (!endpoint.ok()) return endpoint.status();
+    s->metrics_endpoint_ = *std::move(endpoint);
+  }
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->server_.reset();
@@ -101,7 +137,7 @@ absl::Status Server::SetUpGpu() {
     gpu_options.devices = options_.gpus;
     gpu_options.streams_per_device = options_.gpu_streams;
     gpu_options.staging_bytes = options_.gpu_staging_bytes;
-    gpu_options.fallback = executor_.get();
+    gpu_options.fallback = metered_cpu_.get();
     gpu_options.on_device_lost = [this](int ordinal, const absl::Status& error) {
       OnDeviceLost(ordinal, error);
     };
@@ -148,6 +184,10 @@ void Server::OnDeviceLost(int ordinal, const absl::Status& error) {
 }
 
 Server::~Server() { Drain(); }
+
+int Server::metrics_port() const {
+  return metrics_endpoint_ == nullptr ? 0 : metrics_endpoint_->port();
+}
 
 void Server::Drain() {
   absl::call_once(drain_once_, [this] { DoDrain(); });

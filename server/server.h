@@ -38,6 +38,8 @@
 
 namespace tensorcompute::server {
 
+class MetricsEndpoint;  // prometheus_metrics.h
+
 class Server {
  public:
   // Starts serving: health reports SERVING once this returns OK. Returns UNAVAILABLE when
@@ -58,6 +60,9 @@ class Server {
 
   // Blocks until Drain() has finished (from another thread).
   void Wait() { drained_.WaitForNotification(); }
+
+  // The Prometheus endpoint's port; 0 when options.metrics_listen is empty.
+  int metrics_port() const;
 
   const Metrics& metrics() const { return metrics_; }
   const batching::Batcher& batcher() const { return *batcher_; }
@@ -82,6 +87,9 @@ class Server {
   ErrorLog errors_;
   std::unique_ptr<core::ThreadPool> pool_;
   std::unique_ptr<batching::CpuExecutor> executor_;
+  // executor_ with its time counted; what the batcher and the GPU executor (as its fallback)
+  // are given.
+  std::unique_ptr<MeteredExecutor> metered_cpu_;
   std::string device_ = "cpu";
   std::string device_description_ = "cpu";
   // The health service, for OnDeviceLost (called on a GPU worker thread); null before the
@@ -93,10 +101,13 @@ class Server {
   // Destroyed after the batcher (which hands it batches) and before the CPU executor and pool
   // (its fallback).
   std::unique_ptr<cuda::CudaExecutor> cuda_executor_;
+  std::unique_ptr<MeteredExecutor> metered_gpu_;  // cuda_executor_ counted, when there is one
   std::unique_ptr<batching::Batcher> batcher_;
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  // Declared last: stops serving metrics before anything it reads goes away.
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   absl::once_flag drain_once_;
   absl::Notification drained_;
 };

@@ -67,6 +67,20 @@ struct ServerOptions {
   // request, and exit; requests still running after this long are cancelled.
   absl::Duration drain_timeout = absl::Seconds(30);
 
+  // Prometheus metrics (prometheus_metrics.h lists them) over HTTP at http://<this>/metrics,
+  // "host:port"; port 0 picks a free port (Server::metrics_port() tells). Empty (the library's
+  // default; the binary's --metrics_listen defaults to 0.0.0.0:9090): no endpoint. Start fails
+  // with UNAVAILABLE when it cannot be bound.
+  std::string metrics_listen;
+
+  // gRPC's maximum connection age: a connection older than this (give or take 10%, so that
+  // clients do not reconnect in step) is sent GOAWAY, and the client reconnects, through its
+  // load balancer, possibly to another replica: what lets clients behind a Kubernetes ClusterIP
+  // service spread onto pods added by a scale-up. RPCs in flight on it get the grace to finish
+  // before the connection is closed. Zero (default): connections live for ever.
+  absl::Duration max_connection_age = absl::ZeroDuration();
+  absl::Duration max_connection_age_grace = absl::Seconds(30);
+
   // At most this many error log lines per second; the rest are counted and summarised.
   int64_t error_log_per_second = 20;
 

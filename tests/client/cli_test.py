@@ -1,6 +1,7 @@
 """End-to-end tests of the `tensorcompute` CLI against a real tensorcompute-server.
 
-Run by ctest from tests/client as `python -m unittest -v cli_test` with
+Run by ctest from tests/client as `python -m unittest -v cli_test` (tests/testing on PYTHONPATH)
+with
   TC_SERVER_BINARY       the server (build/server/tensorcompute-server)
   TC_CLI_BINARY          the CLI (build/client/tensorcompute)
   TC_ECHO_SERVER_BINARY  the echo server (answers every call with its request's bytes)

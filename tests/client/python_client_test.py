@@ -4,7 +4,8 @@ Needs $TC_SERVER_BINARY and the `tensorcompute` package installed in this Python
 python_client.install does it). Run by hand:
 
     .venv/bin/pip install --no-deps --no-build-isolation ./client/python
-    cd tests/client && TC_SERVER_BINARY=../../build/server/tensorcompute-server \\
+    cd tests/client && PYTHONPATH=../testing \\
+        TC_SERVER_BINARY=../../build/server/tensorcompute-server \\
         ../../.venv/bin/python3 -m unittest -v python_client_test
 
 Results are checked bit for bit against numpy references (np.take, and a gather_nd written

@@ -133,9 +133,9 @@ class ServerProcess {
 TEST(Drain, SigtermAnswersInFlightRequestsRefusesNewOnesAndExitsZero) {
   // In-flight requests wait in the queue for their batch to fill (max_queue_delay 3 s) when
   // SIGTERM arrives, so they are still unanswered while the drain runs. The queue holds four.
-  ServerProcess process({"--listen=127.0.0.1:0", "--cpu_threads=1", "--max_batch_size=64",
-                         "--max_queue_delay_us=3000000", "--queue_capacity=4",
-                         "--drain_timeout_s=30"});
+  ServerProcess process({"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--cpu_threads=1",
+                         "--max_batch_size=64", "--max_queue_delay_us=3000000",
+                         "--queue_capacity=4", "--drain_timeout_s=30"});
   ASSERT_TRUE(process.started());
   const int port = process.WaitForPort();
   ASSERT_GT(port, 0) << process.output();
@@ -220,7 +220,8 @@ TEST(Drain, AnswersQueuedRequestsAtOnceAndFinishesWithinTheDrainTimeout) {
 }
 
 TEST(Drain, SigintWithNothingInFlightExitsZeroPromptly) {
-  ServerProcess process({"--listen=127.0.0.1:0", "--cpu_threads=1"});
+  ServerProcess process(
+      {"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--cpu_threads=1"});
   ASSERT_TRUE(process.started());
   ASSERT_GT(process.WaitForPort(), 0) << process.output();
   process.Signal(SIGINT);
@@ -231,7 +232,7 @@ TEST(Drain, SigintWithNothingInFlightExitsZeroPromptly) {
 
 TEST(Drain, DeviceGpuWithoutAGpuExitsNonZeroWithAMessage) {
   if (cuda::CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
-  ServerProcess process({"--listen=127.0.0.1:0", "--device=gpu"});
+  ServerProcess process({"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--device=gpu"});
   ASSERT_TRUE(process.started());
   const std::optional<int> code = process.WaitForExit(absl::Seconds(30));
   ASSERT_TRUE(code.has_value());
@@ -240,7 +241,7 @@ TEST(Drain, DeviceGpuWithoutAGpuExitsNonZeroWithAMessage) {
 }
 
 TEST(Drain, BadFlagValueExitsNonZeroWithAMessage) {
-  ServerProcess process({"--listen=127.0.0.1:0", "--device=tpu"});
+  ServerProcess process({"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--device=tpu"});
   ASSERT_TRUE(process.started());
   const std::optional<int> code = process.WaitForExit(absl::Seconds(30));
   ASSERT_TRUE(code.has_value());

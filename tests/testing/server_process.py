@@ -2,6 +2,7 @@
 
     with ServerProcess() as server:          # $TC_SERVER_BINARY on 127.0.0.1:<free port>
         target = server.target               # "127.0.0.1:PORT"
+        server.metrics_port                  # its Prometheus endpoint, also on a free port
 
 The binary's startup line ("... listening on HOST:PORT port=N ...") gives the port. Its output
 is drained on a thread (kept in `server.output`) so that a full pipe never stalls it; on exit
@@ -17,10 +18,14 @@ import threading
 class ServerProcess:
     def __init__(self, *flags, binary=None, stop_timeout=30):
         self.binary = binary or os.environ["TC_SERVER_BINARY"]
-        self.flags = ["--listen=127.0.0.1:0", *flags]
+        # The server's metrics endpoint defaults to port 9090: tests running side by side
+        # would collide there. (The echo server, given as `binary`, has no such flag.)
+        metrics = ["--metrics_listen=127.0.0.1:0"] if binary is None else []
+        self.flags = ["--listen=127.0.0.1:0", *metrics, *flags]
         self.stop_timeout = stop_timeout
         self.output = []
         self.port = None
+        self.metrics_port = None
         self._process = None
 
     @property
@@ -36,6 +41,8 @@ class ServerProcess:
             match = re.search(r"\bport=(\d+)", line)
             if match:
                 self.port = int(match.group(1))
+                metrics = re.search(r"\bmetrics_port=(\d+)", line)
+                self.metrics_port = int(metrics.group(1)) if metrics else None
                 break
         if self.port is None:
             self._process.wait(timeout=10)

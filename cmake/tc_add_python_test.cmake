@@ -1,0 +1,46 @@
+# Python end-to-end tests: scripts run with `python -m unittest -v SCRIPT` against the real
+# binaries, from the folder that holds them, with tests/testing (server_process.py) importable.
+#
+# They need a Python with the test dependencies: tools/install-deps.sh makes one in .venv.
+# TC_PYTHON_FOUND says whether there is one; without it, each folder registers one test that
+# says so and is reported as skipped (tc_add_python_test does it).
+#
+# tc_add_python_test(SCRIPT [FIXTURES <fixtures...>] [TIMEOUT <s>])
+set(TC_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python3" CACHE FILEPATH
+    "Python with the test dependencies (numpy, grpcio, ml_dtypes, prometheus_client, ...)")
+execute_process(
+  COMMAND ${TC_PYTHON} -c
+    "import numpy, grpc, grpc_tools, grpc_health, ml_dtypes, setuptools, wheel, prometheus_client"
+  RESULT_VARIABLE tc_python_missing OUTPUT_QUIET ERROR_QUIET
+)
+if(tc_python_missing)
+  set(TC_PYTHON_FOUND OFF)
+else()
+  set(TC_PYTHON_FOUND ON)
+endif()
+
+function(tc_add_python_test script)
+  cmake_parse_arguments(TC "" "TIMEOUT" "FIXTURES" ${ARGN})
+  if(NOT TC_PYTHON_FOUND)
+    file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR}/tests ${CMAKE_CURRENT_SOURCE_DIR})
+    if(NOT TEST python_tests.${folder}.SKIPPED)
+      add_test(NAME python_tests.${folder}.SKIPPED
+        COMMAND sh -c "echo 'SKIPPED: no Python with numpy/grpcio/ml_dtypes/prometheus_client at ${TC_PYTHON}; run tools/install-deps.sh'; exit 77")
+      set_tests_properties(python_tests.${folder}.SKIPPED PROPERTIES SKIP_RETURN_CODE 77)
+    endif()
+    return()
+  endif()
+  if(NOT TC_TIMEOUT)
+    set(TC_TIMEOUT 600)
+  endif()
+  add_test(NAME python.${script}
+    COMMAND ${TC_PYTHON} -m unittest -v ${script}
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+  set_tests_properties(python.${script} PROPERTIES
+    ENVIRONMENT
+      "TC_SERVER_BINARY=$<TARGET_FILE:tensorcompute-server>;TC_CLI_BINARY=$<TARGET_FILE:tensorcompute>;TC_ECHO_SERVER_BINARY=$<TARGET_FILE:tensorcompute-echo-server>;PYTHONDONTWRITEBYTECODE=1;PYTHONPATH=${PROJECT_SOURCE_DIR}/tests/testing"
+    TIMEOUT ${TC_TIMEOUT})
+  if(TC_FIXTURES)
+    set_tests_properties(python.${script} PROPERTIES FIXTURES_REQUIRED "${TC_FIXTURES}")
+  endif()
+endfunction()

@@ -1,0 +1,182 @@
+#include "server/prometheus_metrics.h"
+
+#include <exception>
+#include <limits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/metric_type.h"
+
+namespace tensorcompute::server {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+MetricFamily Family(const char* name, const char* help, MetricType type) {
+  MetricFamily family;
+  family.name = name;
+  family.help = help;
+  family.type = type;
+  return family;
+}
+
+ClientMetric Gauge(double value, std::vector<ClientMetric::Label> labels = {}) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  return metric;
+}
+
+ClientMetric Counter(double value, std::vector<ClientMetric::Label> labels = {}) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.counter.value = value;
+  return metric;
+}
+
+// `counts[i]` observations fell in bucket i (non-cumulative; the last is +Inf), whose upper
+// bound is `bounds[i]`.
+ClientMetric Histogram(const std::vector<double>& bounds, const std::vector<int64_t>& counts,
+                       double sum, std::vector<ClientMetric::Label> labels = {}) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    cumulative += static_cast<uint64_t>(counts[i]);
+    ClientMetric::Bucket bucket;
+    bucket.cumulative_count = cumulative;
+    bucket.upper_bound = i < bounds.size() ? bounds[i] : std::numeric_limits<double>::infinity();
+    metric.histogram.bucket.push_back(bucket);
+  }
+  metric.histogram.sample_count = cumulative;
+  metric.histogram.sample_sum = sum;
+  return metric;
+}
+
+}  // namespace
+
+MetricsCollector::MetricsCollector(const Metrics* metrics, const batching::Batcher* batcher,
+                                   std::vector<const MeteredExecutor*> executors,
+                                   std::string device, std::string device_description)
+    : metrics_(metrics),
+      batcher_(batcher),
+      executors_(std::move(executors)),
+      device_(std::move(device)),
+      device_description_(std::move(device_description)) {}
+
+std::vector<MetricFamily> MetricsCollector::Collect() const {
+  std::vector<MetricFamily> families;
+  const Rpc rpcs[] = {Rpc::kGather, Rpc::kGatherNd};
+
+  MetricFamily requests =
+      Family("tensorcompute_requests_total", "RPCs answered, by method and gRPC status code",
+             MetricType::Counter);
+  for (Rpc rpc : rpcs) {
+    for (int c = 0; c < kNumCodes; ++c) {
+      const auto code = static_cast<absl::StatusCode>(c);
+      const int64_t n = metrics_->requests(rpc, code);
+      // OK always (so rate() works from the first scrape); error codes once seen.
+      if (n == 0 && code != absl::StatusCode::kOk) continue;
+      requests.metric.push_back(
+          Counter(static_cast<double>(n),
+                  {{"code", absl::StatusCodeToString(code)}, {"rpc", RpcName(rpc)}}));
+    }
+  }
+  families.push_back(std::move(requests));
+
+  MetricFamily latency =
+      Family("tensorcompute_request_duration_seconds",
+             "Time from an RPC's arrival to its answer, by method", MetricType::Histogram);
+  const std::vector<double> latency_bounds(Metrics::kLatencyBounds.begin(),
+                                           Metrics::kLatencyBounds.end());
+  for (Rpc rpc : rpcs) {
+    std::vector<int64_t> counts;
+    for (int b = 0; b <= Metrics::kLatencyBuckets; ++b) {
+      counts.push_back(metrics_->latency_bucket(rpc, b));
+    }
+    latency.metric.push_back(Histogram(latency_bounds, counts,
+                                       absl::ToDoubleSeconds(metrics_->latency_total(rpc)),
+                                       {{"rpc", RpcName(rpc)}}));
+  }
+  families.push_back(std::move(latency));
+
+  MetricFamily inflight = Family("tensorcompute_inflight_requests",
+                                 "RPCs accepted and not yet answered", MetricType::Gauge);
+  inflight.metric.push_back(Gauge(static_cast<double>(metrics_->inflight_requests())));
+  families.push_back(std::move(inflight));
+
+  if (batcher_ != nullptr) {
+    MetricFamily queue = Family("tensorcompute_queue_depth",
+                                "Requests waiting in the batcher's queue", MetricType::Gauge);
+    queue.metric.push_back(Gauge(static_cast<double>(batcher_->queue_depth())));
+    families.push_back(std::move(queue));
+    MetricFamily batches = Family("tensorcompute_inflight_batches",
+                                  "Batches running on the executors now", MetricType::Gauge);
+    batches.metric.push_back(Gauge(static_cast<double>(batcher_->inflight_batches())));
+    families.push_back(std::move(batches));
+  }
+
+  MetricFamily batch_size =
+      Family("tensorcompute_batch_size", "Requests per batch handed to an executor",
+             MetricType::Histogram);
+  std::vector<double> size_bounds;
+  std::vector<int64_t> size_counts;
+  for (int b = 0; b <= Metrics::kBuckets; ++b) {
+    if (b < Metrics::kBuckets) size_bounds.push_back(static_cast<double>(int64_t{1} << b));
+    size_counts.push_back(metrics_->batch_size_bucket(b));
+  }
+  batch_size.metric.push_back(
+      Histogram(size_bounds, size_counts, static_cast<double>(metrics_->batched_requests())));
+  families.push_back(std::move(batch_size));
+
+  MetricFamily executor_batches = Family("tensorcompute_executor_batches_total",
+                                         "Batches run, by executor", MetricType::Counter);
+  MetricFamily busy =
+      Family("tensorcompute_executor_busy_seconds_total",
+             "Time batches spent on each executor, summed over batches (batches run side by side)",
+             MetricType::Counter);
+  for (const MeteredExecutor* executor : executors_) {
+    const std::string device(executor->name());
+    executor_batches.metric.push_back(
+        Counter(static_cast<double>(executor->batches()), {{"device", device}}));
+    busy.metric.push_back(Counter(absl::ToDoubleSeconds(executor->busy()), {{"device", device}}));
+  }
+  families.push_back(std::move(executor_batches));
+  families.push_back(std::move(busy));
+
+  MetricFamily info =
+      Family("tensorcompute_device_info", "Where gathers run (1): device and its description",
+             MetricType::Gauge);
+  info.metric.push_back(Gauge(1, {{"description", device_description_}, {"device", device_}}));
+  families.push_back(std::move(info));
+  return families;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& listen, std::shared_ptr<MetricsCollector> collector) {
+  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
+  try {
+    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+  }
+  const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen));
+  }
+  endpoint->port_ = ports.front();
+  endpoint->collector_ = std::move(collector);
+  endpoint->exposer_->RegisterCollectable(endpoint->collector_);
+  return endpoint;
+}
+
+MetricsEndpoint::~MetricsEndpoint() {
+  // Stops the HTTP threads before the collector (and what it reads) can go away.
+  exposer_.reset();
+}
+
+}  // namespace tensorcompute::server

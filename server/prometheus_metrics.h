@@ -1,0 +1,77 @@
+// File: server/prometheus_metrics.h
+//
+// The server's metrics in the Prometheus text format, over HTTP (GET /metrics), through
+// prometheus-cpp's Exposer and serializer. MetricsCollector is a prometheus::Collectable that
+// reads Metrics, the batcher and the metered executors when scraped and turns them into these
+// families (names follow Prometheus conventions: base units, _total for counters):
+//
+//   tensorcompute_requests_total{rpc,code}              counter    answers by RPC and status
+//   tensorcompute_request_duration_seconds{rpc}         histogram  arrival to answer
+//   tensorcompute_inflight_requests                     gauge      accepted, not yet answered
+//   tensorcompute_queue_depth                           gauge      waiting in the batcher
+//   tensorcompute_inflight_batches                      gauge      on the executors now
+//   tensorcompute_batch_size                            histogram  requests per batch
+//   tensorcompute_executor_batches_total{device}        counter    batches run per executor
+//   tensorcompute_executor_busy_seconds_total{device}   counter    summed batch time on it
+//   tensorcompute_device_info{device,description}       gauge (1)  what serves the gathers
+//
+// Thread-safety: Collect may run on the exposer's threads while the server serves; everything
+// it reads is atomic or thread-safe.
+
+#ifndef TENSORCOMPUTE_SERVER_PROMETHEUS_METRICS_H_
+#define TENSORCOMPUTE_SERVER_PROMETHEUS_METRICS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
+#include "prometheus/metric_family.h"
+
+#include "core/batching/batcher.h"
+#include "server/metrics.h"
+
+namespace tensorcompute::server {
+
+class MetricsCollector final : public prometheus::Collectable {
+ public:
+  // Nothing is owned; everything must outlive the collector's registration (MetricsEndpoint
+  // unregisters it before it goes). `batcher` may be null (no queue gauges).
+  MetricsCollector(const Metrics* metrics, const batching::Batcher* batcher,
+                   std::vector<const MeteredExecutor*> executors, std::string device,
+                   std::string device_description);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const Metrics* const metrics_;
+  const batching::Batcher* const batcher_;
+  const std::vector<const MeteredExecutor*> executors_;
+  const std::string device_;
+  const std::string device_description_;
+};
+
+// The HTTP endpoint: serves `collector` at /metrics on `listen` ("host:port"; port 0 picks a
+// free one) until destroyed.
+class MetricsEndpoint {
+ public:
+  // UNAVAILABLE when `listen` cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& listen, std::shared_ptr<MetricsCollector> collector);
+  ~MetricsEndpoint();
+
+  int port() const { return port_; }
+
+ private:
+  MetricsEndpoint() = default;
+
+  std::shared_ptr<MetricsCollector> collector_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+};
+
+}  // namespace tensorcompute::server
+
+#endif  // TENSORCOMPUTE_SERVER_PROMETHEUS_METRICS_H_
