@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# deploy/validate-k8s.sh: offline checks of the Kubernetes manifests in deploy/k8s. No cluster.
+#
+#   1. kubernetes-validate --strict: every manifest in deploy/k8s (kustomization.yaml files
+#      are not Kubernetes resources and are skipped) against the API schemas of Kubernetes
+#      1.27 (the oldest we support: native gRPC probes are GA there) and of the newest version
+#      the installed kubernetes-validate ships. Unknown fields, wrong types, missing required
+#      fields and a kind or apiVersion that version does not serve all fail.
+#   2. Invariants the schemas cannot see (terminationGracePeriodSeconds covers preStop + drain,
+#      probes on the gRPC port, non-root, read-only root filesystem, ...): check_invariants.
+#   3. With kubectl (or kustomize) on PATH: 1 and 2 again on what `kubectl kustomize` renders
+#      for deploy/k8s (CPU) and deploy/k8s/gpu; without it, says "skipped".
+#
+# kubernetes-validate: $KUBERNETES_VALIDATE, else <repo>/.venv/bin/kubernetes-validate
+# (tools/install-deps.sh installs it there). Missing: exit 77, which ctest reports as skipped.
+# Exit status: 0 all passed, 1 a check failed, 77 skipped.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+k8s_dir=$repo/deploy/k8s
+oldest_version=1.27.0
+
+kv=${KUBERNETES_VALIDATE:-$repo/.venv/bin/kubernetes-validate}
+if [[ ! -x $kv ]]; then
+  echo "SKIPPED: kubernetes-validate not found at $kv" \
+       "(run tools/install-deps.sh, or set KUBERNETES_VALIDATE)"
+  exit 77
+fi
+
+# The Python that runs kubernetes-validate (its shebang) has PyYAML, a dependency of it.
+python=()
+read -r -a python < <(head -n 1 "$kv" | sed -n 's/^#! *//p')
+if ((${#python[@]} == 0)) || ! "${python[@]}" -c 'import yaml, kubernetes_validate' 2>/dev/null; then
+  python=("$(dirname "$kv")/python3")
+  if ! "${python[@]}" -c 'import yaml, kubernetes_validate' 2>/dev/null; then
+    echo "FAILED: found $kv but no Python with yaml and kubernetes_validate beside it"
+    exit 1
+  fi
+fi
+newest_version=$("${python[@]}" -c \
+  'import kubernetes_validate.utils as u; print(u.latest_version())')
+versions=("$oldest_version")
+if [[ $newest_version != "$oldest_version" ]]; then versions+=("$newest_version"); fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+
+# validate LABEL FILE...: kubernetes-validate --strict against every version in $versions.
+# It only warns (exit 0) about a kind/apiVersion it has no schema for, e.g. a typo in `kind`
+# or an API removed in that version: such a WARN counts as a failure here.
+validate() {
+  local label=$1
+  shift
+  local args=(--strict) version
+  for version in "${versions[@]}"; do args+=(-k "$version"); done
+  local rc=0
+  "$kv" "${args[@]}" "$@" >"$tmp/out" 2>&1 || rc=$?
+  cat "$tmp/out"
+  if ((rc != 0)) || grep -qE '^(WARN|ERROR|FATAL)' "$tmp/out"; then
+    echo "FAILED: $label: kubernetes-validate (exit $rc)"
+    failed=1
+  else
+    echo "ok: $label: $# file(s) valid for Kubernetes ${versions[*]} (strict)"
+  fi
+}
+
+# check_invariants LABEL FILE...: the files together are one set of resources (one variant).
+check_invariants() {
+  local label=$1
+  shift
+  if "${python[@]}" - "$@" <<'PYTHON'; then
+import math
+import re
+import sys
+
+import yaml
+
+GRPC_PORT = 50051
+# After --drain_timeout_s the server may still take this long to exit: grpc::Server::Shutdown
+# gets 1 s more, then it waits up to 5 s for cancelled tasks (Server::DoDrain, server/server.cc).
+DRAIN_SLACK_S = 6
+
+docs = []
+for path in sys.argv[1:]:
+    with open(path) as f:
+        try:
+            docs += [d for d in yaml.safe_load_all(f) if d]
+        except yaml.YAMLError as e:
+            sys.exit(f"  invariant: {path}: not YAML: {e}")
+errors = []
+
+
+def check(ok, what):
+    if not ok:
+        errors.append(what)
+
+
+def cpu_cores(quantity):
+    q = str(quantity)
+    return int(q[:-1]) / 1000 if q.endswith("m") else float(q)
+
+
+def flags(args):
+    out = {}
+    for arg in args:
+        m = re.fullmatch(r"--([a-z0-9_]+)(?:=(.*))?", arg)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+deployments = [d for d in docs if d.get("kind") == "Deployment"]
+check(deployments, "no Deployment")
+for dep in deployments:
+    name = f"Deployment {dep['metadata']['name']}"
+    pod = dep["spec"]["template"]["spec"]
+    pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
+    pod_sc = pod.get("securityContext", {})
+    for c in pod["containers"]:
+        where = f"{name} container {c['name']}"
+        sc = c.get("securityContext", {})
+        f = flags(c.get("args", []))
+        env = {e["name"]: e for e in c.get("env", [])}
+        ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+
+        # Shutdown: grace > preStop + drain (+ the server's slack after the drain timeout).
+        pre_stop = c.get("lifecycle", {}).get("preStop", {})
+        sleep_s = 0
+        if "exec" in pre_stop:
+            cmd = pre_stop["exec"]["command"]
+            check(len(cmd) == 2 and cmd[0].endswith("sleep") and cmd[1].isdigit(),
+                  f"{where}: preStop exec is not [sleep, SECONDS]: {cmd}")
+            sleep_s = int(cmd[1]) if len(cmd) == 2 and cmd[1].isdigit() else 0
+        elif "sleep" in pre_stop:
+            sleep_s = int(pre_stop["sleep"]["seconds"])
+        check(sleep_s > 0, f"{where}: no preStop sleep (endpoints must go before SIGTERM)")
+        drain = f.get("drain_timeout_s")
+        check(drain is not None and drain.isdigit(), f"{where}: no --drain_timeout_s=N arg")
+        drain = int(drain) if drain and drain.isdigit() else 30
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        check(grace > sleep_s + drain + DRAIN_SLACK_S,
+              f"{where}: terminationGracePeriodSeconds {grace} <= preStop {sleep_s} + "
+              f"--drain_timeout_s {drain} + {DRAIN_SLACK_S} s shutdown slack")
+
+        # Probes: native gRPC, on the port the server listens on.
+        listen = f.get("listen") or f"0.0.0.0:{GRPC_PORT}"
+        check(listen.rsplit(":", 1)[1] == str(GRPC_PORT), f"{where}: --listen={listen}")
+        check(ports.get("grpc") == GRPC_PORT, f"{where}: container port grpc is not {GRPC_PORT}")
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            port = c.get(probe, {}).get("grpc", {}).get("port")
+            check(port == GRPC_PORT, f"{where}: {probe} is not a gRPC probe on {GRPC_PORT}")
+
+        # Security: non-root, read-only root, no privilege escalation, no capabilities.
+        check(pod_sc.get("runAsNonRoot") is True and sc.get("runAsNonRoot", True) is True,
+              f"{where}: runAsNonRoot is not true (pod and container)")
+        check(sc.get("readOnlyRootFilesystem") is True, f"{where}: root filesystem writable")
+        check(sc.get("allowPrivilegeEscalation") is False,
+              f"{where}: allowPrivilegeEscalation is not false")
+        check("ALL" in sc.get("capabilities", {}).get("drop", []),
+              f"{where}: capabilities do not drop ALL")
+
+        # Metrics: --metrics_listen, the metrics port and the scrape annotation agree.
+        annotations = dep["spec"]["template"]["metadata"].get("annotations", {})
+        metrics_port = (f.get("metrics_listen") or ":").rsplit(":", 1)[1]
+        check(metrics_port == str(ports.get("metrics")) == annotations.get("prometheus.io/port"),
+              f"{where}: --metrics_listen port {metrics_port!r}, container port metrics "
+              f"{ports.get('metrics')} and prometheus.io/port differ")
+
+        # --cpu_threads follows the CPU limit (a number equal to it rounded up, or $(VAR) of a
+        # resourceFieldRef on limits.cpu).
+        limits = c.get("resources", {}).get("limits", {})
+        threads = f.get("cpu_threads")
+        check("cpu" in limits and threads is not None, f"{where}: no cpu limit or --cpu_threads")
+        if "cpu" in limits and threads is not None:
+            m = re.fullmatch(r"\$\((\w+)\)", threads)
+            if m:
+                ref = env.get(m.group(1), {}).get("valueFrom", {}).get("resourceFieldRef", {})
+                check(ref.get("resource") == "limits.cpu",
+                      f"{where}: --cpu_threads={threads} is not an env var of limits.cpu")
+            else:
+                check(threads == str(math.ceil(cpu_cores(limits["cpu"]))),
+                      f"{where}: --cpu_threads={threads} but the cpu limit is {limits['cpu']}")
+
+        # --device=gpu needs a GPU, and the GPU nodes' taint tolerated.
+        if f.get("device") == "gpu":
+            check(int(limits.get("nvidia.com/gpu", 0)) >= 1, f"{where}: gpu but no GPU limit")
+            check(any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", [])),
+                  f"{where}: gpu but no toleration for the nvidia.com/gpu taint")
+
+    # Services route to these pods, by port names the container has.
+    for svc in (d for d in docs if d.get("kind") == "Service"):
+        selector = svc["spec"].get("selector", {})
+        if selector.items() <= pod_labels.items():
+            cports = [p for c in pod["containers"] for p in c.get("ports", [])]
+            targets = {p.get("name") for p in cports} | {p["containerPort"] for p in cports}
+            for p in svc["spec"]["ports"]:
+                check(p.get("targetPort", p["port"]) in targets,
+                      f"Service {svc['metadata']['name']}: targetPort {p.get('targetPort')} "
+                      f"is no container port")
+
+    # With an HPA on it, `replicas` must not be in the manifest: each apply would reset it.
+    for hpa in (d for d in docs if d.get("kind") == "HorizontalPodAutoscaler"):
+        ref = hpa["spec"]["scaleTargetRef"]
+        if ref["kind"] == "Deployment" and ref["name"] == dep["metadata"]["name"]:
+            check("replicas" not in dep["spec"],
+                  f"{name}: sets replicas, but HorizontalPodAutoscaler "
+                  f"{hpa['metadata']['name']} scales it")
+            check(hpa["spec"].get("minReplicas", 1) >= 2,
+                  f"HorizontalPodAutoscaler {hpa['metadata']['name']}: minReplicas < 2")
+
+for svc in (d for d in docs if d.get("kind") == "Service" and d["spec"].get("clusterIP") == "None"):
+    check(svc["spec"].get("publishNotReadyAddresses", False) is False,
+          f"headless Service {svc['metadata']['name']} publishes pods that are not Ready")
+
+for e in errors:
+    print(f"  invariant: {e}")
+sys.exit(1 if errors else 0)
+PYTHON
+    echo "ok: $label: invariants hold"
+  else
+    echo "FAILED: $label: invariants"
+    failed=1
+  fi
+}
+
+echo "kubernetes-validate $("$kv" --version) ($kv), Kubernetes ${versions[*]}"
+
+mapfile -t manifests < <(find "$k8s_dir" -name '*.yaml' ! -name kustomization.yaml | sort)
+if ((${#manifests[@]} == 0)); then
+  echo "FAILED: no manifests under $k8s_dir"
+  exit 1
+fi
+validate "deploy/k8s manifests" "${manifests[@]}"
+mapfile -t base < <(find "$k8s_dir/base" -name '*.yaml' ! -name kustomization.yaml | sort)
+check_invariants "deploy/k8s/base manifests" "${base[@]}"
+
+render=()
+if command -v kubectl >/dev/null 2>&1; then
+  render=(kubectl kustomize)
+elif command -v kustomize >/dev/null 2>&1; then
+  render=(kustomize build)
+fi
+if ((${#render[@]} == 0)); then
+  echo "skipped: kubectl not found: the kustomize renderings of deploy/k8s and deploy/k8s/gpu" \
+       "are not validated"
+else
+  for variant in "" gpu; do
+    dir=deploy/k8s${variant:+/$variant}
+    out=$tmp/rendered-${variant:-cpu}.yaml
+    if "${render[@]}" "$repo/$dir" >"$out"; then
+      validate "${render[*]} $dir" "$out"
+      check_invariants "${render[*]} $dir" "$out"
+    else
+      echo "FAILED: ${render[*]} $dir"
+      failed=1
+    fi
+  done
+fi
+
+if ((failed)); then
+  echo "FAILED: deploy/k8s"
+  exit 1
+fi
+echo "PASSED: deploy/k8s"
