@@ -56,13 +56,21 @@ absl::StatusOr<std::vector<std::string>> SplitTargets(absl::string_view target) 
   return targets;
 }
 
+constexpr char kServiceConfig[] = R"({
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "healthCheckConfig": {"serviceName": "tensorcompute.v1.TensorCompute"}
+})";
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
                                            int index) {
   grpc::ChannelArguments args;
   const int limit = static_cast<int>(std::min<int64_t>(max_message_bytes, INT32_MAX));
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
-  args.SetLoadBalancingPolicyName("round_robin");
+  // round_robin over every address the target resolves to, skipping servers whose health
+  // (grpc.health.v1, client-side health checking) is not SERVING: a draining replica stops
+  // getting calls as soon as it says so, before it closes its connections.
+  args.SetServiceConfigJSON(kServiceConfig);
   // Channels with equal arguments share connections (the global subchannel pool); a distinct
   // argument per index keeps each of them on its own.
   args.SetInt("tensorcompute.client_channel", index);

@@ -42,6 +42,9 @@ ABSL_FLAG(int64_t, max_output_bytes, 0,
 ABSL_FLAG(int64_t, max_rank, 32, "highest rank of params and indices; above: INVALID_ARGUMENT");
 ABSL_FLAG(int64_t, drain_timeout_s, 30,
           "on SIGTERM/SIGINT, how long accepted requests may take before they are cancelled");
+ABSL_FLAG(int64_t, drain_notice_ms, 500,
+          "at the start of a drain, how long health says NOT_SERVING and new requests get "
+          "UNAVAILABLE before connections close, so clients move to other replicas first");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9090",
           "host:port of the Prometheus endpoint (GET /metrics); port 0 picks one; empty = none");
 ABSL_FLAG(int64_t, max_connection_age_s, 0,
@@ -168,6 +171,7 @@ int main(int argc, char** argv) {
   options.max_output_bytes = absl::GetFlag(FLAGS_max_output_bytes);
   options.max_rank = absl::GetFlag(FLAGS_max_rank);
   options.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  options.drain_notice = absl::Milliseconds(absl::GetFlag(FLAGS_drain_notice_ms));
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   options.max_connection_age_grace = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_s));

@@ -40,8 +40,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         absl::StrCat("device must be auto, cpu or gpu, not \"", options.device, "\""));
   }
   if (options.max_connection_age < absl::ZeroDuration() ||
-      options.max_connection_age_grace < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("need max_connection_age and its grace >= 0");
+      options.max_connection_age_grace < absl::ZeroDuration() ||
+      options.drain_notice < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "need max_connection_age, max_connection_age_grace and drain_notice >= 0");
   }
   if (options.gpu_streams < 1 || options.gpu_streams > 64 ||
       options.gpu_staging_bytes < (int64_t{64} << 10)) {
@@ -199,10 +201,13 @@ void Server::DoDrain() {
   // grpc::Server::Shutdown: Shutdown cancels calls that arrive before clients see it (they
   // would get CANCELLED, not UNAVAILABLE), and it does not know that queued requests can be
   // answered at once rather than after their batching delay.
-  const absl::Time deadline = absl::Now() + options_.drain_timeout;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options_.drain_timeout;
   if (server_ != nullptr) {
-    spdlog::info("draining: health NOT_SERVING, refusing new requests, answering {} queued",
-                 batcher_->queue_depth());
+    spdlog::info(
+        "draining: health NOT_SERVING, refusing new requests, answering {} queued; closing "
+        "connections in {} ms",
+        batcher_->queue_depth(), absl::ToInt64Milliseconds(options_.drain_notice));
     server_->GetHealthCheckService()->SetServingStatus(false);
     service_->StartDraining();
   }
@@ -214,6 +219,10 @@ void Server::DoDrain() {
     }
   }
   if (server_ != nullptr) {
+    // The notice period (ServerOptions::drain_notice): clients see NOT_SERVING or UNAVAILABLE
+    // and go elsewhere before the connections close.
+    const absl::Time notice_end = std::min(start + options_.drain_notice, deadline);
+    if (absl::Now() < notice_end) absl::SleepFor(notice_end - absl::Now());
     // Every accepted RPC has called Finish (unless the timeout hit); Shutdown waits for their
     // responses to be sent, cancels what is left at the deadline, and closes the listeners.
     server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now() + absl::Seconds(1))));

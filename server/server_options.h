@@ -67,6 +67,14 @@ struct ServerOptions {
   // request, and exit; requests still running after this long are cancelled.
   absl::Duration drain_timeout = absl::Seconds(30);
 
+  // The start of a drain is a notice period: health is NOT_SERVING and new RPCs get
+  // UNAVAILABLE, but connections stay open, for at least this long (within drain_timeout).
+  // Clients that watch health (gRPC client-side health checking, which the bundled clients
+  // turn on) stop sending here, and others retry elsewhere; only then are connections closed
+  // (GOAWAY). Without it, calls already on the wire when the server closes would be cancelled
+  // by gRPC (CANCELLED, which clients do not retry). Default 500 ms; 0: close at once.
+  absl::Duration drain_notice = absl::Milliseconds(500);
+
   // Prometheus metrics (prometheus_metrics.h lists them) over HTTP at http://<this>/metrics,
   // "host:port"; port 0 picks a free port (Server::metrics_port() tells). Empty (the library's
   // default; the binary's --metrics_listen defaults to 0.0.0.0:9090): no endpoint. Start fails

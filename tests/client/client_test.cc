@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,7 @@ namespace tensorcompute::client {
 namespace {
 
 using ::tensorcompute::server::Server;
+using ::tensorcompute::server::ServerOptions;
 using ::tensorcompute::server::test_support::TestOptions;
 using ::tensorcompute::server::test_support::WaitFor;
 using ::tensorcompute::testing::IsOk;
@@ -186,6 +188,34 @@ TEST(Client, RetriesMovePastADeadReplica) {
   for (int i = 0; i < 6; ++i) {
     EXPECT_THAT(retrying->Gather(params.view(), indices.view()).status(), IsOk());
   }
+}
+
+// Client-side health checking: once a replica starts draining (health NOT_SERVING, notice
+// period before it closes), gRPC's round_robin stops picking it. Every call then goes to the
+// other replica and succeeds without a retry, and the draining one sees none of them.
+TEST(Client, DrainingReplicaIsSkippedWithoutRetries) {
+  ServerOptions draining_options = TestOptions();
+  draining_options.drain_notice = absl::Seconds(3);
+  auto draining = Server::Start(draining_options);
+  ASSERT_THAT(draining.status(), IsOk());
+  auto live = StartServer();
+  auto client =
+      MakeClient(absl::StrCat("ipv4:", Local((*draining)->port()), ",", Local(live->port())));
+  const core::Tensor params = testing::MakeTensor<int32_t>({3}, {10, 20, 30});
+  const core::Tensor indices = testing::MakeIndices(core::DataType::kInt32, {1}, {2});
+  ASSERT_TRUE(WaitFor([&] {  // both connections up and used
+    EXPECT_THAT(client->Gather(params.view(), indices.view()).status(), IsOk());
+    return (*draining)->metrics().requests_total() > 0 && live->metrics().requests_total() > 0;
+  }));
+
+  std::thread drain([&] { (*draining)->Drain(); });
+  absl::SleepFor(absl::Milliseconds(300));  // NOT_SERVING reaches the client's health watch
+  const int64_t drained_before = (*draining)->metrics().requests_total();
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_THAT(client->Gather(params.view(), indices.view()).status(), IsOk());
+  }
+  EXPECT_EQ((*draining)->metrics().requests_total(), drained_before);
+  drain.join();
 }
 
 }  // namespace

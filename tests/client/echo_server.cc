@@ -1,6 +1,7 @@
 // tensorcompute-echo-server: answers every unary call, whatever its method, with the request's
-// own bytes and status OK. It parses nothing and computes nothing, so a load test against it
-// measures the load tester's (and gRPC's) own ceiling: docs/performance.md, "Load tester".
+// own bytes and status OK (and serves grpc.health.v1, SERVING). It parses nothing and computes
+// nothing, so a load test against it measures the load tester's (and gRPC's) own ceiling:
+// docs/performance.md, "Load tester".
 //
 //   tensorcompute-echo-server [--listen=127.0.0.1:0] [--max_message_bytes=67108864]
 // prints "tensorcompute-echo-server listening on HOST:PORT port=N" and runs until SIGTERM or
@@ -15,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -60,6 +62,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   EchoService service;
+  // The standard health service, SERVING, like tensorcompute-server's: the bundled clients
+  // watch it (client-side health checking) and would not call a server that fails it. The
+  // generic echo answers every other method.
+  grpc::EnableDefaultHealthCheckService(true);
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
@@ -72,6 +78,7 @@ int main(int argc, char** argv) {
                  absl::GetFlag(FLAGS_listen).c_str());
     return 1;
   }
+  server->GetHealthCheckService()->SetServingStatus("tensorcompute.v1.TensorCompute", true);
   std::printf("tensorcompute-echo-server listening on port=%d\n", port);
   std::fflush(stdout);
   int signal = 0;

@@ -219,6 +219,25 @@ TEST(Drain, AnswersQueuedRequestsAtOnceAndFinishesWithinTheDrainTimeout) {
   EXPECT_EQ((*server)->metrics().batched_requests(), 1);
 }
 
+TEST(Drain, NoticePeriodKeepsConnectionsOpenAndAnswersUnavailable) {
+  // During the notice (drain_notice), a client on an open connection is answered UNAVAILABLE
+  // by the service (retryable), not CANCELLED by a closing gRPC server and not refused; and
+  // the connections close only after it.
+  ServerOptions options = test_support::TestOptions();
+  options.drain_notice = absl::Milliseconds(800);
+  auto server = Server::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = MakeStub((*server)->port());
+  ASSERT_TRUE(SendGather(*stub, SmallGather()).ok());
+  const absl::Time start = absl::Now();
+  std::thread drain([&] { (*server)->Drain(); });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_THAT(SendGather(*stub, SmallGather()),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("server is draining")));
+  drain.join();
+  EXPECT_GE(absl::Now() - start, options.drain_notice);
+}
+
 TEST(Drain, SigintWithNothingInFlightExitsZeroPromptly) {
   ServerProcess process(
       {"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--cpu_threads=1"});

@@ -37,6 +37,7 @@ ServerOptions TestOptions() {
   options.device = device != nullptr && *device != '\0' ? device : "cpu";
   options.cpu_threads = 2;
   options.drain_timeout = absl::Seconds(30);
+  options.drain_notice = absl::ZeroDuration();  // tests of the notice set it
   return options;
 }
 

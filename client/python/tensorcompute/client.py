@@ -62,6 +62,13 @@ from tensorcompute.v1 import tensorcompute_pb2_grpc as pb_grpc
 __all__ = ["Client", "TensorComputeError"]
 
 _INITIAL_BACKOFF_S = 0.1
+# round_robin over every address the target resolves to, skipping servers whose health
+# (grpc.health.v1, client-side health checking) is not SERVING: a draining replica stops
+# getting calls as soon as it says so, before it closes its connections.
+_SERVICE_CONFIG = {
+    "loadBalancingConfig": [{"round_robin": {}}],
+    "healthCheckConfig": {"serviceName": "tensorcompute.v1.TensorCompute"},
+}
 _MAX_BACKOFF_S = 5.0
 
 # (numpy kind, itemsize) -> wire dtype, for the fixed-size numeric types.
@@ -217,7 +224,7 @@ class Client:
         options = [
             ("grpc.max_send_message_length", int(max_message_bytes)),
             ("grpc.max_receive_message_length", int(max_message_bytes)),
-            ("grpc.service_config", json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})),
+            ("grpc.service_config", json.dumps(_SERVICE_CONFIG)),
         ]
         if self.retries:
             backoff_ms = int(_INITIAL_BACKOFF_S * 1000)
