@@ -199,13 +199,15 @@ for dep in deployments:
                       f"Service {svc['metadata']['name']}: targetPort {p.get('targetPort')} "
                       f"is no container port")
 
-    # With an HPA on it, `replicas` must not be in the manifest: each apply would reset it.
+    # With an HPA on it, `replicas` (if set) is the HPA's floor: an apply never resets the
+    # Deployment below what the HPA would keep.
     for hpa in (d for d in docs if d.get("kind") == "HorizontalPodAutoscaler"):
         ref = hpa["spec"]["scaleTargetRef"]
         if ref["kind"] == "Deployment" and ref["name"] == dep["metadata"]["name"]:
-            check("replicas" not in dep["spec"],
-                  f"{name}: sets replicas, but HorizontalPodAutoscaler "
-                  f"{hpa['metadata']['name']} scales it")
+            check(dep["spec"].get("replicas", hpa["spec"].get("minReplicas", 1))
+                  == hpa["spec"].get("minReplicas", 1),
+                  f"{name}: replicas is not HorizontalPodAutoscaler "
+                  f"{hpa['metadata']['name']}'s minReplicas")
             check(hpa["spec"].get("minReplicas", 1) >= 2,
                   f"HorizontalPodAutoscaler {hpa['metadata']['name']}: minReplicas < 2")
 
