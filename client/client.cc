@@ -60,9 +60,13 @@ constexpr char kServiceConfig[] = R"({
   "loadBalancingConfig": [{"round_robin": {}}],
   "healthCheckConfig": {"serviceName": "tensorcompute.v1.TensorCompute"}
 })";
+// For health checks themselves: a server that is not SERVING must still be asked.
+constexpr char kServiceConfigWithoutHealthChecking[] = R"({
+  "loadBalancingConfig": [{"round_robin": {}}]
+})";
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
-                                           int index) {
+                                           int index, bool health_checking) {
   grpc::ChannelArguments args;
   const int limit = static_cast<int>(std::min<int64_t>(max_message_bytes, INT32_MAX));
   args.SetMaxReceiveMessageSize(limit);
@@ -70,7 +74,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t ma
   // round_robin over every address the target resolves to, skipping servers whose health
   // (grpc.health.v1, client-side health checking) is not SERVING: a draining replica stops
   // getting calls as soon as it says so, before it closes its connections.
-  args.SetServiceConfigJSON(kServiceConfig);
+  args.SetServiceConfigJSON(health_checking ? kServiceConfig : kServiceConfigWithoutHealthChecking);
   // Channels with equal arguments share connections (the global subchannel pool); a distinct
   // argument per index keeps each of them on its own.
   args.SetInt("tensorcompute.client_channel", index);
@@ -166,7 +170,11 @@ absl::StatusOr<std::string> Client::Health(int target_index, const std::string& 
   if (target_index < 0 || target_index >= static_cast<int>(targets_.size())) {
     return absl::InvalidArgumentError("target_index out of range");
   }
-  const auto& channel = channels_[target_index * options_.connections_per_target];
+  // Not the call channels: they watch health, so they would not call a server that is not
+  // SERVING (UNAVAILABLE instead of the answer "NOT_SERVING"). Health checks are rare: a
+  // channel of their own each time.
+  const std::shared_ptr<grpc::Channel> channel = MakeChannel(
+      targets_[target_index], options_.max_message_bytes, /*index=*/-1, /*health_checking=*/false);
   grpc::ClientContext context;
   const absl::Duration timeout = call.timeout.value_or(options_.timeout);
   if (timeout != absl::InfiniteDuration()) {

@@ -121,10 +121,11 @@ class Client {
 // entry (spaces trimmed, empty parts dropped). Returns INVALID_ARGUMENT when nothing is left.
 absl::StatusOr<std::vector<std::string>> SplitTargets(absl::string_view target);
 
-// A channel to `target` with the client's message limits and the round_robin policy. Channels
-// made with different `index` values never share a connection.
+// A channel to `target` with the client's message limits and the round_robin policy, which
+// with `health_checking` (gRPC client-side health checking) skips servers whose health is not
+// SERVING. Channels made with different `index` values never share a connection.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
-                                           int index);
+                                           int index, bool health_checking = true);
 
 }  // namespace tensorcompute::client
 

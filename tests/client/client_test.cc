@@ -215,6 +215,11 @@ TEST(Client, DrainingReplicaIsSkippedWithoutRetries) {
     EXPECT_THAT(client->Gather(params.view(), indices.view()).status(), IsOk());
   }
   EXPECT_EQ((*draining)->metrics().requests_total(), drained_before);
+  // Health itself still asks the draining server (not skipped like calls): the answer is
+  // NOT_SERVING, not UNAVAILABLE.
+  absl::StatusOr<std::string> health = MakeClient(Local((*draining)->port()))->Health();
+  ASSERT_THAT(health.status(), IsOk());
+  EXPECT_EQ(*health, "NOT_SERVING");
   drain.join();
 }
 

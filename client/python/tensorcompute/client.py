@@ -235,6 +235,13 @@ class Client:
             ]
         self._channel = grpc.insecure_channel(target, options=options)
         self._stub = pb_grpc.TensorComputeStub(self._channel)
+        # health() asks on a channel of its own that does not watch health: the call channel
+        # would not call a server that is not SERVING (UNAVAILABLE, not "NOT_SERVING").
+        # (Channels connect lazily: this one costs nothing until health() is called.)
+        health_options = [
+            (key, json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
+             if key == "grpc.service_config" else value) for key, value in options]
+        self._health_channel = grpc.insecure_channel(target, options=health_options)
         self._health_stub = None
 
     def gather(self, params, indices, axis=None, batch_dims=0, timeout=None):
@@ -266,7 +273,7 @@ class Client:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
         if self._health_stub is None:
-            self._health_stub = health_pb2_grpc.HealthStub(self._channel)
+            self._health_stub = health_pb2_grpc.HealthStub(self._health_channel)
         response = self._call(self._health_stub.Check,
                               health_pb2.HealthCheckRequest(service=service), timeout)
         return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
@@ -274,6 +281,7 @@ class Client:
     def close(self):
         """Closes the channel; later calls raise ValueError."""
         self._channel.close()
+        self._health_channel.close()
 
     def __enter__(self):
         return self
