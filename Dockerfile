@@ -83,9 +83,10 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
 # transitively), mapped to the package that ships it. ldd may name a library under /lib while
 # dpkg registered it under /usr/lib, or the other way round (merged /usr), so both spellings
 # of the path and of its target are tried. A library no package ships stops the build.
-RUN if ldd /out/* | grep 'not found'; then exit 1; fi \
- && ldd /out/* | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $2 ~ /^\(/ { print $1 }' \
-      | sort -u > /out/libraries.txt \
+RUN bins="/out/tensorcompute-server /out/tensorcompute" \
+ && if ldd $bins | grep 'not found'; then exit 1; fi \
+ && ldd $bins | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $2 ~ /^\(/ { print $1 }' \
+      | sort -u > /tmp/libraries.txt \
  && while read -r lib; do \
       pkg=""; \
       for path in "$lib" "$(realpath "$lib")"; do \
@@ -96,7 +97,7 @@ RUN if ldd /out/* | grep 'not found'; then exit 1; fi \
       done; \
       if [ -z "$pkg" ]; then echo "no package ships $lib" >&2; exit 1; fi; \
       echo "$pkg"; \
-    done < /out/libraries.txt | sort -u > /out/runtime-packages.txt \
+    done < /tmp/libraries.txt | sort -u > /out/runtime-packages.txt \
  && echo "runtime packages:" $(cat /out/runtime-packages.txt)
 
 FROM ${RUNTIME_IMAGE}
