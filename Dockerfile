@@ -91,7 +91,8 @@ RUN bins="/out/tensorcompute-server /out/tensorcompute" \
       pkg=""; \
       for path in "$lib" "$(realpath "$lib")"; do \
         for candidate in "$path" "${path#/usr}" "/usr$path"; do \
-          pkg=$(dpkg-query -S "$candidate" 2>/dev/null | grep -v '^diversion' | head -n1 | cut -d: -f1 || true); \
+          pkg=$(dpkg-query -S "$candidate" 2>/dev/null | grep -v '^diversion' \
+                | head -n1 | cut -d: -f1 || true); \
           if [ -n "$pkg" ]; then break 2; fi; \
         done; \
       done; \

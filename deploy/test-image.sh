@@ -174,7 +174,8 @@ build_image() {
   buildah bud --isolation chroot --format docker \
     --build-arg BUILD_IMAGE="$base" --build-arg RUNTIME_IMAGE="$base_slim" --build-arg JOBS=2 \
     -f Dockerfile -t "$image" . 2>&1 | tee "$work/build.log" \
-    | grep --line-buffered -E '^(STEP|COMMIT|runtime packages:|\[[0-9]+/[0-9]+\] )|(error|warning|WARN)'
+    | grep --line-buffered -E \
+      '^(STEP|COMMIT|runtime packages:|\[[0-9]+/[0-9]+\] )|(error|warning|WARN)'
   rc=${PIPESTATUS[0]}
   set -e
   if [ "$rc" -ne 0 ] || ! podman image exists "$image"; then
@@ -267,7 +268,8 @@ if podman healthcheck run "$container" > "$work/healthcheck.out" 2>&1; then
     "$(podman inspect -f '{{.State.Health.Status}}' "$container" 2>/dev/null || true)"
 else
   # podman runs the image's HEALTHCHECK command; without systemd some podman versions cannot.
-  echo "podman healthcheck run failed ($(tr '\n' ' ' < "$work/healthcheck.out")); running the command"
+  echo "podman healthcheck run failed ($(tr '\n' ' ' < "$work/healthcheck.out"));" \
+    "running the command"
   podman exec "$container" /usr/local/bin/tensorcompute health --target localhost:50051 \
     --timeout 2 || fail "the HEALTHCHECK command failed in the container"
 fi
