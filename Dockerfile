@@ -3,9 +3,9 @@
 # libraries they load (found with ldd, mapped to their Debian packages), and nothing else:
 # no compiler, no headers, no build tree.
 #
-#   docker build -t tensorcompute .
-#   docker run --rm -p 50051:50051 -p 9090:9090 tensorcompute            # server flags may follow
-#   docker run --rm --entrypoint tensorcompute tensorcompute health --target HOST:50051
+#   docker build -t tensorcompute:latest .
+#   docker run --rm -p 50051:50051 -p 9090:9090 tensorcompute:latest     # server flags may follow
+#   docker run --rm --entrypoint tensorcompute tensorcompute:latest health --target HOST:50051
 #
 # The server runs as uid 10001 (numeric, so Kubernetes' runAsNonRoot can check it). It is PID 1
 # and handles SIGTERM itself: it stops accepting, answers what it accepted (up to
@@ -33,7 +33,7 @@
 #    cuda-cudart-dev-13-0; or copied in). Tried with CUDA 13.0: it builds, the runtime packages
 #    are the same as the CPU image's, and without a GPU the server falls back to the CPU.
 #      docker build --build-arg CUDA=ON --build-arg BUILD_IMAGE=debian12-cuda:13.0 \
-#        -t tensorcompute:gpu .
+#        -t tensorcompute:latest-gpu .
 #    Caveat: Debian 12's CMake 3.25.1 fails to configure with CUDA 13 ("set_property could not
 #    find TARGET CUDA::nvToolsExt": CUDA 13 has no nvToolsExt) unless its FindCUDAToolkit.cmake
 #    has the upstream one-line fix (if(TARGET CUDA::nvToolsExt AND ...)), as on our machines.
@@ -42,11 +42,11 @@
 #    runtime stage picks up by itself; CMake 3.28). Not tried here (no registry access):
 #      docker build --build-arg CUDA=ON \
 #        --build-arg BUILD_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04 \
-#        --build-arg RUNTIME_IMAGE=ubuntu:24.04 -t tensorcompute:gpu .
+#        --build-arg RUNTIME_IMAGE=ubuntu:24.04 -t tensorcompute:latest-gpu .
 #
 # Run it with the GPUs passed through; --device=gpu makes a missing GPU an error at startup
 # (exit 1, with the reason) instead of a fall-back to the CPU:
-#      docker run --rm --gpus all -p 50051:50051 -p 9090:9090 tensorcompute:gpu --device=gpu
+#      docker run --rm --gpus all -p 50051:50051 -p 9090:9090 tensorcompute:latest-gpu --device=gpu
 # Other GPUs than Hopper: --build-arg CUDA_ARCHITECTURES="80;90" (newer GPUs JIT-compile the
 # PTX of the highest). The CPU build (CUDA=OFF, the default) uses none of this.
 # -----------------------------------------------------------------------------------------------

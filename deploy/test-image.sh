@@ -214,7 +214,10 @@ echo "no compiler, linker, headers or sources in the image"
 
 # ---- 6. run --------------------------------------------------------------------------------
 step "run $container and wait for SERVING"
+# Locked down as a Kubernetes securityContext would have it: read-only root filesystem (podman
+# mounts a tmpfs on /tmp), no capabilities, no privilege escalation.
 without_timer_noise podman run -d --name "$container" "${run_flags[@]}" --log-driver k8s-file \
+  --read-only --cap-drop all --security-opt no-new-privileges \
   -p 127.0.0.1::50051 "$image" >/dev/null
 port=$(podman port "$container" 50051/tcp | head -n1)
 port=${port##*:}
