@@ -195,7 +195,7 @@ TEST(Client, RetriesMovePastADeadReplica) {
 // other replica and succeeds without a retry, and the draining one sees none of them.
 TEST(Client, DrainingReplicaIsSkippedWithoutRetries) {
   ServerOptions draining_options = TestOptions();
-  draining_options.drain_notice = absl::Seconds(3);
+  draining_options.drain_notice = absl::Seconds(5);
   auto draining = Server::Start(draining_options);
   ASSERT_THAT(draining.status(), IsOk());
   auto live = StartServer();
@@ -209,17 +209,19 @@ TEST(Client, DrainingReplicaIsSkippedWithoutRetries) {
   }));
 
   std::thread drain([&] { (*draining)->Drain(); });
-  absl::SleepFor(absl::Milliseconds(300));  // NOT_SERVING reaches the client's health watch
+  // Health itself still asks the draining server (not skipped like calls): the answer is
+  // NOT_SERVING, not UNAVAILABLE.
+  auto direct = MakeClient(Local((*draining)->port()));
+  EXPECT_TRUE(WaitFor([&] {
+    absl::StatusOr<std::string> health = direct->Health();
+    return health.ok() && *health == "NOT_SERVING";
+  }));
+  absl::SleepFor(absl::Milliseconds(500));  // the client's health watch hears it too
   const int64_t drained_before = (*draining)->metrics().requests_total();
   for (int i = 0; i < 20; ++i) {
     EXPECT_THAT(client->Gather(params.view(), indices.view()).status(), IsOk());
   }
   EXPECT_EQ((*draining)->metrics().requests_total(), drained_before);
-  // Health itself still asks the draining server (not skipped like calls): the answer is
-  // NOT_SERVING, not UNAVAILABLE.
-  absl::StatusOr<std::string> health = MakeClient(Local((*draining)->port()))->Health();
-  ASSERT_THAT(health.status(), IsOk());
-  EXPECT_EQ(*health, "NOT_SERVING");
   drain.join();
 }
 

@@ -349,18 +349,18 @@ class ChannelTest(unittest.TestCase):
         # The call channel watches health: once the server drains (NOT_SERVING during its
         # notice period) calls go to the other address without an error; health() still asks
         # it and gets the answer.
-        with ServerProcess("--cpu_threads=1", "--drain_notice_ms=4000") as draining:
+        with ServerProcess("--cpu_threads=1", "--drain_notice_ms=6000") as draining:
             target = f"ipv4:{draining.target},{_server.target}"
             with Client(target, timeout=10) as client, \
                     Client(draining.target, timeout=10) as direct:
                 for _ in range(4):
                     np.testing.assert_array_equal(client.gather([4, 5, 6], [2]), [6])
                 draining._process.send_signal(signal.SIGTERM)
-                deadline = time.monotonic() + 3
+                deadline = time.monotonic() + 5
                 while direct.health() != "NOT_SERVING" and time.monotonic() < deadline:
                     time.sleep(0.05)
                 self.assertEqual(direct.health(), "NOT_SERVING")
-                time.sleep(0.3)  # the watch on the call channel sees it too
+                time.sleep(0.5)  # the watch on the call channel hears it too
                 for _ in range(10):
                     np.testing.assert_array_equal(client.gather([4, 5, 6], [2]), [6])
 
