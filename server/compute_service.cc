@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
 
 #include "core/batching/task.h"
 #include "proto/tensor_codec.h"
@@ -18,9 +19,19 @@ namespace {
 // calls it exactly once (see compute_service.h).
 class RpcReactor final : public grpc::ServerUnaryReactor {
  public:
-  RpcReactor(Rpc rpc, Metrics* metrics, ErrorLog* errors)
-      : rpc_(rpc), metrics_(metrics), errors_(errors), start_(absl::Now()) {
+  RpcReactor(Rpc rpc, Metrics* metrics, ErrorLog* errors, ByteBudget* budget)
+      : rpc_(rpc), metrics_(metrics), errors_(errors), budget_(budget), start_(absl::Now()) {
     metrics_->RequestStarted();
+  }
+
+  // Reserves `bytes` of the in-flight budget until this RPC is done (its response sent).
+  int64_t budget_used() const { return budget_->used(); }
+  int64_t budget_limit() const { return budget_->limit(); }
+
+  bool Reserve(int64_t bytes) {
+    if (!budget_->TryReserve(bytes)) return false;
+    reserved_ = bytes;
+    return true;
   }
 
   void Answer(const absl::Status& status) {
@@ -32,12 +43,17 @@ class RpcReactor final : public grpc::ServerUnaryReactor {
   const std::shared_ptr<batching::CancelFlag>& cancel() const { return cancel_; }
 
   void OnCancel() override { cancel_->Cancel(); }  // only marks; done still answers
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (reserved_ > 0) budget_->Release(reserved_);
+    delete this;
+  }
 
  private:
   const Rpc rpc_;
   Metrics* const metrics_;
   ErrorLog* const errors_;
+  ByteBudget* const budget_;
+  int64_t reserved_ = 0;
   const absl::Time start_;
   const std::shared_ptr<batching::CancelFlag> cancel_ = std::make_shared<batching::CancelFlag>();
 };
@@ -54,14 +70,23 @@ using PlanFn = absl::FunctionRef<absl::StatusOr<core::GatherPlan>(const core::Te
 // The request path shared by both RPCs: view, plan, prepare the output in the response,
 // schedule. Answers the reactor itself on any failure before the batcher owns the task.
 void Submit(batching::Batcher* batcher, RpcReactor* reactor,
-            const grpc::CallbackServerContext& context, const v1::Tensor& params_pb,
-            const v1::Tensor& indices_pb, PlanFn plan_fn, v1::Tensor* output_pb) {
+            const grpc::CallbackServerContext& context, int64_t request_bytes,
+            const v1::Tensor& params_pb, const v1::Tensor& indices_pb, PlanFn plan_fn,
+            v1::Tensor* output_pb) {
   absl::StatusOr<core::TensorView> params = proto::ViewTensor(params_pb, "params");
   if (!params.ok()) return reactor->Answer(params.status());
   absl::StatusOr<core::TensorView> indices = proto::ViewTensor(indices_pb, "indices");
   if (!indices.ok()) return reactor->Answer(indices.status());
   absl::StatusOr<core::GatherPlan> plan = plan_fn(*params, *indices);
   if (!plan.ok()) return reactor->Answer(plan.status());
+  // The memory this request holds until its answer is sent: its message, and its output.
+  const int64_t bytes = request_bytes + plan->output_bytes;
+  if (!reactor->Reserve(bytes)) {
+    return reactor->Answer(absl::UnavailableError(
+        absl::StrCat("server overloaded: this request needs ", bytes, " bytes but ",
+                     reactor->budget_used(), " of the max_inflight_bytes budget of ",
+                     reactor->budget_limit(), " are in use; retry with backoff")));
+  }
 
   auto task = std::make_unique<batching::Task>();
   // The output is sized inside the response by the executor, just before compute (see
@@ -84,13 +109,17 @@ void Submit(batching::Batcher* batcher, RpcReactor* reactor,
 }  // namespace
 
 ComputeService::ComputeService(batching::Batcher* batcher, const core::PlanOptions& plan_options,
-                               Metrics* metrics, ErrorLog* errors)
-    : batcher_(batcher), plan_options_(plan_options), metrics_(metrics), errors_(errors) {}
+                               Metrics* metrics, ErrorLog* errors, ByteBudget* budget)
+    : batcher_(batcher),
+      plan_options_(plan_options),
+      metrics_(metrics),
+      errors_(errors),
+      budget_(budget) {}
 
 grpc::ServerUnaryReactor* ComputeService::Gather(grpc::CallbackServerContext* context,
                                                  const v1::GatherRequest* request,
                                                  v1::GatherResponse* response) {
-  auto* reactor = new RpcReactor(Rpc::kGather, metrics_, errors_);
+  auto* reactor = new RpcReactor(Rpc::kGather, metrics_, errors_, budget_);
   if (draining_.load()) {
     reactor->Answer(absl::UnavailableError("server is draining; retry on another replica"));
     return reactor;
@@ -98,7 +127,8 @@ grpc::ServerUnaryReactor* ComputeService::Gather(grpc::CallbackServerContext* co
   const std::optional<int64_t> axis =
       request->has_axis() ? std::optional<int64_t>(request->axis()) : std::nullopt;
   Submit(
-      batcher_, reactor, *context, request->params(), request->indices(),
+      batcher_, reactor, *context, static_cast<int64_t>(request->ByteSizeLong()), request->params(),
+      request->indices(),
       [&](const core::TensorView& params, const core::TensorView& indices) {
         return core::PlanGather(params, indices, axis, request->batch_dims(), plan_options_);
       },
@@ -109,13 +139,14 @@ grpc::ServerUnaryReactor* ComputeService::Gather(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* ComputeService::GatherNd(grpc::CallbackServerContext* context,
                                                    const v1::GatherNdRequest* request,
                                                    v1::GatherNdResponse* response) {
-  auto* reactor = new RpcReactor(Rpc::kGatherNd, metrics_, errors_);
+  auto* reactor = new RpcReactor(Rpc::kGatherNd, metrics_, errors_, budget_);
   if (draining_.load()) {
     reactor->Answer(absl::UnavailableError("server is draining; retry on another replica"));
     return reactor;
   }
   Submit(
-      batcher_, reactor, *context, request->params(), request->indices(),
+      batcher_, reactor, *context, static_cast<int64_t>(request->ByteSizeLong()), request->params(),
+      request->indices(),
       [&](const core::TensorView& params, const core::TensorView& indices) {
         return core::PlanGatherNd(params, indices, request->batch_dims(), plan_options_);
       },

@@ -25,6 +25,7 @@
 
 #include "core/batching/batcher.h"
 #include "core/gather_plan.h"
+#include "server/byte_budget.h"
 #include "server/error_log.h"
 #include "server/metrics.h"
 
@@ -32,9 +33,11 @@ namespace tensorcompute::server {
 
 class ComputeService final : public v1::TensorCompute::CallbackService {
  public:
-  // `batcher`, `metrics` and `errors` are not owned and must outlive the service.
+  // `batcher`, `metrics`, `errors` and `budget` are not owned and must outlive the service.
+  // Each accepted request holds its message's and its output's bytes of `budget` until its
+  // answer is sent; one that does not fit is answered UNAVAILABLE at once (byte_budget.h).
   ComputeService(batching::Batcher* batcher, const core::PlanOptions& plan_options,
-                 Metrics* metrics, ErrorLog* errors);
+                 Metrics* metrics, ErrorLog* errors, ByteBudget* budget);
 
   // From now on every new RPC is answered UNAVAILABLE ("server is draining; retry on another
   // replica"); RPCs already accepted are not affected.
@@ -52,6 +55,7 @@ class ComputeService final : public v1::TensorCompute::CallbackService {
   const core::PlanOptions plan_options_;
   Metrics* const metrics_;
   ErrorLog* const errors_;
+  ByteBudget* const budget_;
   std::atomic<bool> draining_{false};
 };
 

@@ -35,6 +35,17 @@ ABSL_FLAG(int64_t, max_queue_delay_us, 0,
           "longest a queued request waits for its batch to fill while an executor is free");
 ABSL_FLAG(int64_t, queue_capacity, 1024,
           "most queued requests; beyond it UNAVAILABLE (server overloaded)");
+ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{1} << 30,
+          "memory budget of requests in flight (their messages and outputs); beyond it "
+          "UNAVAILABLE (server overloaded)");
+ABSL_FLAG(int64_t, max_concurrent_streams, 256, "most concurrent calls on one connection");
+ABSL_FLAG(int64_t, keepalive_time_s, 60,
+          "ping connections quiet this long; close them if no answer in keepalive_timeout_s");
+ABSL_FLAG(int64_t, keepalive_timeout_s, 20, "how long a keepalive ping may go unanswered");
+ABSL_FLAG(int64_t, keepalive_min_client_interval_s, 10,
+          "clients pinging more often than this get GOAWAY too_many_pings");
+ABSL_FLAG(int64_t, max_connection_idle_s, 0,
+          "close connections with no call for this long; 0 = never");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
           "largest request/response message; a larger request gets RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_output_bytes, 0,
@@ -173,6 +184,13 @@ int main(int argc, char** argv) {
   options.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   options.drain_notice = absl::Milliseconds(absl::GetFlag(FLAGS_drain_notice_ms));
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  options.keepalive_time = absl::Seconds(absl::GetFlag(FLAGS_keepalive_time_s));
+  options.keepalive_timeout = absl::Seconds(absl::GetFlag(FLAGS_keepalive_timeout_s));
+  options.keepalive_min_client_interval =
+      absl::Seconds(absl::GetFlag(FLAGS_keepalive_min_client_interval_s));
+  options.max_connection_idle = absl::Seconds(absl::GetFlag(FLAGS_max_connection_idle_s));
   options.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   options.max_connection_age_grace = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_s));
 
@@ -189,13 +207,13 @@ int main(int argc, char** argv) {
   spdlog::info(
       "tensorcompute-server listening on {} port={} device={}{} cpu_threads={} "
       "max_batch_size={} max_queue_delay_us={} queue_capacity={} max_message_bytes={} "
-      "max_output_bytes={} max_rank={} drain_timeout_s={} metrics_port={} "
+      "max_output_bytes={} max_inflight_bytes={} max_rank={} drain_timeout_s={} metrics_port={} "
       "max_connection_age_s={}",
       BoundAddress(options.listen, (*server)->port()), (*server)->port(), (*server)->device(),
       gpu_line, (*server)->cpu_threads(), options.max_batch_size, options.max_queue_delay_us,
       options.queue_capacity, options.max_message_bytes, options.EffectiveMaxOutputBytes(),
-      options.max_rank, absl::GetFlag(FLAGS_drain_timeout_s), (*server)->metrics_port(),
-      absl::GetFlag(FLAGS_max_connection_age_s));
+      options.max_inflight_bytes, options.max_rank, absl::GetFlag(FLAGS_drain_timeout_s),
+      (*server)->metrics_port(), absl::GetFlag(FLAGS_max_connection_age_s));
   spdlog::default_logger()->flush();
 
   int signal = 0;

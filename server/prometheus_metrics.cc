@@ -60,10 +60,12 @@ ClientMetric Histogram(const std::vector<double>& bounds, const std::vector<int6
 }  // namespace
 
 MetricsCollector::MetricsCollector(const Metrics* metrics, const batching::Batcher* batcher,
+                                   const ByteBudget* budget,
                                    std::vector<const MeteredExecutor*> executors,
                                    std::string device, std::string device_description)
     : metrics_(metrics),
       batcher_(batcher),
+      budget_(budget),
       executors_(std::move(executors)),
       device_(std::move(device)),
       device_description_(std::move(device_description)) {}
@@ -108,6 +110,19 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
                                  "RPCs accepted and not yet answered", MetricType::Gauge);
   inflight.metric.push_back(Gauge(static_cast<double>(metrics_->inflight_requests())));
   families.push_back(std::move(inflight));
+
+  if (budget_ != nullptr) {
+    MetricFamily used =
+        Family("tensorcompute_inflight_bytes",
+               "Bytes of requests and their outputs held by RPCs in flight", MetricType::Gauge);
+    used.metric.push_back(Gauge(static_cast<double>(budget_->used())));
+    families.push_back(std::move(used));
+    MetricFamily limit =
+        Family("tensorcompute_inflight_bytes_limit",
+               "max_inflight_bytes: beyond it requests are refused", MetricType::Gauge);
+    limit.metric.push_back(Gauge(static_cast<double>(budget_->limit())));
+    families.push_back(std::move(limit));
+  }
 
   if (batcher_ != nullptr) {
     MetricFamily queue = Family("tensorcompute_queue_depth",

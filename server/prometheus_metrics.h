@@ -8,6 +8,8 @@
 //   tensorcompute_requests_total{rpc,code}              counter    answers by RPC and status
 //   tensorcompute_request_duration_seconds{rpc}         histogram  arrival to answer
 //   tensorcompute_inflight_requests                     gauge      accepted, not yet answered
+//   tensorcompute_inflight_bytes                        gauge      of max_inflight_bytes in use
+//   tensorcompute_inflight_bytes_limit                  gauge      max_inflight_bytes
 //   tensorcompute_queue_depth                           gauge      waiting in the batcher
 //   tensorcompute_inflight_batches                      gauge      on the executors now
 //   tensorcompute_batch_size                            histogram  requests per batch
@@ -31,6 +33,7 @@
 #include "prometheus/metric_family.h"
 
 #include "core/batching/batcher.h"
+#include "server/byte_budget.h"
 #include "server/metrics.h"
 
 namespace tensorcompute::server {
@@ -38,16 +41,17 @@ namespace tensorcompute::server {
 class MetricsCollector final : public prometheus::Collectable {
  public:
   // Nothing is owned; everything must outlive the collector's registration (MetricsEndpoint
-  // unregisters it before it goes). `batcher` may be null (no queue gauges).
+  // unregisters it before it goes). `batcher` and `budget` may be null (no gauges of theirs).
   MetricsCollector(const Metrics* metrics, const batching::Batcher* batcher,
-                   std::vector<const MeteredExecutor*> executors, std::string device,
-                   std::string device_description);
+                   const ByteBudget* budget, std::vector<const MeteredExecutor*> executors,
+                   std::string device, std::string device_description);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const Metrics* const metrics_;
   const batching::Batcher* const batcher_;
+  const ByteBudget* const budget_;
   const std::vector<const MeteredExecutor*> executors_;
   const std::string device_;
   const std::string device_description_;

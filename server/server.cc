@@ -41,9 +41,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   if (options.max_connection_age < absl::ZeroDuration() ||
       options.max_connection_age_grace < absl::ZeroDuration() ||
-      options.drain_notice < absl::ZeroDuration()) {
+      options.drain_notice < absl::ZeroDuration() ||
+      options.max_connection_idle < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "need max_connection_age, max_connection_age_grace and drain_notice >= 0");
+        "need max_connection_age, max_connection_age_grace, max_connection_idle and "
+        "drain_notice >= 0");
+  }
+  if (options.max_inflight_bytes < 1 || options.max_concurrent_streams < 1 ||
+      options.keepalive_time <= absl::ZeroDuration() ||
+      options.keepalive_timeout <= absl::ZeroDuration() ||
+      options.keepalive_min_client_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "need max_inflight_bytes >= 1, max_concurrent_streams >= 1, keepalive_time and "
+        "keepalive_timeout > 0 and keepalive_min_client_interval >= 0");
   }
   if (options.gpu_streams < 1 || options.gpu_streams > 64 ||
       options.gpu_staging_bytes < (int64_t{64} << 10)) {
@@ -85,8 +95,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   core::PlanOptions plan_options;
   plan_options.max_output_bytes = options.EffectiveMaxOutputBytes();
   plan_options.max_rank = options.max_rank;
-  s->service_ =
-      std::make_unique<ComputeService>(s->batcher_.get(), plan_options, &s->metrics_, &s->errors_);
+  s->budget_ = std::make_unique<ByteBudget>(options.max_inflight_bytes);
+  s->service_ = std::make_unique<ComputeService>(s->batcher_.get(), plan_options, &s->metrics_,
+                                                 &s->errors_, s->budget_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -95,6 +106,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(s->service_.get());
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             ClampToInt(options.max_concurrent_streams));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             ClampToInt(absl::ToInt64Milliseconds(options.keepalive_time)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             ClampToInt(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      ClampToInt(absl::ToInt64Milliseconds(options.keepalive_min_client_interval)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  if (options.max_connection_idle > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               ClampToInt(absl::ToInt64Milliseconds(options.max_connection_idle)));
+  }
   if (options.max_connection_age > absl::ZeroDuration()) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                                ClampToInt(absl::ToInt64Milliseconds(options.max_connection_age)));
@@ -104,8 +130,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   if (!options.metrics_listen.empty()) {
     // Before the gRPC port opens, so that a bad metrics address fails Start with nothing served.
-    auto collector = std::make_shared<MetricsCollector>(
-        &s->metrics_, s->batcher_.get(), std::move(metered), s->device_, s->device_description_);
+    auto collector =
+        std::make_shared<MetricsCollector>(&s->metrics_, s->batcher_.get(), s->budget_.get(),
+                                           std::move(metered), s->device_, s->device_description_);
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(options.metrics_listen, std::move(collector));
     if (!endpoint.ok()) return endpoint.status();

@@ -31,6 +31,7 @@
 #include "core/batching/cpu_executor.h"
 #include "core/cuda/cuda_executor.h"
 #include "core/thread_pool.h"
+#include "server/byte_budget.h"
 #include "server/compute_service.h"
 #include "server/error_log.h"
 #include "server/metrics.h"
@@ -65,6 +66,8 @@ class Server {
   int metrics_port() const;
 
   const Metrics& metrics() const { return metrics_; }
+  // The max_inflight_bytes budget and what is reserved of it.
+  const ByteBudget& inflight_budget() const { return *budget_; }
   const batching::Batcher& batcher() const { return *batcher_; }
   const ServerOptions& options() const { return options_; }
   // Threads of the CPU executor (options().cpu_threads resolved).
@@ -103,6 +106,7 @@ class Server {
   std::unique_ptr<cuda::CudaExecutor> cuda_executor_;
   std::unique_ptr<MeteredExecutor> metered_gpu_;  // cuda_executor_ counted, when there is one
   std::unique_ptr<batching::Batcher> batcher_;
+  std::unique_ptr<ByteBudget> budget_;  // max_inflight_bytes
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -51,6 +51,14 @@ struct ServerOptions {
   // queued; retry with backoff").
   int64_t queue_capacity = 1024;
 
+  // The memory budget for work in flight: every accepted request holds its message's bytes
+  // plus its output's bytes from its arrival until its answer is sent, and one that would
+  // take the total past this is answered UNAVAILABLE at once ("server overloaded: this
+  // request needs N bytes but M of the max_inflight_bytes budget of B are in use; retry with
+  // backoff"), before its output is allocated. A request alone always runs (so the budget
+  // never makes a request impossible). Default 1 GiB.
+  int64_t max_inflight_bytes = int64_t{1} << 30;
+
   // Largest request and response message in bytes (gRPC receive and send limits). A larger
   // request gets RESOURCE_EXHAUSTED from gRPC itself. Default 64 MiB.
   int64_t max_message_bytes = int64_t{64} << 20;
@@ -88,6 +96,26 @@ struct ServerOptions {
   // before the connection is closed. Zero (default): connections live for ever.
   absl::Duration max_connection_age = absl::ZeroDuration();
   absl::Duration max_connection_age_grace = absl::Seconds(30);
+
+  // --- gRPC transport settings for production (each protects against one kind of client) ---
+  // Most concurrent calls on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): one
+  // connection cannot hold more calls than this at once; a client's further calls wait on its
+  // side. Default 256 (gRPC's own: unlimited).
+  int64_t max_concurrent_streams = 256;
+  // Ping a connection that has been quiet this long, and close it if the ping is not answered
+  // within keepalive_timeout: finds peers that vanished without closing (a pulled cable, a
+  // node gone), whose connections would otherwise hold memory for ever. Defaults 60 s and 20 s
+  // (gRPC's own: 2 hours).
+  absl::Duration keepalive_time = absl::Seconds(60);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  // Keepalive enforcement: a client that pings more often than this (with or without calls in
+  // flight) gets GOAWAY "too_many_pings" after two strikes, so pings cannot be used to keep
+  // the server busy. Default 10 s (gRPC's own: 5 minutes, which rejects the common 30 s
+  // client keepalive).
+  absl::Duration keepalive_min_client_interval = absl::Seconds(10);
+  // Close connections that have had no call for this long (GOAWAY; clients reconnect when they
+  // next call): bounds what idle clients hold. Zero (default): never.
+  absl::Duration max_connection_idle = absl::ZeroDuration();
 
   // At most this many error log lines per second; the rest are counted and summarised.
   int64_t error_log_per_second = 20;
