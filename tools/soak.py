@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Soak: tensorcompute-server at a multiple of its measured capacity, for a long time.
+
+Starts the server, measures its capacity (closed loop, --capacity-seconds), then drives it with
+the bundled load tester in open loop at --factor times that rate for --duration seconds, every
+call with a deadline of --deadline seconds, while sampling the server's RSS and open file
+descriptors every second. Asserts, and prints as one JSON object:
+
+  - none lost and none hung: every call sent was answered (the load tester's `sent` equals
+    the sum of its answers by code), and none took longer than its deadline (+10% slack);
+  - every answer is OK or the documented overload code (UNAVAILABLE "server overloaded");
+  - RSS and open fds stay flat: the last minute's (or last third's) mean within a margin of
+    the first's, and the peak under --max-rss-mib;
+  - the server is still SERVING afterwards, and then drains and exits 0.
+
+  python3 tools/soak.py --duration 600                  # the full run (docs/reliability.md)
+  python3 tools/soak.py --duration 60                   # what CI runs (tests/server soak_test)
+
+Exit status 0 when every invariant holds, 1 otherwise.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REQUEST = ["--rows", "256", "--slice", "64", "--indices", "1024"]  # 64 KiB params, 256 KiB out
+
+
+def start_server(binary, flags):
+    process = subprocess.Popen(
+        [binary, "--listen=127.0.0.1:0", "--metrics_listen=", *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = []
+    for line in process.stdout:
+        output.append(line)
+        match = re.search(r"\bport=(\d+)", line)
+        if match:
+            threading.Thread(target=lambda: output.extend(process.stdout), daemon=True).start()
+            return process, int(match.group(1)), output
+    raise RuntimeError("server did not start:\n" + "".join(output))
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def load(cli, port, args, *flags):
+    command = [cli, "load", "--target", f"127.0.0.1:{port}", *REQUEST, "--warmup", "0",
+               "--progress-interval", "10", "--json", "-", *flags]
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({run.returncode}):\n{run.stderr}")
+    return json.loads(run.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    parser.add_argument("--duration", type=float, default=600)
+    parser.add_argument("--factor", type=float, default=2.0)
+    parser.add_argument("--deadline", type=float, default=2.0)
+    parser.add_argument("--capacity-seconds", type=float, default=5)
+    parser.add_argument("--max-rss-mib", type=float, default=512)
+    parser.add_argument("--rss-growth-mib", type=float, default=32,
+                        help="how much the late RSS may exceed the early RSS")
+    parser.add_argument("--server-flag", action="append", default=[],
+                        help="extra server flag (repeatable)")
+    args = parser.parse_args()
+
+    server_binary = os.environ.get("TC_SERVER_BINARY",
+                                   os.path.join(args.build, "server", "tensorcompute-server"))
+    cli = os.environ.get("TC_CLI_BINARY", os.path.join(args.build, "client", "tensorcompute"))
+    # One CPU thread: the load tester gets the other core. A queue that drains well within the
+    # deadline: beyond it the server refuses at once (UNAVAILABLE) instead of letting calls
+    # wait past their deadline.
+    flags = ["--cpu_threads=1", "--queue_capacity=64", *args.server_flag]
+    server, port, output = start_server(server_binary, flags)
+    failures = []
+    try:
+        capacity = load(cli, port, args, "--concurrency", "16",
+                        "--duration", str(args.capacity_seconds))
+        rate = args.factor * capacity["qps"]
+
+        samples = []  # (seconds since start, rss MiB, fds)
+        stop = threading.Event()
+
+        def sample():
+            t0 = time.monotonic()
+            while not stop.is_set():
+                samples.append((time.monotonic() - t0, rss_mib(server.pid), open_fds(server.pid)))
+                stop.wait(1.0)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        report = load(cli, port, args, "--rate", f"{rate:.0f}", "--duration", str(args.duration),
+                      "--timeout", str(args.deadline), "--max-outstanding", "100000")
+        stop.set()
+        sampler.join()
+
+        health = subprocess.run([cli, "health", "--target", f"127.0.0.1:{port}"],
+                                capture_output=True, text=True)
+
+        answered = sum(report["by_code"].values())
+        third = max(1, len(samples) // 3)
+        early, late = samples[:third], samples[-third:]
+        mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+        summary = {
+            "duration_s": report["seconds"],
+            "capacity_qps": round(capacity["qps"]),
+            "offered_qps": round(rate),
+            "sent": report["sent"],
+            "answered": answered,
+            "not_sent": report["not_sent"],
+            "by_code": report["by_code"],
+            "answered_qps": round(report["qps"]),
+            "latency_ms_p50": round(report["latency_us_p50"] / 1000, 2),
+            "latency_ms_p99": round(report["latency_us_p99"] / 1000, 2),
+            "latency_ms_max": round(report["latency_us_max"] / 1000, 2),
+            "deadline_ms": args.deadline * 1000,
+            "rss_mib_start": round(samples[0][1], 1),
+            "rss_mib_peak": round(max(s[1] for s in samples), 1),
+            "rss_mib_end": round(samples[-1][1], 1),
+            "rss_mib_early_mean": round(mean([s[1] for s in early]), 1),
+            "rss_mib_late_mean": round(mean([s[1] for s in late]), 1),
+            "fds_start": samples[0][2],
+            "fds_peak": max(s[2] for s in samples),
+            "fds_end": samples[-1][2],
+            "health_after": health.stdout.strip(),
+        }
+
+        if answered != report["sent"]:
+            failures.append(f"{report['sent'] - answered} calls sent but never answered")
+        if report["not_sent"]:
+            failures.append(f"{report['not_sent']} calls not sent (client max-outstanding)")
+        bad_codes = {c: n for c, n in report["by_code"].items() if c not in ("OK", "UNAVAILABLE")}
+        if bad_codes:
+            failures.append(f"answers other than OK or UNAVAILABLE: {bad_codes}")
+        if report["latency_us_max"] > args.deadline * 1.1e6:
+            failures.append(f"a call took {summary['latency_ms_max']} ms, past its deadline")
+        if summary["rss_mib_peak"] > args.max_rss_mib:
+            failures.append(f"RSS peaked at {summary['rss_mib_peak']} MiB > {args.max_rss_mib}")
+        if summary["rss_mib_late_mean"] > summary["rss_mib_early_mean"] + args.rss_growth_mib:
+            failures.append("RSS grew: late mean {} MiB vs early mean {} MiB".format(
+                summary["rss_mib_late_mean"], summary["rss_mib_early_mean"]))
+        if summary["fds_end"] > summary["fds_start"] + 8:
+            failures.append(f"open fds grew from {summary['fds_start']} to {summary['fds_end']}")
+        if health.returncode != 0:
+            failures.append(f"not SERVING afterwards: {summary['health_after']}")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            code = server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            code = "killed after 60 s"
+        if code != 0:
+            failures.append(f"server exit code {code} after SIGTERM")
+    summary["server_exit"] = code
+    summary["failures"] = failures
+    print(json.dumps(summary, indent=2))
+    if failures:
+        print("soak: FAILED\n" + "".join(output[-20:]), file=sys.stderr)
+        return 1
+    print("soak: every invariant held", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
