@@ -27,14 +27,17 @@
 #include "core/gather_plan.h"
 #include "server/error_log.h"
 #include "server/metrics.h"
+#include "server/security.h"
 
 namespace tensorcompute::server {
 
 class ComputeService final : public v1::TensorCompute::CallbackService {
  public:
-  // `batcher`, `metrics` and `errors` are not owned and must outlive the service.
+  // `batcher`, `metrics`, `errors` and `auth` are not owned and must outlive the service.
+  // With `auth`, every RPC first checks the caller's bearer token (TokenAuth::Check) and is
+  // answered UNAUTHENTICATED, counted like any other answer, before any other work.
   ComputeService(batching::Batcher* batcher, const core::PlanOptions& plan_options,
-                 Metrics* metrics, ErrorLog* errors);
+                 Metrics* metrics, ErrorLog* errors, const TokenAuth* auth = nullptr);
 
   // From now on every new RPC is answered UNAVAILABLE ("server is draining; retry on another
   // replica"); RPCs already accepted are not affected.
@@ -52,6 +55,7 @@ class ComputeService final : public v1::TensorCompute::CallbackService {
   const core::PlanOptions plan_options_;
   Metrics* const metrics_;
   ErrorLog* const errors_;
+  const TokenAuth* const auth_;
   std::atomic<bool> draining_{false};
 };
 
