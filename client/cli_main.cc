@@ -101,8 +101,8 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
   if (!token.ok()) return token.status();
   options.auth_token = *std::move(token);
   // Any TLS file implies --tls.
-  options.tls.enabled = f.tls || !f.tls_ca.empty() || !f.tls_cert.empty() ||
-                        !f.tls_key.empty() || !f.tls_server_name.empty();
+  options.tls.enabled = f.tls || !f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty() ||
+                        !f.tls_server_name.empty();
   options.tls.ca_file = f.tls_ca;
   options.tls.cert_file = f.tls_cert;
   options.tls.key_file = f.tls_key;
@@ -293,8 +293,9 @@ void AddCommonFlags(CLI::App* app, CommonFlags* f) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app->add_flag("--tls", f->tls, "TLS (implied by any --tls-* option)");
-  app->add_option("--tls-ca", f->tls_ca, "PEM CA certificate(s) to verify the server (default: "
-                                         "the system's roots)");
+  app->add_option("--tls-ca", f->tls_ca,
+                  "PEM CA certificate(s) to verify the server (default: "
+                  "the system's roots)");
   app->add_option("--tls-cert", f->tls_cert, "mTLS: PEM client certificate chain");
   app->add_option("--tls-key", f->tls_key, "mTLS: PEM private key of --tls-cert");
   app->add_option("--tls-server-name", f->tls_server_name,

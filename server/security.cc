@@ -8,9 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
+#include "grpcpp/security/server_credentials.h"
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -114,9 +114,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   X509_free(x509);
   EVP_PKEY_free(pkey);
   if (!matches) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tls_key=", options.tls_key, " is not the private key of the certificate in ",
-                     "tls_cert=", options.tls_cert));
+    return absl::InvalidArgumentError(absl::StrCat("tls_key=", options.tls_key,
+                                                   " is not the private key of the certificate in ",
+                                                   "tls_cert=", options.tls_cert));
   }
   grpc::SslServerCredentialsOptions ssl(
       options.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE

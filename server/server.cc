@@ -93,9 +93,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   core::PlanOptions plan_options;
   plan_options.max_output_bytes = options.EffectiveMaxOutputBytes();
   plan_options.max_rank = options.max_rank;
-  s->service_ =
-      std::make_unique<ComputeService>(s->batcher_.get(), plan_options, &s->metrics_, &s->errors_,
-                                       s->auth_.get());
+  s->service_ = std::make_unique<ComputeService>(s->batcher_.get(), plan_options, &s->metrics_,
+                                                 &s->errors_, s->auth_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
