@@ -74,14 +74,14 @@ grpc::StatusCode RawCall(int port, const std::string& method) {
   grpc::GenericStub stub(MakeChannel(port));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  grpc::ByteBuffer request, response;
+  grpc::Slice empty;  // an empty but valid message (a default ByteBuffer is none)
+  grpc::ByteBuffer request(&empty, 1), response;
   absl::Notification done;
   grpc::Status status;
-  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
   done.WaitForNotification();
   return status.error_code();
 }
@@ -176,8 +176,8 @@ TEST(HealthListener, ServesHealthOnlyAndMirrorsTheDrain) {
   ASSERT_NE(port, 0);
   EXPECT_EQ(CheckHealth(port), "SERVING");
   EXPECT_EQ(CheckHealth(port, "tensorcompute.v1.TensorCompute"), "SERVING");
-  EXPECT_THAT(Gather(port, ""), StatusIs(absl::StatusCode::kUnimplemented,
-                                         HasSubstr("serves grpc.health.v1 only")));
+  EXPECT_THAT(Gather(port, ""),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("serves grpc.health.v1 only")));
   EXPECT_EQ(RawCall(port, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"),
             grpc::StatusCode::UNIMPLEMENTED);
   std::thread drain([&] { (*server)->Drain(); });
