@@ -7,6 +7,10 @@
 // service. main.cc only parses flags, starts one, and calls Drain() on SIGTERM/SIGINT. Tests
 // start one in process on 127.0.0.1:0.
 //
+// Security (server/security.h): TLS or mTLS on the main port, bearer tokens checked by the
+// service (reflection is then not served), and optionally a second, plaintext grpc::Server on
+// options.health_listen with only the health service, whose status is set with the main one's.
+//
 // A GPU taken out of service by a sticky CUDA error is logged; with device "gpu" health then
 // turns NOT_SERVING for good (only a new process can use the GPU again, so the orchestrator
 // should replace this one), with "auto" the server goes on serving from what is left.
