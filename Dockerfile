@@ -62,7 +62,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       g++ cmake ninja-build pkg-config \
       libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
-      libspdlog-dev nlohmann-json3-dev libcli11-dev prometheus-cpp-dev \
+      libspdlog-dev nlohmann-json3-dev libcli11-dev prometheus-cpp-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src

@@ -7,6 +7,9 @@
 //   tensorcompute health    --target HOST:PORT [--service NAME]
 //   tensorcompute load      --target HOST:PORT [shape, loop and report flags; see --help]
 //
+// Every subcommand also takes --tls, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
+// --tls-server-name NAME (TLS and mTLS) and --auth-token-file FILE (or $TENSORCOMPUTE_TOKEN).
+//
 // Tensors are .npy or .json files (client/tensor_io.h); without --out the result is printed
 // as one line of JSON. Exit codes: 0 success; 2 usage error; 3 RPC error (or a health status
 // other than SERVING), printed as "error: CODE: message"; 4 I/O error (a tensor file that
@@ -16,6 +19,8 @@
 // subcommand has its own flags, required ones, and its own --help, which absl flags cannot do.
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -24,6 +29,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -46,6 +52,8 @@ struct CommonFlags {
   int64_t max_message_bytes = int64_t{64} << 20;
   int retries = 0;
   int connections = 1;
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name, auth_token_file;
 };
 
 struct GatherFlags {
@@ -67,8 +75,38 @@ void PrintError(const absl::Status& status) {
                std::string(status.message()).c_str());
 }
 
+// The token: the first line of --auth-token-file that is not blank or a '#' comment (the
+// server's file format), else $TENSORCOMPUTE_TOKEN, else none.
+absl::StatusOr<std::string> AuthToken(const CommonFlags& f) {
+  if (f.auth_token_file.empty()) {
+    const char* env = std::getenv("TENSORCOMPUTE_TOKEN");
+    return std::string(env == nullptr ? "" : env);
+  }
+  std::ifstream in(f.auth_token_file);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--auth-token-file %s: cannot read the file", f.auth_token_file));
+  }
+  for (std::string line; std::getline(in, line);) {
+    const absl::string_view token = absl::StripAsciiWhitespace(line);
+    if (!token.empty() && token[0] != '#') return std::string(token);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--auth-token-file %s: no token in the file", f.auth_token_file));
+}
+
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
   ClientOptions options;
+  absl::StatusOr<std::string> token = AuthToken(f);
+  if (!token.ok()) return token.status();
+  options.auth_token = *std::move(token);
+  // Any TLS file implies --tls.
+  options.tls.enabled = f.tls || !f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty() ||
+                        !f.tls_server_name.empty();
+  options.tls.ca_file = f.tls_ca;
+  options.tls.cert_file = f.tls_cert;
+  options.tls.key_file = f.tls_key;
+  options.tls.server_name = f.tls_server_name;
   options.target = f.target;
   options.timeout = absl::Seconds(f.timeout_s);
   options.max_message_bytes = f.max_message_bytes;
@@ -200,6 +238,7 @@ int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
   options.warmup = absl::Seconds(f.warmup_s);
   options.timeout = absl::Seconds(common.timeout_s);
   options.max_attempts = 1 + common.retries;
+  options.auth_token = *AuthToken(common);  // MakeClient has read it
   const bool tty = isatty(STDERR_FILENO) == 1;
   options.progress_interval = absl::Seconds(tty ? 0.25 : f.progress_interval_s);
   options.on_progress = [tty](const LoadProgress& p) {
@@ -253,6 +292,17 @@ void AddCommonFlags(CLI::App* app, CommonFlags* f) {
   app->add_option("--connections", f->connections, "connections per target")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app->add_flag("--tls", f->tls, "TLS (implied by any --tls-* option)");
+  app->add_option("--tls-ca", f->tls_ca,
+                  "PEM CA certificate(s) to verify the server (default: "
+                  "the system's roots)");
+  app->add_option("--tls-cert", f->tls_cert, "mTLS: PEM client certificate chain");
+  app->add_option("--tls-key", f->tls_key, "mTLS: PEM private key of --tls-cert");
+  app->add_option("--tls-server-name", f->tls_server_name,
+                  "name to verify the server's certificate against (default: the target's host)");
+  app->add_option("--auth-token-file", f->auth_token_file,
+                  "file whose first line is the bearer token sent on every call (default: "
+                  "$TENSORCOMPUTE_TOKEN, if set)");
 }
 
 void AddGatherFlags(CLI::App* app, GatherFlags* f, bool nd) {

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <type_traits>
 #include <utility>
 
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -36,7 +39,40 @@ absl::Duration Backoff(const RetryOptions& retry, int n) {
   return backoff * absl::Uniform(gen, 0.5, 1.0);
 }
 
+absl::StatusOr<std::string> ReadPem(const char* option, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || in.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat(option, " ", path, ": cannot read the file"));
+  }
+  return text.str();
+}
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+    const TlsOptions& tls) {
+  if (!tls.enabled) {
+    if (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty()) {
+      return absl::InvalidArgumentError("tls: CA, certificate or key files need tls enabled");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls: a client certificate (mTLS) needs both cert_file and key_file");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!tls.ca_file.empty()) {
+    TC_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem("tls ca_file", tls.ca_file));
+  }
+  if (!tls.cert_file.empty()) {
+    TC_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadPem("tls cert_file", tls.cert_file));
+    TC_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPem("tls key_file", tls.key_file));
+  }
+  return grpc::SslCredentials(ssl);
+}
 
 absl::StatusOr<std::vector<std::string>> SplitTargets(absl::string_view target) {
   target = absl::StripAsciiWhitespace(target);
@@ -66,7 +102,9 @@ constexpr char kServiceConfigWithoutHealthChecking[] = R"({
 })";
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
-                                           int index, bool health_checking) {
+                                           int index, bool health_checking,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                           const std::string& server_name) {
   grpc::ChannelArguments args;
   const int limit = static_cast<int>(std::min<int64_t>(max_message_bytes, INT32_MAX));
   args.SetMaxReceiveMessageSize(limit);
@@ -78,7 +116,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t ma
   // Channels with equal arguments share connections (the global subchannel pool); a distinct
   // argument per index keeps each of them on its own.
   args.SetInt("tensorcompute.client_channel", index);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
+  if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
+  return grpc::CreateCustomChannel(target, credentials, args);
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
@@ -99,21 +139,38 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("timeout must be > 0 (or infinite)");
   }
+  if (options.auth_token.find_first_of("\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError("auth_token must be one line");
+  }
+  TC_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                      MakeChannelCredentials(options.tls));
   static std::atomic<int> next_index{0};
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& target : targets) {
     for (int i = 0; i < options.connections_per_target; ++i) {
-      channels.push_back(MakeChannel(target, options.max_message_bytes, next_index++));
+      channels.push_back(MakeChannel(target, options.max_message_bytes, next_index++,
+                                     /*health_checking=*/true, credentials,
+                                     options.tls.server_name));
     }
   }
-  return std::unique_ptr<Client>(
-      new Client(std::move(options), std::move(targets), std::move(channels)));
+  return std::unique_ptr<Client>(new Client(std::move(options), std::move(targets),
+                                            std::move(channels), std::move(credentials)));
 }
 
 Client::Client(ClientOptions options, std::vector<std::string> targets,
-               std::vector<std::shared_ptr<grpc::Channel>> channels)
-    : options_(std::move(options)), targets_(std::move(targets)), channels_(std::move(channels)) {
+               std::vector<std::shared_ptr<grpc::Channel>> channels,
+               std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : options_(std::move(options)),
+      targets_(std::move(targets)),
+      channels_(std::move(channels)),
+      credentials_(std::move(credentials)) {
   for (const auto& channel : channels_) stubs_.push_back(v1::TensorCompute::NewStub(channel));
+}
+
+void Client::Authorize(grpc::ClientContext* context) const {
+  if (!options_.auth_token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.auth_token);
+  }
 }
 
 template <typename Request, typename Response>
@@ -125,6 +182,7 @@ absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOpti
     v1::TensorCompute::Stub& stub = *stubs_[next_channel_.fetch_add(1) % stubs_.size()];
     grpc::ClientContext context;
     if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));
+    Authorize(&context);
     Response response;
     if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
       status = stub.GatherNd(&context, request, &response);
@@ -173,9 +231,11 @@ absl::StatusOr<std::string> Client::Health(int target_index, const std::string& 
   // Not the call channels: they watch health, so they would not call a server that is not
   // SERVING (UNAVAILABLE instead of the answer "NOT_SERVING"). Health checks are rare: a
   // channel of their own each time.
-  const std::shared_ptr<grpc::Channel> channel = MakeChannel(
-      targets_[target_index], options_.max_message_bytes, /*index=*/-1, /*health_checking=*/false);
+  const std::shared_ptr<grpc::Channel> channel =
+      MakeChannel(targets_[target_index], options_.max_message_bytes, /*index=*/-1,
+                  /*health_checking=*/false, credentials_, options_.tls.server_name);
   grpc::ClientContext context;
+  Authorize(&context);  // health needs none, but a proxy in front may
   const absl::Duration timeout = call.timeout.value_or(options_.timeout);
   if (timeout != absl::InfiniteDuration()) {
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));

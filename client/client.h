@@ -38,6 +38,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/security/credentials.h"
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
 #include "core/tensor.h"
@@ -54,6 +56,19 @@ struct RetryOptions {
   double backoff_multiplier = 2.0;
 };
 
+// Transport security (the server's --tls_cert / --tls_client_ca). PEM files, read by Create.
+struct TlsOptions {
+  bool enabled = false;  // TLS instead of plaintext; the fields below need it
+  // CA certificate(s) to verify the server with; empty: the system's roots (gRPC's default).
+  std::string ca_file;
+  // mTLS: this client's certificate chain and private key; both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name checked against the server's certificate instead of the target's host (e.g. when
+  // dialling an IP address that the certificate does not list). Empty: the target's host.
+  std::string server_name;
+};
+
 struct ClientOptions {
   // See the file comment: one gRPC target URI or "host:port[,host:port...]".
   std::string target = "localhost:50051";
@@ -65,6 +80,10 @@ struct ClientOptions {
   // over several connections.
   int connections_per_target = 1;
   RetryOptions retry;
+  TlsOptions tls;
+  // Sent on every call as "authorization: Bearer <auth_token>" (the server's
+  // --auth_token_file); empty: none. Over plaintext it travels unencrypted: use TLS.
+  std::string auth_token;
 };
 
 // Per-call overrides.
@@ -103,7 +122,10 @@ class Client {
   // --- implementation details below ---
  private:
   Client(ClientOptions options, std::vector<std::string> targets,
-         std::vector<std::shared_ptr<grpc::Channel>> channels);
+         std::vector<std::shared_ptr<grpc::Channel>> channels,
+         std::shared_ptr<grpc::ChannelCredentials> credentials);
+  // Adds the authorization metadata, when there is a token.
+  void Authorize(grpc::ClientContext* context) const;
 
   template <typename Request, typename Response>
   absl::StatusOr<core::Tensor> Call(const Request& request, const CallOptions& call);
@@ -111,6 +133,7 @@ class Client {
   const ClientOptions options_;
   const std::vector<std::string> targets_;
   const std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;  // for Health's channels
   // One stub per channel, made once (a stub is only the channel and its methods).
   std::vector<std::unique_ptr<v1::TensorCompute::Stub>> stubs_;
   std::atomic<uint64_t> next_channel_{0};
@@ -121,11 +144,20 @@ class Client {
 // entry (spaces trimmed, empty parts dropped). Returns INVALID_ARGUMENT when nothing is left.
 absl::StatusOr<std::vector<std::string>> SplitTargets(absl::string_view target);
 
+// Channel credentials for `tls`: insecure when it is not enabled, else SSL with its files
+// read. INVALID_ARGUMENT naming the file when one cannot be read, or when only one of
+// cert_file and key_file is set.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+    const TlsOptions& tls);
+
 // A channel to `target` with the client's message limits and the round_robin policy, which
 // with `health_checking` (gRPC client-side health checking) skips servers whose health is not
 // SERVING. Channels made with different `index` values never share a connection.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
-                                           int index, bool health_checking = true);
+// `credentials` null means plaintext; `server_name` is TlsOptions::server_name.
+std::shared_ptr<grpc::Channel> MakeChannel(
+    const std::string& target, int64_t max_message_bytes, int index, bool health_checking = true,
+    std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+    const std::string& server_name = "");
 
 }  // namespace tensorcompute::client
 

@@ -135,7 +135,9 @@ class Run {
  public:
   Run(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const LoadRequests& requests,
       const LoadOptions& options)
-      : requests_(requests), options_(options) {
+      : requests_(requests),
+        options_(options),
+        authorization_(options.auth_token.empty() ? "" : "Bearer " + options.auth_token) {
     for (const auto& c : channels) stubs_.push_back(std::make_unique<grpc::GenericStub>(c));
     for (auto& c : by_code_) c.store(0);
   }
@@ -166,6 +168,7 @@ class Run {
 
   const LoadRequests& requests_;
   const LoadOptions& options_;
+  const std::string authorization_;  // "Bearer <token>", or empty
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
   absl::Time begin_, measure_start_, measure_end_;
 
@@ -215,6 +218,7 @@ void Run::Attempt(std::unique_ptr<Call> call, uint64_t channel, std::function<vo
   if (call->deadline != absl::InfiniteFuture()) {
     call->context.set_deadline(absl::ToChronoTime(call->deadline));
   }
+  if (!authorization_.empty()) call->context.AddMetadata("authorization", authorization_);
   grpc::GenericStub* stub = stubs_[channel % stubs_.size()].get();
   Call* raw = call.release();
   stub->UnaryCall(&raw->context, requests_.method, grpc::StubOptions(),

@@ -88,6 +88,9 @@ struct LoadOptions {
   // next channel (another replica when there are several) while attempts and the deadline
   // last. 1 (default): no retries.
   int max_attempts = 1;
+  // Sent on every call as "authorization: Bearer <auth_token>"; empty: none. (TLS comes with
+  // the channels, e.g. a Client's.)
+  std::string auth_token;
   absl::Duration progress_interval = absl::Seconds(1);
   std::function<void(const LoadProgress&)> on_progress;  // optional
 };

@@ -9,7 +9,8 @@
 #   2. Invariants the schemas cannot see (terminationGracePeriodSeconds covers preStop + drain,
 #      probes on the gRPC port, non-root, read-only root filesystem, ...): check_invariants.
 #   3. With kubectl (or kustomize) on PATH: 1 and 2 again on what `kubectl kustomize` renders
-#      for deploy/k8s (CPU) and deploy/k8s/gpu; without it, says "skipped".
+#      for deploy/k8s (CPU), deploy/k8s/gpu and deploy/k8s/secure (TLS and tokens from
+#      Secrets, probes on the plaintext health port); without it, says "skipped".
 #
 # kubernetes-validate: $KUBERNETES_VALIDATE, else <repo>/.venv/bin/kubernetes-validate
 # (tools/install-deps.sh installs it there). Missing: exit 77, which ctest reports as skipped.
@@ -147,9 +148,37 @@ for dep in deployments:
         listen = f.get("listen") or f"0.0.0.0:{GRPC_PORT}"
         check(listen.rsplit(":", 1)[1] == str(GRPC_PORT), f"{where}: --listen={listen}")
         check(ports.get("grpc") == GRPC_PORT, f"{where}: container port grpc is not {GRPC_PORT}")
+        # With --health_listen (the plaintext health-only listener) the probes may use it, and
+        # with TLS they must: kubelet gRPC probes cannot speak TLS.
+        health_listen = f.get("health_listen")
+        health_port = int(health_listen.rsplit(":", 1)[1]) if health_listen else None
+        if health_port is not None:
+            check(ports.get("health") == health_port,
+                  f"{where}: --health_listen={health_listen} but container port health is "
+                  f"{ports.get('health')}")
+        tls = f.get("tls_cert") is not None
+        probe_ports = {health_port} if tls else {GRPC_PORT, health_port} - {None}
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             port = c.get(probe, {}).get("grpc", {}).get("port")
-            check(port == GRPC_PORT, f"{where}: {probe} is not a gRPC probe on {GRPC_PORT}")
+            check(port in probe_ports,
+                  f"{where}: {probe} is not a gRPC probe on {sorted(probe_ports, key=str)}"
+                  + (" (TLS: probes need the plaintext --health_listen port)" if tls else ""))
+
+        # TLS and tokens: cert and key together, mTLS only over TLS, and every file read from
+        # a read-only mount of a Secret.
+        check((f.get("tls_cert") is None) == (f.get("tls_key") is None),
+              f"{where}: --tls_cert and --tls_key must come together")
+        check(f.get("tls_client_ca") is None or tls, f"{where}: --tls_client_ca without TLS")
+        secret_volumes = {v["name"] for v in pod.get("volumes", []) if "secret" in v}
+        for flag in ("tls_cert", "tls_key", "tls_client_ca", "auth_token_file"):
+            file = f.get(flag)
+            if file is None:
+                continue
+            mounts = [m for m in c.get("volumeMounts", [])
+                      if file.startswith(m["mountPath"].rstrip("/") + "/")]
+            check(any(m["name"] in secret_volumes and m.get("readOnly") is True
+                      for m in mounts),
+                  f"{where}: --{flag}={file} is not on a read-only Secret volume mount")
 
         # Security: non-root, read-only root, no privilege escalation, no capabilities.
         check(pod_sc.get("runAsNonRoot") is True and sc.get("runAsNonRoot", True) is True,
@@ -244,10 +273,10 @@ elif command -v kustomize >/dev/null 2>&1; then
   render=(kustomize build)
 fi
 if ((${#render[@]} == 0)); then
-  echo "skipped: kubectl not found: the kustomize renderings of deploy/k8s and deploy/k8s/gpu" \
-       "are not validated"
+  echo "skipped: kubectl not found: the kustomize renderings of deploy/k8s, deploy/k8s/gpu" \
+       "and deploy/k8s/secure are not validated"
 else
-  for variant in "" gpu; do
+  for variant in "" gpu secure; do
     dir=deploy/k8s${variant:+/$variant}
     out=$tmp/rendered-${variant:-cpu}.yaml
     if "${render[@]}" "$repo/$dir" >"$out"; then

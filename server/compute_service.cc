@@ -106,20 +106,35 @@ void Submit(batching::Batcher* batcher, RpcReactor* reactor,
   if (!scheduled.ok()) reactor->Answer(scheduled);  // the task (and its done) stayed with us
 }
 
+// The caller's token, when the server requires one: OK or UNAUTHENTICATED.
+absl::Status Authenticate(const TokenAuth* auth, const grpc::CallbackServerContext& context) {
+  if (auth == nullptr) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) return auth->Check(std::nullopt);
+  return auth->Check(absl::string_view(it->second.data(), it->second.size()));
+}
+
 }  // namespace
 
 ComputeService::ComputeService(batching::Batcher* batcher, const core::PlanOptions& plan_options,
-                               Metrics* metrics, ErrorLog* errors, ByteBudget* budget)
+                               Metrics* metrics, ErrorLog* errors, ByteBudget* budget,
+                               const TokenAuth* auth)
     : batcher_(batcher),
       plan_options_(plan_options),
       metrics_(metrics),
       errors_(errors),
-      budget_(budget) {}
+      budget_(budget),
+      auth_(auth) {}
 
 grpc::ServerUnaryReactor* ComputeService::Gather(grpc::CallbackServerContext* context,
                                                  const v1::GatherRequest* request,
                                                  v1::GatherResponse* response) {
   auto* reactor = new RpcReactor(Rpc::kGather, metrics_, errors_, budget_);
+  if (absl::Status auth = Authenticate(auth_, *context); !auth.ok()) {
+    reactor->Answer(auth);
+    return reactor;
+  }
   if (draining_.load()) {
     reactor->Answer(absl::UnavailableError("server is draining; retry on another replica"));
     return reactor;
@@ -140,6 +155,10 @@ grpc::ServerUnaryReactor* ComputeService::GatherNd(grpc::CallbackServerContext* 
                                                    const v1::GatherNdRequest* request,
                                                    v1::GatherNdResponse* response) {
   auto* reactor = new RpcReactor(Rpc::kGatherNd, metrics_, errors_, budget_);
+  if (absl::Status auth = Authenticate(auth_, *context); !auth.ok()) {
+    reactor->Answer(auth);
+    return reactor;
+  }
   if (draining_.load()) {
     reactor->Answer(absl::UnavailableError("server is draining; retry on another replica"));
     return reactor;

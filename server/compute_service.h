@@ -28,16 +28,21 @@
 #include "server/byte_budget.h"
 #include "server/error_log.h"
 #include "server/metrics.h"
+#include "server/security.h"
 
 namespace tensorcompute::server {
 
 class ComputeService final : public v1::TensorCompute::CallbackService {
  public:
-  // `batcher`, `metrics`, `errors` and `budget` are not owned and must outlive the service.
-  // Each accepted request holds its message's and its output's bytes of `budget` until its
-  // answer is sent; one that does not fit is answered UNAVAILABLE at once (byte_budget.h).
+  // `batcher`, `metrics`, `errors`, `budget` and `auth` are not owned and must outlive the
+  // service. Each accepted request holds its message's and its output's bytes of `budget`
+  // until its answer is sent; one that does not fit is answered UNAVAILABLE at once
+  // (byte_budget.h). With `auth`, every RPC first checks the caller's bearer token
+  // (TokenAuth::Check) and is answered UNAUTHENTICATED, counted like any other answer, before
+  // any other work.
   ComputeService(batching::Batcher* batcher, const core::PlanOptions& plan_options,
-                 Metrics* metrics, ErrorLog* errors, ByteBudget* budget);
+                 Metrics* metrics, ErrorLog* errors, ByteBudget* budget,
+                 const TokenAuth* auth = nullptr);
 
   // From now on every new RPC is answered UNAVAILABLE ("server is draining; retry on another
   // replica"); RPCs already accepted are not affected.
@@ -56,6 +61,7 @@ class ComputeService final : public v1::TensorCompute::CallbackService {
   Metrics* const metrics_;
   ErrorLog* const errors_;
   ByteBudget* const budget_;
+  const TokenAuth* const auth_;
   std::atomic<bool> draining_{false};
 };
 

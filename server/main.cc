@@ -63,6 +63,17 @@ ABSL_FLAG(int64_t, max_connection_age_s, 0,
           "over new replicas; 0 = never");
 ABSL_FLAG(int64_t, max_connection_age_grace_s, 30,
           "after that GOAWAY, how long the connection's RPCs in flight may take");
+// Security (server_options.h; docs/deploy.md "TLS and tokens").
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS (with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificate(s): mTLS, clients must present a certificate it signed");
+ABSL_FLAG(std::string, health_listen, "",
+          "host:port of a plaintext listener serving grpc.health.v1 only (for probes that "
+          "cannot speak TLS); empty = none");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file of accepted bearer tokens, one per line; every RPC but health then needs "
+          "'authorization: Bearer <token>'; re-read on SIGHUP");
 ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error|critical|off");
 ABSL_FLAG(std::string, log_format, "text", "text|json (one JSON object per line)");
 
@@ -166,6 +177,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // reloads --auth_token_file
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   tensorcompute::server::ServerOptions options;
@@ -193,6 +205,11 @@ int main(int argc, char** argv) {
   options.max_connection_idle = absl::Seconds(absl::GetFlag(FLAGS_max_connection_idle_s));
   options.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   options.max_connection_age_grace = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_s));
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  options.health_listen = absl::GetFlag(FLAGS_health_listen);
+  options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
 
   auto server = tensorcompute::server::Server::Start(options);
   if (!server.ok()) {
@@ -214,10 +231,30 @@ int main(int argc, char** argv) {
       options.queue_capacity, options.max_message_bytes, options.EffectiveMaxOutputBytes(),
       options.max_inflight_bytes, options.max_rank, absl::GetFlag(FLAGS_drain_timeout_s),
       (*server)->metrics_port(), absl::GetFlag(FLAGS_max_connection_age_s));
+  spdlog::info("security: {}{}{}{}", options.tls_cert.empty() ? "plaintext" : "tls",
+               options.tls_client_ca.empty() ? "" : " mtls (client certificates required)",
+               options.auth_token_file.empty() ? ", no token" : ", bearer tokens required",
+               (*server)->health_port() == 0
+                   ? ""
+                   : absl::StrCat(", plaintext health on port ", (*server)->health_port()));
   spdlog::default_logger()->flush();
 
   int signal = 0;
-  sigwait(&stop_signals, &signal);
+  while (sigwait(&stop_signals, &signal) == 0 && signal == SIGHUP) {
+    if (options.auth_token_file.empty()) {
+      spdlog::info("received SIGHUP: nothing to reload (no --auth_token_file)");
+      continue;
+    }
+    absl::StatusOr<int> tokens = (*server)->ReloadAuthTokens();
+    if (tokens.ok()) {
+      spdlog::info("received SIGHUP: reloaded {}: {} tokens accepted", options.auth_token_file,
+                   *tokens);
+    } else {
+      spdlog::error("received SIGHUP: cannot reload, keeping the previous tokens: {}",
+                    std::string(tokens.status().message()));
+    }
+    spdlog::default_logger()->flush();
+  }
   spdlog::info("received {}, draining (timeout {} s)", signal == SIGTERM ? "SIGTERM" : "SIGINT",
                absl::GetFlag(FLAGS_drain_timeout_s));
   (*server)->Drain();

@@ -59,7 +59,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       options.gpu_staging_bytes < (int64_t{64} << 10)) {
     return absl::InvalidArgumentError("need 1 <= gpu_streams <= 64 and gpu_staging_bytes >= 65536");
   }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(options);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<Server> s(new Server(options));
+  if (!options.auth_token_file.empty()) {
+    absl::StatusOr<std::unique_ptr<TokenAuth>> auth = TokenAuth::Create(options.auth_token_file);
+    if (!auth.ok()) return auth.status();
+    s->auth_ = *std::move(auth);
+  }
   s->pool_ = std::make_unique<core::ThreadPool>(options.cpu_threads);
   // Requests are split across the pool only from 4 MiB of output on: below that, waking a
   // second (often sleeping) vCPU costs more than it saves, and concurrent requests keep the
@@ -97,12 +105,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   plan_options.max_rank = options.max_rank;
   s->budget_ = std::make_unique<ByteBudget>(options.max_inflight_bytes);
   s->service_ = std::make_unique<ComputeService>(s->batcher_.get(), plan_options, &s->metrics_,
-                                                 &s->errors_, s->budget_.get());
+                                                 &s->errors_, s->budget_.get(), s->auth_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, *credentials, &s->port_);
+  if (s->auth_ != nullptr) builder.SetOption(WithoutReflection());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(s->service_.get());
@@ -143,14 +152,33 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     s->server_.reset();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
+  if (!options.health_listen.empty()) {
+    // Plaintext, the standard health service and nothing else (not even reflection).
+    grpc::ServerBuilder health_builder;
+    health_builder.AddListeningPort(options.health_listen, grpc::InsecureServerCredentials(),
+                                    &s->health_port_);
+    health_builder.SetOption(WithoutReflection());
+    s->health_fallback_ = HealthOnlyFallback();
+    health_builder.RegisterCallbackGenericService(s->health_fallback_.get());
+    s->health_server_ = health_builder.BuildAndStart();
+    if (s->health_server_ == nullptr || s->health_port_ == 0) {
+      s->health_server_.reset();
+      s->server_->Shutdown();
+      s->server_.reset();
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", options.health_listen, " (health_listen)"));
+    }
+  }
   // The whole server ("") and the service by name, so that checks naming the service
   // (Kubernetes gRPC probes with `service:`, grpc_health_probe -service) work too.
   {
     // Under the lock, so that a GPU lost meanwhile cannot be overwritten with SERVING.
     absl::MutexLock lock(&s->health_mu_);
     s->health_ = s->server_->GetHealthCheckService();
-    s->health_->SetServingStatus(v1::TensorCompute::service_full_name(), !s->gpu_lost_);
-    s->health_->SetServingStatus(!s->gpu_lost_);
+    if (s->health_server_ != nullptr) {
+      s->listener_health_ = s->health_server_->GetHealthCheckService();
+    }
+    s->SetHealth(!s->gpu_lost_, /*service_too=*/true);
   }
   return s;
 }
@@ -209,7 +237,24 @@ void Server::OnDeviceLost(int ordinal, const absl::Status& error) {
   // The health service is thread-safe; the lock only keeps it from going away meanwhile.
   absl::MutexLock lock(&health_mu_);
   gpu_lost_ = true;
-  if (health_ != nullptr) health_->SetServingStatus(false);
+  SetHealth(false, /*service_too=*/false);
+}
+
+void Server::SetHealth(bool serving, bool service_too) {
+  for (grpc::HealthCheckServiceInterface* health : {health_, listener_health_}) {
+    if (health == nullptr) continue;
+    if (service_too) {
+      health->SetServingStatus(v1::TensorCompute::service_full_name(), serving);
+    }
+    health->SetServingStatus(serving);
+  }
+}
+
+absl::StatusOr<int> Server::ReloadAuthTokens() {
+  if (auth_ == nullptr) {
+    return absl::FailedPreconditionError("the server was started without auth_token_file");
+  }
+  return auth_->Reload();
 }
 
 Server::~Server() { Drain(); }
@@ -235,7 +280,10 @@ void Server::DoDrain() {
         "draining: health NOT_SERVING, refusing new requests, answering {} queued; closing "
         "connections in {} ms",
         batcher_->queue_depth(), absl::ToInt64Milliseconds(options_.drain_notice));
-    server_->GetHealthCheckService()->SetServingStatus(false);
+    {
+      absl::MutexLock lock(&health_mu_);
+      SetHealth(false, /*service_too=*/false);
+    }
     service_->StartDraining();
   }
   if (batcher_ != nullptr) {
@@ -254,9 +302,14 @@ void Server::DoDrain() {
     // responses to be sent, cancels what is left at the deadline, and closes the listeners.
     server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now() + absl::Seconds(1))));
     server_->Wait();
+    if (health_server_ != nullptr) {
+      health_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+      health_server_->Wait();
+    }
     {
       absl::MutexLock lock(&health_mu_);
       health_ = nullptr;
+      listener_health_ = nullptr;
     }
     batcher_->WaitIdle(absl::Seconds(5));  // tasks of RPCs cancelled by Shutdown
     spdlog::info("drained: {} requests answered in all", metrics_.requests_total());

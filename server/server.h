@@ -7,6 +7,10 @@
 // service. main.cc only parses flags, starts one, and calls Drain() on SIGTERM/SIGINT. Tests
 // start one in process on 127.0.0.1:0.
 //
+// Security (server/security.h): TLS or mTLS on the main port, bearer tokens checked by the
+// service (reflection is then not served), and optionally a second, plaintext grpc::Server on
+// options.health_listen with only the health service, whose status is set with the main one's.
+//
 // A GPU taken out of service by a sticky CUDA error is logged; with device "gpu" health then
 // turns NOT_SERVING for good (only a new process can use the GPU again, so the orchestrator
 // should replace this one), with "auto" the server goes on serving from what is left.
@@ -35,6 +39,7 @@
 #include "server/compute_service.h"
 #include "server/error_log.h"
 #include "server/metrics.h"
+#include "server/security.h"
 #include "server/server_options.h"
 
 namespace tensorcompute::server {
@@ -65,6 +70,13 @@ class Server {
   // The Prometheus endpoint's port; 0 when options.metrics_listen is empty.
   int metrics_port() const;
 
+  // The plaintext health-only listener's port; 0 when options.health_listen is empty.
+  int health_port() const { return health_port_; }
+
+  // Re-reads options.auth_token_file: returns how many tokens are now accepted, or the error
+  // (the old tokens stay). FAILED_PRECONDITION when the server was started without one.
+  absl::StatusOr<int> ReloadAuthTokens();
+
   const Metrics& metrics() const { return metrics_; }
   // The max_inflight_bytes budget and what is reserved of it.
   const ByteBudget& inflight_budget() const { return *budget_; }
@@ -84,6 +96,9 @@ class Server {
   absl::Status SetUpGpu();
   void OnDeviceLost(int ordinal, const absl::Status& error);
   void DoDrain();
+  // Sets the main server's and the health listener's health to `serving`: with `service_too`
+  // the TensorCompute service's entry as well as the whole server's (""), else every entry.
+  void SetHealth(bool serving, bool service_too) ABSL_EXCLUSIVE_LOCKS_REQUIRED(health_mu_);
 
   const ServerOptions options_;
   Metrics metrics_;
@@ -100,6 +115,8 @@ class Server {
   // OnDeviceLost until it is destroyed.
   absl::Mutex health_mu_;
   grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
+  // The same for the health-only listener (options.health_listen), which mirrors health_.
+  grpc::HealthCheckServiceInterface* listener_health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
   bool gpu_lost_ ABSL_GUARDED_BY(health_mu_) = false;  // with device "gpu": stay NOT_SERVING
   // Destroyed after the batcher (which hands it batches) and before the CPU executor and pool
   // (its fallback).
@@ -108,8 +125,12 @@ class Server {
   std::unique_ptr<batching::Batcher> batcher_;
   std::unique_ptr<ByteBudget> budget_;  // max_inflight_bytes
   std::unique_ptr<ComputeService> service_;
+  std::unique_ptr<TokenAuth> auth_;  // options.auth_token_file's tokens; null without one
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::unique_ptr<grpc::CallbackGenericService> health_fallback_;  // of health_server_
+  std::unique_ptr<grpc::Server> health_server_;  // options.health_listen's; may be null
+  int health_port_ = 0;
   // Declared last: stops serving metrics before anything it reads goes away.
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   absl::once_flag drain_once_;

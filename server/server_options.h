@@ -120,6 +120,29 @@ struct ServerOptions {
   // At most this many error log lines per second; the rest are counted and summarised.
   int64_t error_log_per_second = 20;
 
+  // --- Security (server/security.h; docs/deploy.md "TLS and tokens") ---
+  // TLS: PEM files of the server's certificate chain and its (unencrypted) private key; both
+  // or neither. Empty (default): plaintext. A client speaking plaintext to a TLS server, or
+  // TLS with a CA that did not sign this certificate, fails the handshake: it sees UNAVAILABLE.
+  std::string tls_cert;
+  std::string tls_key;
+  // mTLS: PEM file of the CA(s) that sign client certificates; needs tls_cert and tls_key.
+  // Every client must then present a certificate signed by it (else the handshake fails).
+  std::string tls_client_ca;
+  // A second, plaintext listener, "host:port", that serves grpc.health.v1 only (no
+  // TensorCompute: UNIMPLEMENTED; no reflection) and mirrors the main server's health: for
+  // Kubernetes gRPC probes, which cannot speak TLS. Port 0 picks one (Server::health_port()).
+  // Empty (default): none.
+  std::string health_listen;
+  // A file of accepted bearer tokens, one per line (blank lines and '#' comments ignored;
+  // list the old and the new token while rotating). Every RPC except grpc.health.v1 then needs
+  // the metadata "authorization: Bearer <token>"; without it, or with another token:
+  // UNAUTHENTICATED. Server::ReloadAuthTokens() re-reads it (the binary: on SIGHUP). Reflection
+  // is not served then (it cannot check tokens). Empty (default): no tokens needed.
+  std::string auth_token_file;
+  // Any of these files unreadable or malformed (or only one of tls_cert / tls_key): Start
+  // fails with INVALID_ARGUMENT.
+
   // The output cap that applies, after resolving max_output_bytes = 0.
   int64_t EffectiveMaxOutputBytes() const {
     const int64_t fits = max_message_bytes - (int64_t{64} << 10);

@@ -18,6 +18,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # style check in CI
   clang-format
+  # TLS: libssl-dev for the server (PEM checks, SHA-256 of tokens), the openssl command for
+  # the certificates the tests make
+  libssl-dev openssl
   # the Python client and its tests (the packages themselves go into .venv, below)
   python3-venv python3-pip
 )

@@ -3,6 +3,7 @@
 
 #include "client/client.h"
 
+#include <fstream>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -223,6 +224,51 @@ TEST(Client, DrainingReplicaIsSkippedWithoutRetries) {
   }
   EXPECT_EQ((*draining)->metrics().requests_total(), drained_before);
   drain.join();
+}
+
+TEST(Client, SendsTheAuthToken) {
+  const std::string tokens = ::testing::TempDir() + "/client_test_tokens";
+  std::ofstream(tokens, std::ios::trunc) << "# tokens\nclient-token\n";
+  ServerOptions server_options = TestOptions();
+  server_options.auth_token_file = tokens;
+  auto server = Server::Start(server_options);
+  ASSERT_THAT(server.status(), IsOk());
+  const std::vector<int32_t> params_values = {10, 20, 30}, index_values = {2};
+  const core::Tensor params = core::Tensor::FromValues<int32_t>(core::DataType::kInt32, {3},
+                                                                absl::MakeConstSpan(params_values));
+  const core::Tensor indices = core::Tensor::FromValues<int32_t>(core::DataType::kInt32, {1},
+                                                                 absl::MakeConstSpan(index_values));
+  ClientOptions options;
+  options.target = Local((*server)->port());
+  auto without = Client::Create(options);
+  ASSERT_THAT(without.status(), IsOk());
+  EXPECT_THAT((*without)->Gather(params.view(), indices.view()).status(),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("Bearer")));
+  absl::StatusOr<std::string> health = (*without)->Health();
+  ASSERT_THAT(health.status(), IsOk());
+  EXPECT_EQ(*health, "SERVING");
+  options.auth_token = "client-token";
+  auto with = Client::Create(options);
+  ASSERT_THAT(with.status(), IsOk());
+  EXPECT_THAT((*with)->Gather(params.view(), indices.view()).status(), IsOk());
+}
+
+TEST(Client, TlsOptionsAreChecked) {
+  ClientOptions options;
+  options.tls.ca_file = "/nonexistent/ca.pem";
+  EXPECT_THAT(Client::Create(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("need tls enabled")));
+  options.tls.enabled = true;
+  EXPECT_THAT(Client::Create(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("tls ca_file /nonexistent/ca.pem: cannot read")));
+  options.tls.ca_file = "";
+  options.tls.cert_file = "/nonexistent/client.pem";
+  EXPECT_THAT(Client::Create(options).status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                         HasSubstr("both cert_file and key_file")));
+  options.auth_token = "two\nlines";
+  options.tls = TlsOptions();
+  EXPECT_THAT(Client::Create(options).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

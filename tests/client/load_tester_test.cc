@@ -4,6 +4,7 @@
 
 #include "client/load_tester.h"
 
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -243,6 +244,33 @@ TEST(RunLoad, RejectsBadOptions) {
   options.concurrency = 0;
   EXPECT_THAT(RunLoad(Channels({1}), requests, options).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A token file with `token`, for a server's auth_token_file.
+std::string TokenFile(const std::string& token) {
+  const std::string path = ::testing::TempDir() + "/load_tester_test_tokens";
+  std::ofstream(path, std::ios::trunc) << token << "\n";
+  return path;
+}
+
+TEST(RunLoad, SendsTheAuthToken) {
+  ServerOptions server_options = TestOptions();
+  server_options.auth_token_file = TokenFile("load-token");
+  std::unique_ptr<Server> server = StartServer(server_options);
+  LoadRequests requests = *BuildLoadRequests(LoadRequestSpec());
+  LoadOptions options = Requests(30, 3);
+  options.auth_token = "load-token";
+  auto report = RunLoad(Channels({server->port()}), requests, options);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_THAT(report->by_code, ElementsAre(Pair("OK", 30)));
+  options.auth_token = "";
+  report = RunLoad(Channels({server->port()}), requests, options);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_THAT(report->by_code, ElementsAre(Pair("UNAUTHENTICATED", 30)));
+  options.auth_token = "wrong-token";
+  report = RunLoad(Channels({server->port()}), requests, options);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_THAT(report->by_code, ElementsAre(Pair("UNAUTHENTICATED", 30)));
 }
 
 }  // namespace

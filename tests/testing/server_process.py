@@ -4,7 +4,9 @@
         target = server.target               # "127.0.0.1:PORT"
         server.metrics_port                  # its Prometheus endpoint, also on a free port
 
-The binary's startup line ("... listening on HOST:PORT port=N ...") gives the port. Its output
+The binary's startup line ("... listening on HOST:PORT port=N ...") gives the port (and, with
+--health_listen, its "security: ... plaintext health on port N" line `server.health_port`;
+`server.signal(signal.SIGHUP)` reloads --auth_token_file). Its output
 is drained on a thread (kept in `server.output`) so that a full pipe never stalls it; on exit
 the server gets SIGTERM and must exit within `stop_timeout` seconds.
 """
@@ -26,6 +28,7 @@ class ServerProcess:
         self.output = []
         self.port = None
         self.metrics_port = None
+        self.health_port = None
         self._process = None
 
     @property
@@ -43,13 +46,22 @@ class ServerProcess:
                 self.port = int(match.group(1))
                 metrics = re.search(r"\bmetrics_port=(\d+)", line)
                 self.metrics_port = int(metrics.group(1)) if metrics else None
+                if not any(f.startswith("--health_listen=") for f in self.flags):
+                    break
+            match = re.search(r"plaintext health on port (\d+)", line)
+            if match:
+                self.health_port = int(match.group(1))
                 break
-        if self.port is None:
+        if self.port is None or (self.health_port is None and any(
+                f.startswith("--health_listen=") for f in self.flags)):
             self._process.wait(timeout=10)
             raise RuntimeError(f"{self.binary} did not start:\n{''.join(self.output)}")
         self._drain = threading.Thread(target=self._read_rest, daemon=True)
         self._drain.start()
         return self
+
+    def signal(self, signum):
+        self._process.send_signal(signum)
 
     def _read_rest(self):
         for line in self._process.stdout:

@@ -45,10 +45,25 @@ waits between 0.5 and 1 times min(0.1 s * 2^(k-1), 5 s). All attempts share the 
 timeout; when the next sleep would pass that deadline, the last error is raised at once.
 With retries the channel also reconnects sooner (from 0.1 s instead of gRPC's 1 s), so that
 retries after a refused connection really try the connection again.
+
+TLS and tokens (the server's --tls_cert, --tls_client_ca and --auth_token_file):
+
+    Client("tc.example:50051", tls=True, root_certificates="ca.pem",         # TLS
+           certificate_chain="client.pem", private_key="client.key",       # + mTLS
+           auth_token=open("token").read().strip())                        # + bearer token
+
+root_certificates, certificate_chain and private_key are each PEM *bytes* (the contents) or a
+str / os.PathLike naming a PEM file, read once here; any of them implies tls=True. Without
+root_certificates the system's roots are used. tls_server_name overrides the name verified
+against the server's certificate (gRPC's ssl_target_name_override). auth_token (str) is sent
+on every call as "authorization: Bearer <token>"; a missing or wrong one gets UNAUTHENTICATED.
+A TLS mismatch (plaintext to a TLS server, an untrusted server certificate, no client
+certificate for an mTLS server) shows as UNAVAILABLE.
 """
 
 import json
 import operator
+import os
 import random
 import sys
 import time
@@ -206,18 +221,40 @@ def _from_tensor(tensor):
     return out.reshape(shape)
 
 
+def _pem(value, name):
+    """PEM bytes as they are; a str or os.PathLike names a file to read; None stays None."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        with open(value, "rb") as f:
+            return f.read()
+    raise TypeError(f"{name}: expected PEM bytes or a file path, got {type(value).__name__}")
+
+
 class Client:
     """A connection to a tensorcompute server. Thread-safe; close() it (or use `with`)."""
 
     def __init__(self, target="localhost:50051", timeout=30.0, max_message_bytes=64 << 20,
-                 retries=0):
+                 retries=0, tls=False, root_certificates=None, certificate_chain=None,
+                 private_key=None, tls_server_name=None, auth_token=None):
         """target: "host:port" or a gRPC target URI (dns:///h:p, ipv4:a:p,b:p, unix:path).
         timeout: default seconds per call, retries included (None = no deadline).
         max_message_bytes: largest message sent or received.
         retries: extra attempts on UNAVAILABLE, with exponential backoff and jitter (0 = off).
+        tls, root_certificates, certificate_chain, private_key, tls_server_name, auth_token:
+        see "TLS and tokens" in the module docstring.
         """
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
+        root_certificates = _pem(root_certificates, "root_certificates")
+        certificate_chain = _pem(certificate_chain, "certificate_chain")
+        private_key = _pem(private_key, "private_key")
+        if (certificate_chain is None) != (private_key is None):
+            raise ValueError("mTLS needs both certificate_chain and private_key")
+        tls = bool(tls or root_certificates or certificate_chain or tls_server_name)
+        if auth_token is not None and ("\n" in auth_token or "\r" in auth_token):
+            raise ValueError("auth_token must be one line")
+        self._metadata = (("authorization", f"Bearer {auth_token}"),) if auth_token else None
         self.target = target
         self.timeout = timeout
         self.retries = int(retries)
@@ -233,7 +270,15 @@ class Client:
                 ("grpc.min_reconnect_backoff_ms", backoff_ms),
                 ("grpc.max_reconnect_backoff_ms", int(_MAX_BACKOFF_S * 1000)),
             ]
-        self._channel = grpc.insecure_channel(target, options=options)
+        if tls_server_name:
+            options.append(("grpc.ssl_target_name_override", tls_server_name))
+        if tls:
+            credentials = grpc.ssl_channel_credentials(root_certificates, private_key,
+                                                       certificate_chain)
+            make_channel = lambda opts: grpc.secure_channel(target, credentials, options=opts)
+        else:
+            make_channel = lambda opts: grpc.insecure_channel(target, options=opts)
+        self._channel = make_channel(options)
         self._stub = pb_grpc.TensorComputeStub(self._channel)
         # health() asks on a channel of its own that does not watch health: the call channel
         # would not call a server that is not SERVING (UNAVAILABLE, not "NOT_SERVING").
@@ -241,7 +286,7 @@ class Client:
         health_options = [
             (key, json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
              if key == "grpc.service_config" else value) for key, value in options]
-        self._health_channel = grpc.insecure_channel(target, options=health_options)
+        self._health_channel = make_channel(health_options)
         self._health_stub = None
 
     def gather(self, params, indices, axis=None, batch_dims=0, timeout=None):
@@ -300,7 +345,7 @@ class Client:
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                return method(request, timeout=remaining)
+                return method(request, timeout=remaining, metadata=self._metadata)
             except grpc.RpcError as e:
                 error = TensorComputeError(e.code(), e.details())
                 if e.code() != grpc.StatusCode.UNAVAILABLE or attempt >= self.retries:
