@@ -30,6 +30,12 @@ uint8_t* AllocateBytes(size_t bytes) {
   return p;
 }
 
+// "an int32", "a float32": the article for a dtype name in a message.
+const char* Article(absl::string_view name) {
+  return !name.empty() && absl::string_view("aeiou").find(name[0]) != absl::string_view::npos ? "an"
+                                                                                              : "a";
+}
+
 std::string KnownTypeNames() {
   std::vector<std::string> names;
   for (DataType d : kAllDataTypes) names.push_back(DataTypeName(d));
@@ -79,7 +85,8 @@ absl::Status ValidateTensor(const TensorView& t, absl::string_view name, int64_t
     return absl::OkStatus();
   }
   if (!t.strings.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": a ", DataTypeName(t.dtype),
+    const std::string type = DataTypeName(t.dtype);
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", Article(type), " ", type,
                                                    " tensor carries its values in data, but has ",
                                                    t.strings.size(), " strings; expected 0"));
   }

@@ -22,6 +22,7 @@ using ::tensorcompute::testing::MakeStrings;
 using ::tensorcompute::testing::MakeTensor;
 using ::tensorcompute::testing::StatusIs;
 using ::testing::AllOf;
+using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -98,6 +99,21 @@ TEST(ValidateTensor, NumericTensorWithStringsIsRejected) {
   EXPECT_THAT(
       ValidateTensor(v, "indices", 32),
       StatusIs(kInvalid, AllOf(StartsWith("indices"), HasSubstr("int32"), HasSubstr("1 strings"))));
+}
+
+TEST(ValidateTensor, NumericTensorWithStringsMessageReadsAsEnglish) {
+  std::string s;
+  const std::vector<const std::string*> ptrs = {&s, &s};
+  const std::vector<uint8_t> bytes(8);
+  TensorView v = BytesView(DataType::kInt32, {2}, bytes);
+  v.strings = ptrs;
+  EXPECT_THAT(ValidateTensor(v, "indices", 32),
+              StatusIs(kInvalid, Eq("indices: an int32 tensor carries its values in data, but "
+                                    "has 2 strings; expected 0")));
+  v.dtype = DataType::kFloat64;
+  EXPECT_THAT(ValidateTensor(v, "params", 32),
+              StatusIs(kInvalid, Eq("params: a float64 tensor carries its values in data, but "
+                                    "has 2 strings; expected 0")));
 }
 
 TEST(ValidateTensor, NegativeDimensionNamesTheDimension) {

@@ -396,7 +396,7 @@ std::vector<Row> Rows() {
          return G(P3(), std::move(indices));
        }),
        StatusCode::INVALID_ARGUMENT,
-       "indices: a int32 tensor carries its values in data, but has 2 strings; expected 0"},
+       "indices: an int32 tensor carries its values in data, but has 2 strings; expected 0"},
 
       // -- Index values --
       {"index_int32_max", "indices int32 [1] = {2^31 - 1}", kGather,
