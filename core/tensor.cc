@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include <sys/mman.h>
@@ -67,6 +68,12 @@ absl::Status ValidateTensor(const TensorView& t, absl::string_view name, int64_t
   }
   const std::optional<int64_t> n = CheckedNumElements(t.shape);
   if (!n) {
+    if (absl::c_linear_search(t.shape, int64_t{0})) {  // no elements: not "too many"
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": shape ", ShapeToString(t.shape),
+          ": the product of its nonzero dimensions must fit in int64, even though a dimension "
+          "is 0 (the tensor is empty)"));
+    }
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": shape ", ShapeToString(t.shape),
                      " has too many elements; the product of its dimensions must fit in int64"));

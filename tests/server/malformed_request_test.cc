@@ -325,8 +325,8 @@ std::vector<Row> Rows() {
          return G(I32({0, k2p62, k2p62}, {}), I32({0}, {}));
        }),
        StatusCode::INVALID_ARGUMENT,
-       "params: shape [0,4611686018427387904,4611686018427387904] has too many elements; the "
-       "product of its dimensions must fit in int64"},
+       "params: shape [0,4611686018427387904,4611686018427387904]: the product of its nonzero "
+       "dimensions must fit in int64, even though a dimension is 0 (the tensor is empty)"},
       {"params_dim_negative", "params shape [-1]", kGather,
        GatherWire([] { return G(I32({-1}, {}), Idx()); }), StatusCode::INVALID_ARGUMENT,
        "params: dimension 0 is -1 in shape [-1]; dimensions must be >= 0"},
@@ -547,13 +547,22 @@ std::vector<Row> Rows() {
        "output of shape [1,4097] needs 4097 bytes, over the limit of 4096 bytes "
        "(max_output_bytes)"},
       {"output_elements_overflow",
-       "Gather: params int32 [2^62, 0], indices [4,0], axis 1: output shape [2^62,4,0]", kGather,
-       GatherWire([] {
+       "Gather: params int32 [2^62, 0], indices int32 [4] = {0,0,0,0}, axis 1: output shape "
+       "[2^62,4]",
+       kGather, GatherWire([] {
+         return G(I32({k2p62, 0}, {}), I32({4}, {0, 0, 0, 0}), 1);
+       }),
+       StatusCode::RESOURCE_EXHAUSTED,
+       "output shape [4611686018427387904,4] has too many elements (more than 2^63); the limit "
+       "is 4096 bytes (max_output_bytes)"},
+      {"output_empty_dims_overflow",
+       "Gather: params int32 [2^62, 0], indices [4,0], axis 1: output shape [2^62,4,0] (empty)",
+       kGather, GatherWire([] {
          return G(I32({k2p62, 0}, {}), I32({4, 0}, {}), 1);
        }),
        StatusCode::RESOURCE_EXHAUSTED,
-       "output shape [4611686018427387904,4,0] has too many elements (more than 2^63); the "
-       "limit is 4096 bytes (max_output_bytes)"},
+       "output shape [4611686018427387904,4,0]: the product of its nonzero dimensions must fit "
+       "in int64, even though a dimension is 0 (the output is empty)"},
       {"string_output_over_cap",
        "Gather: params string [1] of 3000 bytes gathered twice (the cap is met while copying)",
        kGather, GatherWire([] {
