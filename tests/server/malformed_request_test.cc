@@ -83,6 +83,7 @@ struct Row {
   std::string message;
   Match match = Match::kExact;
   absl::Duration timeout = absl::Seconds(30);  // the call's deadline, from now
+  int64_t metadata_bytes = 0;  // a custom metadata entry (x-junk) of this many bytes
 };
 
 // ---- Request builders ----
@@ -219,6 +220,16 @@ std::vector<Row> Rows() {
       {"wire_unknown_method", "a method the service does not have (/.../Scatter)",
        "/tensorcompute.v1.TensorCompute/Scatter", GatherWire(SmallGather),
        StatusCode::UNIMPLEMENTED, ""},
+      {"wire_params_twice",
+       "Gather: params int32 [3] sent twice: protobuf merges them (shape [3,3], the last data)",
+       kGather,
+       [] {
+         const std::string once = G(P3(), v1::Tensor()).SerializeAsString();
+         return once + once + G(v1::Tensor(), Idx()).SerializeAsString();
+       },
+       StatusCode::INVALID_ARGUMENT,
+       "params: data has 12 bytes but shape [3,3] of int32 needs 9 elements x 4 bytes = 36 "
+       "bytes"},
       {"wire_gather_nd_body_to_gather",
        "Gather: a GatherNd request with batch_dims = 5 (its field 3 reads as Gather's axis)",
        kGather, NdWire([] {
@@ -424,6 +435,9 @@ std::vector<Row> Rows() {
       {"index_equal_to_size", "indices int32 [1] = {3} into params [3]", kGather,
        GatherWire([] { return G(P3(), I32({1}, {3})); }), StatusCode::INVALID_ARGUMENT,
        "indices[0] = 3 is not in [-3, 3)"},
+      {"index_minus_10_into_size_1", "params int32 [1], indices int32 [1] = {-10}", kGather,
+       GatherWire([] { return G(I32({1}, {5}), I32({1}, {-10})); }), StatusCode::INVALID_ARGUMENT,
+       "indices[0] = -10 is not in [-1, 1)"},
       {"index_below_minus_size", "indices int32 [1] = {-4} into params [3]", kGather,
        GatherWire([] { return G(P3(), I32({1}, {-4})); }), StatusCode::INVALID_ARGUMENT,
        "indices[0] = -4 is not in [-3, 3)"},
@@ -535,6 +549,9 @@ std::vector<Row> Rows() {
        "indices shape [2], params shape [3]"},
 
       // -- Limits --
+      {"metadata_64k", "a valid Gather with 64 KiB of custom metadata (x-junk)", kGather,
+       GatherWire(SmallGather), StatusCode::RESOURCE_EXHAUSTED,
+       "received initial metadata size exceeds limit", Match::kExact, absl::Seconds(30), 64 << 10},
       {"message_max_plus_1", "Gather: a request of max_message_bytes + 1 bytes (1 MiB + 1)",
        kGather, [] { return GatherOfSerializedSize(kMaxMessageBytes + 1); },
        StatusCode::RESOURCE_EXHAUSTED, "Received message larger than max (1048577 vs. 1048576)"},
@@ -572,6 +589,15 @@ std::vector<Row> Rows() {
        "output needs 6064 bytes, over the limit of 4096 bytes (max_output_bytes)"},
 
       // -- Deadlines --
+      {"output_over_2p31_elements",
+       "Gather: params uint8 [1,65536], indices int32 [32769] of zeros: 2^31 + 2^16 elements out",
+       kGather, GatherWire([] {
+         return G(Tensor(v1::DT_UINT8, {1, 65536}, std::string(65536, 'x')),
+                  I32({32769}, std::vector<int32_t>(32769, 0)));
+       }),
+       StatusCode::RESOURCE_EXHAUSTED,
+       "output of shape [32769,65536] needs 2147549184 bytes, over the limit of 4096 bytes "
+       "(max_output_bytes)"},
       {"deadline_0", "a valid Gather with a deadline of now (0 µs)", kGather,
        GatherWire(SmallGather), StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded",
        Match::kDeadline, absl::ZeroDuration()},
@@ -604,6 +630,11 @@ std::vector<Row> Rows() {
          return Nd(P3(), I32({0, 1}, {}));
        }),
        StatusCode::OK, ""},
+      {"ok_zero_size_batch", "Gather: params [0,3], indices [0,2], batch_dims = 1", kGather,
+       GatherWire([] {
+         return G(I32({0, 3}, {}), I32({0, 2}, {}), std::nullopt, 1);
+       }),
+       StatusCode::OK, ""},
       {"ok_invalid_utf8_strings", "Gather: params string [2] = {\"\\xff\\xfe\", \"\\xc3(\"}",
        kGather, GatherWire([] {
          return G(Strings({2}, {"\xff\xfe", "\xc3("}), I32({2}, {1, 0}));
@@ -631,10 +662,12 @@ struct Answer {
   std::string message;
 };
 
-Answer Send(int port, const std::string& method, const std::string& body, absl::Duration timeout) {
+Answer Send(int port, const std::string& method, const std::string& body, absl::Duration timeout,
+            int64_t metadata_bytes) {
   grpc::GenericStub generic(MakeChannel(port));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (metadata_bytes > 0) context.AddMetadata("x-junk", std::string(metadata_bytes, 'j'));
   grpc::Slice slice(body);
   grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer response;
@@ -696,12 +729,12 @@ std::string MessageCell(const Row& row) {
 
 // How many times the row's request reaches the service (and its metrics), if that is
 // determined: never when gRPC itself answers (bytes that do not parse, an unknown method, a
-// message over the limit, a deadline already past when sent); unknown for the deadline rows
-// that race; once for everything else.
+// message or metadata over the limit, a deadline already past when sent); unknown for the
+// deadline rows that race; once for everything else.
 std::optional<int64_t> ServiceCalls(const Row& row) {
   if (row.match == Match::kDeadline) return std::nullopt;
   if (row.code == StatusCode::UNIMPLEMENTED || row.id == "message_max_plus_1" ||
-      row.id == "deadline_past") {
+      row.id == "metadata_64k" || row.id == "deadline_past") {
     return 0;
   }
   return 1;
@@ -745,7 +778,7 @@ TEST_P(Table, Row) {
   const Row& row = GetParam();
   const std::string body = row.body();
   const int64_t calls_before = server_->metrics().requests_total();
-  const Answer answer = Send(server_->port(), row.method, body, row.timeout);
+  const Answer answer = Send(server_->port(), row.method, body, row.timeout, row.metadata_bytes);
   EXPECT_EQ(CodeName(answer.code), std::string(CodeName(row.code)))
       << "code " << answer.code << ", message: " << answer.message;
   switch (row.match) {
