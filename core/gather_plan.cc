@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 
 #include "core/status_macros.h"
@@ -42,6 +43,14 @@ absl::Status CheckBatchDimsMatch(const TensorView& params, const TensorView& ind
 // Fills the output size fields and applies the output cap.
 absl::Status FinishPlan(GatherPlan& plan, const PlanOptions& options) {
   const std::optional<int64_t> elements = CheckedNumElements(plan.output_shape);
+  if (!elements && absl::c_linear_search(plan.output_shape, int64_t{0})) {
+    // No elements, so "too many elements" would be wrong; refused all the same, since the
+    // plan's products (GatherPlan::output_rows()) must not overflow.
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "output shape ", ShapeToString(plan.output_shape),
+        ": the product of its nonzero dimensions must fit in int64, even though a dimension is 0 "
+        "(the output is empty)"));
+  }
   if (!elements) {
     return absl::ResourceExhaustedError(
         absl::StrCat("output shape ", ShapeToString(plan.output_shape),

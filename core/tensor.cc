@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include <sys/mman.h>
@@ -28,6 +29,12 @@ uint8_t* AllocateBytes(size_t bytes) {
   madvise(p, rounded, MADV_HUGEPAGE);  // advice only: on failure the pages stay 4 KiB
 #endif
   return p;
+}
+
+// "an int32", "a float32": the article for a dtype name in a message.
+const char* Article(absl::string_view name) {
+  return !name.empty() && absl::string_view("aeiou").find(name[0]) != absl::string_view::npos ? "an"
+                                                                                              : "a";
 }
 
 std::string KnownTypeNames() {
@@ -61,6 +68,12 @@ absl::Status ValidateTensor(const TensorView& t, absl::string_view name, int64_t
   }
   const std::optional<int64_t> n = CheckedNumElements(t.shape);
   if (!n) {
+    if (absl::c_linear_search(t.shape, int64_t{0})) {  // no elements: not "too many"
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": shape ", ShapeToString(t.shape),
+          ": the product of its nonzero dimensions must fit in int64, even though a dimension "
+          "is 0 (the tensor is empty)"));
+    }
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": shape ", ShapeToString(t.shape),
                      " has too many elements; the product of its dimensions must fit in int64"));
@@ -79,7 +92,8 @@ absl::Status ValidateTensor(const TensorView& t, absl::string_view name, int64_t
     return absl::OkStatus();
   }
   if (!t.strings.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": a ", DataTypeName(t.dtype),
+    const std::string type = DataTypeName(t.dtype);
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", Article(type), " ", type,
                                                    " tensor carries its values in data, but has ",
                                                    t.strings.size(), " strings; expected 0"));
   }

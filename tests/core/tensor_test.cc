@@ -22,6 +22,7 @@ using ::tensorcompute::testing::MakeStrings;
 using ::tensorcompute::testing::MakeTensor;
 using ::tensorcompute::testing::StatusIs;
 using ::testing::AllOf;
+using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -100,6 +101,21 @@ TEST(ValidateTensor, NumericTensorWithStringsIsRejected) {
       StatusIs(kInvalid, AllOf(StartsWith("indices"), HasSubstr("int32"), HasSubstr("1 strings"))));
 }
 
+TEST(ValidateTensor, NumericTensorWithStringsMessageReadsAsEnglish) {
+  std::string s;
+  const std::vector<const std::string*> ptrs = {&s, &s};
+  const std::vector<uint8_t> bytes(8);
+  TensorView v = BytesView(DataType::kInt32, {2}, bytes);
+  v.strings = ptrs;
+  EXPECT_THAT(ValidateTensor(v, "indices", 32),
+              StatusIs(kInvalid, Eq("indices: an int32 tensor carries its values in data, but "
+                                    "has 2 strings; expected 0")));
+  v.dtype = DataType::kFloat64;
+  EXPECT_THAT(ValidateTensor(v, "params", 32),
+              StatusIs(kInvalid, Eq("params: a float64 tensor carries its values in data, but "
+                                    "has 2 strings; expected 0")));
+}
+
 TEST(ValidateTensor, NegativeDimensionNamesTheDimension) {
   EXPECT_THAT(ValidateTensor(BytesView(DataType::kInt8, {2, -1, 3}, {}), "params", 32),
               StatusIs(kInvalid, AllOf(StartsWith("params"), HasSubstr("dimension 1"),
@@ -126,10 +142,13 @@ TEST(ValidateTensor, ElementCountOverflow) {
   EXPECT_THAT(ValidateTensor(BytesView(DataType::kInt8, {int64_t{1} << 62, 4}, {}), "params", 32),
               StatusIs(kInvalid, AllOf(StartsWith("params"), HasSubstr("too many elements"),
                                        HasSubstr("[4611686018427387904,4]"))));
-  // Zero elements, but a nonzero part that overflows: rejected by design.
+  // Zero elements, but a nonzero part that overflows: rejected by design, and the message
+  // does not claim that an empty tensor has too many elements.
   EXPECT_THAT(
       ValidateTensor(BytesView(DataType::kInt8, {0, int64_t{1} << 62, 4}, {}), "params", 32),
-      StatusIs(kInvalid, HasSubstr("too many elements")));
+      StatusIs(kInvalid, Eq("params: shape [0,4611686018427387904,4]: the product of its nonzero "
+                            "dimensions must fit in int64, even though a dimension is 0 (the "
+                            "tensor is empty)")));
 }
 
 TEST(ValidateTensor, ByteCountOverflowOfAFittingElementCount) {
