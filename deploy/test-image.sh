@@ -219,7 +219,9 @@ step "run $container and wait for SERVING"
 without_timer_noise podman run -d --name "$container" "${run_flags[@]}" --log-driver k8s-file \
   --read-only --cap-drop all --security-opt no-new-privileges \
   -p 127.0.0.1::50051 "$image" >/dev/null
-port=$(podman port "$container" 50051/tcp | head -n1)
+# (No `| head` or `grep -m1` on a live pipe: with pipefail, the writer's SIGPIPE fails the script.)
+ports=$(podman port "$container" 50051/tcp)
+port=${ports%%$'\n'*}
 port=${port##*:}
 [ -n "$port" ] || fail "no host port for 50051"
 target=127.0.0.1:$port
@@ -231,7 +233,8 @@ for _ in $(seq 120); do
 done
 [ $serving = 1 ] || fail "not SERVING on $target after 60 s"
 "$cli" health --target "$target" --timeout 2
-podman logs "$container" 2>&1 | grep -m1 'listening on'
+logs=$(podman logs "$container" 2>&1)
+grep -m1 'listening on' <<<"$logs"
 
 # ---- 7. requests from the host -------------------------------------------------------------
 step "Gather and GatherNd from the host"
