@@ -18,6 +18,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # style check in CI
   clang-format
+  # fuzzing and sanitizers in CI (clang 14 with libFuzzer: tests/fuzz, TC_BUILD_FUZZERS)
+  clang libclang-rt-14-dev
   # the Python client and its tests (the packages themselves go into .venv, below)
   python3-venv python3-pip
 )
