@@ -31,6 +31,12 @@ namespace tensorcompute::fuzz {
 // the reference works one element at a time and would make such inputs slow.
 inline constexpr int64_t kMaxReferenceElements = int64_t{1} << 16;
 
+// TC_FUZZ_VERBOSE=1 in the environment prints every request's outcome (to check seeds).
+inline bool Verbose() {
+  static const bool verbose = std::getenv("TC_FUZZ_VERBOSE") != nullptr;
+  return verbose;
+}
+
 [[noreturn]] inline void Fail(const std::string& what) {
   std::fprintf(stderr, "FUZZ CHECK FAILED: %s\n", what.c_str());
   std::abort();
@@ -42,6 +48,7 @@ inline void Check(bool ok, const std::string& what) {
 
 // A refused request: the documented codes, and a message to show the user.
 inline void CheckRefusal(const absl::Status& status, const char* stage) {
+  if (Verbose()) std::fprintf(stderr, "%s: %s\n", stage, status.ToString().c_str());
   Check(!status.ok(), std::string(stage) + ": expected an error");
   Check(!status.message().empty(), std::string(stage) + ": empty error message");
   Check(status.code() == absl::StatusCode::kInvalidArgument ||
@@ -83,6 +90,11 @@ inline void CheckAgainstReference(const core::GatherPlan& plan, const core::Tens
       nd ? testing::ReferenceGatherNd(params, indices, batch_dims)
          : testing::ReferenceGather(params, indices, axis, batch_dims);
   const std::string request = Describe(params, indices, axis, batch_dims, nd);
+  if (Verbose()) {
+    std::fprintf(stderr, "%s -> %s\n", request.c_str(),
+                 executed.ok() ? testing::TensorDebugString(output).c_str()
+                               : executed.ToString().c_str());
+  }
   if (executed.code() == absl::StatusCode::kResourceExhausted) {
     // Only a string output can outgrow a plan that fit; the reference must agree that it did.
     Check(plan.dtype == core::DataType::kString, "RESOURCE_EXHAUSTED after planning: " + request);
