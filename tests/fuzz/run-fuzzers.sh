@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes each target for a bounded time, one after the other (one CPU), on a scratch copy of
+# Fuzzes each target for a bounded time, one after the other (one process, one CPU: no
+# -jobs/-workers, which would also send the output to fuzz-N.log), on a scratch copy of
 # its checked-in corpus; builds nothing. Fails on any crash, sanitizer report, mismatch
 # (abort), leak, timeout or out-of-memory, and prints libFuzzer's final figures per target.
 #
@@ -36,7 +37,7 @@ for t in "${targets[@]}"; do
   # -max_len 8192: mutations stay small (one seed of the wire corpus is larger; it runs whole
   # in the ctest regression run). -timeout/-rss_limit_mb turn a hang or a blow-up into a failure.
   if "$binary" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -max_len=8192 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" -workers=1 -jobs=1 \
+      -max_len=8192 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" \
       >"$log" 2>&1; then
     result=ok
   else
