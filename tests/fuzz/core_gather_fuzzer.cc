@@ -15,8 +15,8 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -42,19 +42,28 @@ constexpr int64_t kMaxOutputBytes = int64_t{1} << 20;
 constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-constexpr int64_t kBigDims[] = {
-    int64_t{1} << 16,       int64_t{1} << 20, int64_t{1} << 31, (int64_t{1} << 31) + 1,
-    int64_t{1} << 32,       int64_t{1} << 40, int64_t{1} << 62, kInt64Max,
-    -1,                     kInt64Min,
-};
+constexpr int64_t kBigDims[] = {int64_t{1} << 16,
+                                int64_t{1} << 20,
+                                int64_t{1} << 31,
+                                (int64_t{1} << 31) + 1,
+                                int64_t{1} << 32,
+                                int64_t{1} << 40,
+                                int64_t{1} << 62,
+                                kInt64Max,
+                                -1,
+                                kInt64Min};
 constexpr int64_t kStringLengths[] = {4, 16, 200, 70000};
 
 int64_t ConsumeDim(FuzzedDataProvider& in) {
   switch (in.ConsumeIntegralInRange<int>(0, 15)) {
-    case 13: return kBigDims[in.ConsumeIntegralInRange<int>(0, std::size(kBigDims) - 1)];
-    case 14: return in.ConsumeIntegral<int64_t>();
-    case 15: return in.ConsumeIntegralInRange<int64_t>(6, 300);
-    default: return in.ConsumeIntegralInRange<int64_t>(0, 5);
+    case 13:
+      return kBigDims[in.ConsumeIntegralInRange<int>(0, std::size(kBigDims) - 1)];
+    case 14:
+      return in.ConsumeIntegral<int64_t>();
+    case 15:
+      return in.ConsumeIntegralInRange<int64_t>(6, 300);
+    default:
+      return in.ConsumeIntegralInRange<int64_t>(0, 5);
   }
 }
 
@@ -69,11 +78,16 @@ core::Shape ConsumeShape(FuzzedDataProvider& in) {
 std::optional<int64_t> ConsumeArg(FuzzedDataProvider& in, int64_t rank,
                                   std::optional<int64_t> unset) {
   switch (in.ConsumeIntegralInRange<int>(0, 15)) {
-    case 12: return kInt64Min;
-    case 13: return kInt64Max;
-    case 14: return in.ConsumeIntegral<int64_t>();
-    case 15: return unset;
-    default: return in.ConsumeIntegralInRange<int64_t>(-rank - 1, rank);
+    case 12:
+      return kInt64Min;
+    case 13:
+      return kInt64Max;
+    case 14:
+      return in.ConsumeIntegral<int64_t>();
+    case 15:
+      return unset;
+    default:
+      return in.ConsumeIntegralInRange<int64_t>(-rank - 1, rank);
   }
 }
 
@@ -113,7 +127,8 @@ void FillParams(Storage& storage, DataType dtype, std::optional<int64_t> n, int 
                           : 1;
   if (is_string) {
     // At most about 1 MiB of characters in all.
-    max_string_length = std::min(max_string_length, (int64_t{1} << 20) / std::max<int64_t>(count, 1));
+    max_string_length =
+        std::min(max_string_length, (int64_t{1} << 20) / std::max<int64_t>(count, 1));
     for (int64_t i = 0; i < count + (corrupt == 1) - (corrupt == 0 && count > 0); ++i) {
       const size_t len = static_cast<size_t>((i * 7919) % (max_string_length + 1));
       storage.strings.emplace_back(len, static_cast<char>('a' + i % 26));
@@ -160,9 +175,9 @@ int64_t IndexedDim(bool nd, const core::Shape& params, const core::Shape& indice
   return dim < 0 ? 1 : dim;
 }
 
-void FillIndices(FuzzedDataProvider& in, Storage& storage, DataType dtype,
-                 std::optional<int64_t> n, int corrupt, bool nd, const core::Shape& params,
-                 const core::Shape& indices, std::optional<int64_t> axis, int64_t batch_dims) {
+void FillIndices(FuzzedDataProvider& in, Storage& storage, DataType dtype, std::optional<int64_t> n,
+                 int corrupt, bool nd, const core::Shape& params, const core::Shape& indices,
+                 std::optional<int64_t> axis, int64_t batch_dims) {
   if (!core::IsIndexType(dtype)) {
     FillParams(storage, dtype, n, corrupt, 4);  // a pattern of the wrong type
     return;
@@ -176,11 +191,21 @@ void FillIndices(FuzzedDataProvider& in, Storage& storage, DataType dtype,
     const int64_t d = IndexedDim(nd, params, indices, axis, batch_dims, p);
     int64_t v = 0;
     switch (in.ConsumeIntegralInRange<int>(0, 15)) {
-      case 12: v = d; break;
-      case 13: v = -d - 1; break;
-      case 14: v = in.ConsumeBool() ? lo : hi; break;
-      case 15: v = in.ConsumeIntegral<int64_t>(); break;
-      default: v = d > 0 ? in.ConsumeIntegralInRange<int64_t>(-d, d - 1) : 0; break;
+      case 12:
+        v = d;
+        break;
+      case 13:
+        v = -d - 1;
+        break;
+      case 14:
+        v = in.ConsumeBool() ? lo : hi;
+        break;
+      case 15:
+        v = in.ConsumeIntegral<int64_t>();
+        break;
+      default:
+        v = d > 0 ? in.ConsumeIntegralInRange<int64_t>(-d, d - 1) : 0;
+        break;
     }
     WriteIndex(storage.bytes, dtype, p, v);
   }
@@ -204,10 +229,10 @@ void RunOne(FuzzedDataProvider& in) {
   const bool nd = in.ConsumeBool();
   const DataType dtype = ConsumeDataType(in);
   const int index_sel = in.ConsumeIntegralInRange<int>(0, 7);
-  const DataType index_dtype =
-      index_sel < 4   ? DataType::kInt32
-      : index_sel < 7 ? DataType::kInt64
-                      : core::kAllDataTypes[in.ConsumeIntegralInRange<int>(0, 15)];
+  const DataType index_dtype = index_sel < 4 ? DataType::kInt32
+                               : index_sel < 7
+                                   ? DataType::kInt64
+                                   : core::kAllDataTypes[in.ConsumeIntegralInRange<int>(0, 15)];
   const core::Shape params_shape = ConsumeShape(in);
   const core::Shape indices_shape = ConsumeShape(in);
   const std::optional<int64_t> axis =
@@ -223,8 +248,8 @@ void RunOne(FuzzedDataProvider& in) {
   FillParams(params_storage, dtype, BuildableElements(params_shape), corrupt < 3 ? corrupt : -1,
              max_string_length);
   FillIndices(in, indices_storage, index_dtype, BuildableElements(indices_shape),
-              corrupt >= 3 && corrupt < 6 ? corrupt - 3 : -1, nd, params_shape, indices_shape,
-              axis, batch_dims);
+              corrupt >= 3 && corrupt < 6 ? corrupt - 3 : -1, nd, params_shape, indices_shape, axis,
+              batch_dims);
   const core::TensorView params = params_storage.View(dtype, params_shape);
   const core::TensorView indices = indices_storage.View(index_dtype, indices_shape);
 
@@ -240,14 +265,13 @@ void RunOne(FuzzedDataProvider& in) {
       nd ? core::PlanGatherNd(params, indices, batch_dims, options.plan)
          : core::PlanGather(params, indices, axis, batch_dims, options.plan);
   if (exec_sel & 4) {  // the convenience entry points must agree with plan + execute
-    absl::StatusOr<core::Tensor> t =
-        nd ? core::GatherNd(params, indices, batch_dims, options)
-           : core::Gather(params, indices, axis, batch_dims, options);
+    absl::StatusOr<core::Tensor> t = nd ? core::GatherNd(params, indices, batch_dims, options)
+                                        : core::Gather(params, indices, axis, batch_dims, options);
     if (!plan.ok()) {
       CheckRefusal(t.status(), "Gather/GatherNd");
-      Check(t.status() == plan.status(), "Gather/GatherNd and Plan disagree: " +
-                                             t.status().ToString() + " vs " +
-                                             plan.status().ToString());
+      Check(t.status() == plan.status(),
+            "Gather/GatherNd and Plan disagree: " + t.status().ToString() + " vs " +
+                plan.status().ToString());
       return;
     }
     CheckPlan(*plan, params, batch_dims);

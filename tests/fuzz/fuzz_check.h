@@ -71,8 +71,8 @@ inline void CheckPlan(const core::GatherPlan& plan, const core::TensorView& para
 
 inline std::string Describe(const core::TensorView& params, const core::TensorView& indices,
                             const std::optional<int64_t>& axis, int64_t batch_dims, bool nd) {
-  return std::string(nd ? "GatherNd" : "Gather") + "(params " +
-         testing::TensorDebugString(params) + ", indices " + testing::TensorDebugString(indices) +
+  return std::string(nd ? "GatherNd" : "Gather") + "(params " + testing::TensorDebugString(params) +
+         ", indices " + testing::TensorDebugString(indices) +
          ", axis=" + (axis ? std::to_string(*axis) : std::string("unset")) +
          ", batch_dims=" + std::to_string(batch_dims) + ")";
 }
@@ -91,9 +91,9 @@ inline void CheckAgainstReference(const core::GatherPlan& plan, const core::Tens
          : testing::ReferenceGather(params, indices, axis, batch_dims);
   const std::string request = Describe(params, indices, axis, batch_dims, nd);
   if (Verbose()) {
-    std::fprintf(stderr, "%s -> %s\n", request.c_str(),
-                 executed.ok() ? testing::TensorDebugString(output).c_str()
-                               : executed.ToString().c_str());
+    std::fprintf(
+        stderr, "%s -> %s\n", request.c_str(),
+        executed.ok() ? testing::TensorDebugString(output).c_str() : executed.ToString().c_str());
   }
   if (executed.code() == absl::StatusCode::kResourceExhausted) {
     // Only a string output can outgrow a plan that fit; the reference must agree that it did.
@@ -104,9 +104,9 @@ inline void CheckAgainstReference(const core::GatherPlan& plan, const core::Tens
     for (const std::string& s : expected->strings()) {
       bytes += static_cast<int64_t>(s.size()) + core::kStringElementOverhead;
     }
-    Check(bytes > plan.max_output_bytes,
-          "core: " + executed.ToString() + " but the output is only " + std::to_string(bytes) +
-              " bytes, for " + request);
+    Check(bytes > plan.max_output_bytes, "core: " + executed.ToString() +
+                                             " but the output is only " + std::to_string(bytes) +
+                                             " bytes, for " + request);
     return;
   }
   if (executed.ok()) {

@@ -368,8 +368,8 @@ def wire_seeds(pb2):
     s["truncated"] = wire_seed(pb2, False, T("float32", [2, 3]), i32([2], [1, 0]), 0)[:-3]
     # Valid requests of every dtype.
     for dt in DTYPES:
-        s["valid_gather_" + dt] = wire_seed(pb2, False, T(dt, [3, 2, 2]), i32([2, 2], [1, -2, 0, 1]),
-                                            axis=1)
+        s["valid_gather_" + dt] = wire_seed(pb2, False, T(dt, [3, 2, 2]),
+                                            i32([2, 2], [1, -2, 0, 1]), axis=1)
         s["valid_gather_batch_" + dt] = wire_seed(pb2, False, T(dt, [2, 3, 2]),
                                                   i64([2, 2], [2, -1, 0, 1]), axis=1, batch_dims=1)
         s["valid_gather_noaxis_" + dt] = wire_seed(pb2, False, T(dt, [3, 2]), i64([], [-3]))
