@@ -220,11 +220,6 @@ DataType ConsumeDataType(FuzzedDataProvider& in) {
   return sel == 16 ? DataType::kUnspecified : static_cast<DataType>(99);
 }
 
-core::ThreadPool& Pool() {
-  static core::ThreadPool* pool = new core::ThreadPool(2);
-  return *pool;
-}
-
 void RunOne(FuzzedDataProvider& in) {
   const bool nd = in.ConsumeBool();
   const DataType dtype = ConsumeDataType(in);
@@ -253,10 +248,13 @@ void RunOne(FuzzedDataProvider& in) {
   const core::TensorView params = params_storage.View(dtype, params_shape);
   const core::TensorView indices = indices_storage.View(index_dtype, indices_shape);
 
+  // A pool of its own per input: a shared one would free a task's memory after the input
+  // returned, and libFuzzer would run a full leak check after every such input (half the time).
+  std::optional<core::ThreadPool> pool;
   core::GatherOptions options;
   options.plan.max_output_bytes = kMaxOutputBytes;
   if (exec_sel & 1) {
-    options.execute.pool = &Pool();
+    options.execute.pool = &pool.emplace(2);
     options.execute.min_parallel_bytes = 1;
   }
   if (exec_sel & 2) options.execute.streaming_store_bytes = 64;

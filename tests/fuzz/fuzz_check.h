@@ -89,37 +89,45 @@ inline void CheckAgainstReference(const core::GatherPlan& plan, const core::Tens
   const absl::StatusOr<core::Tensor> expected =
       nd ? testing::ReferenceGatherNd(params, indices, batch_dims)
          : testing::ReferenceGather(params, indices, axis, batch_dims);
-  const std::string request = Describe(params, indices, axis, batch_dims, nd);
+  // Messages are built only on failure: formatting tensors costs more than the gather.
+  auto request = [&] { return Describe(params, indices, axis, batch_dims, nd); };
   if (Verbose()) {
     std::fprintf(
-        stderr, "%s -> %s\n", request.c_str(),
+        stderr, "%s -> %s\n", request().c_str(),
         executed.ok() ? testing::TensorDebugString(output).c_str() : executed.ToString().c_str());
   }
   if (executed.code() == absl::StatusCode::kResourceExhausted) {
     // Only a string output can outgrow a plan that fit; the reference must agree that it did.
-    Check(plan.dtype == core::DataType::kString, "RESOURCE_EXHAUSTED after planning: " + request);
-    Check(expected.ok(), "core: output too large; the reference fails with " +
-                             expected.status().ToString() + " for " + request);
+    if (plan.dtype != core::DataType::kString)
+      Fail("RESOURCE_EXHAUSTED after planning: " + request());
+    if (!expected.ok()) {
+      Fail("core: output too large; the reference fails with " + expected.status().ToString() +
+           " for " + request());
+    }
     int64_t bytes = 0;
     for (const std::string& s : expected->strings()) {
       bytes += static_cast<int64_t>(s.size()) + core::kStringElementOverhead;
     }
-    Check(bytes > plan.max_output_bytes, "core: " + executed.ToString() +
-                                             " but the output is only " + std::to_string(bytes) +
-                                             " bytes, for " + request);
+    if (bytes <= plan.max_output_bytes) {
+      Fail("core: " + executed.ToString() + " but the output is only " + std::to_string(bytes) +
+           " bytes, for " + request());
+    }
     return;
   }
   if (executed.ok()) {
-    Check(expected.ok(), "core succeeded; the reference fails with " +
-                             expected.status().ToString() + " for " + request);
-    Check(core::IdenticalTensors(output, expected->view()),
-          "core gives " + testing::TensorDebugString(output) + "\nthe reference gives " +
-              testing::TensorDebugString(expected->view()) + "\nfor " + request);
+    if (!expected.ok()) {
+      Fail("core succeeded; the reference fails with " + expected.status().ToString() + " for " +
+           request());
+    }
+    if (!core::IdenticalTensors(output, expected->view())) {
+      Fail("core gives " + testing::TensorDebugString(output) + "\nthe reference gives " +
+           testing::TensorDebugString(expected->view()) + "\nfor " + request());
+    }
     return;
   }
   const ::testing::AssertionResult agree =
       testing::AgreesWithReference(absl::StatusOr<core::Tensor>(executed), expected);
-  Check(static_cast<bool>(agree), std::string(agree.message()) + "\nfor " + request);
+  if (!agree) Fail(std::string(agree.message()) + "\nfor " + request());
 }
 
 }  // namespace tensorcompute::fuzz

@@ -8,7 +8,9 @@
 #
 # BUILD_DIR defaults to build-fuzz (configured with -DTC_BUILD_FUZZERS=ON); TARGET defaults to
 # both fuzzers. Crash reproducers are written to $TC_FUZZ_ARTIFACTS (default: a scratch folder,
-# kept on failure); the grown corpus is kept in $TC_FUZZ_KEEP_CORPUS/<target> when that is set.
+# kept on failure); the grown corpus is kept in $TC_FUZZ_KEEP_CORPUS/<target> when that is set,
+# and $TC_FUZZ_EXTRA_CORPUS/<target>, when set and present, is read as well (to go on from an
+# earlier run).
 set -euo pipefail
 
 seconds="${1:?usage: run-fuzzers.sh SECONDS [BUILD_DIR] [TARGET...]}"
@@ -31,12 +33,16 @@ for t in "${targets[@]}"; do
   corpus="$scratch/corpus/$t"
   mkdir -p "$corpus"
   cp "$here/corpus/$t/"* "$corpus/"
+  extra=()
+  if [ -n "${TC_FUZZ_EXTRA_CORPUS:-}" ] && [ -d "$TC_FUZZ_EXTRA_CORPUS/$t" ]; then
+    extra=("$TC_FUZZ_EXTRA_CORPUS/$t")
+  fi
   log="$scratch/$t.log"
   echo "run-fuzzers: $t for ${seconds}s"
   start=$(date +%s)
   # -max_len 8192: mutations stay small (one seed of the wire corpus is larger; it runs whole
   # in the ctest regression run). -timeout/-rss_limit_mb turn a hang or a blow-up into a failure.
-  if "$binary" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if "$binary" "$corpus" "${extra[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -max_len=8192 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" \
       >"$log" 2>&1; then
     result=ok
@@ -52,7 +58,8 @@ for t in "${targets[@]}"; do
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   corp=$(sed -n 's/.* corp: \([^ ]*\).*/\1/p' <<<"$last")
-  echo "run-fuzzers: $t $result: ${elapsed}s, ${units:-?} executions (${rate:-?}/s), cov ${cov:-?}, ft ${ft:-?}, corpus ${corp:-?}"
+  echo "run-fuzzers: $t $result: ${elapsed}s, ${units:-?} executions (${rate:-?}/s)," \
+    "cov ${cov:-?}, ft ${ft:-?}, corpus ${corp:-?}"
   if [ -n "${TC_FUZZ_KEEP_CORPUS:-}" ]; then
     mkdir -p "$TC_FUZZ_KEEP_CORPUS/$t"
     cp "$corpus/"* "$TC_FUZZ_KEEP_CORPUS/$t/"
