@@ -8,7 +8,9 @@
 
 The seeds are the inputs of the advisories issue 8 names (TF CVE-2021-37687, -37653, -37654,
 CVE-2022-35937, TF#58262, onnxruntime#27963), edge cases of validation, and one small valid
-request of each dtype for Gather and GatherNd. Usage (from the repository root, with the
+request of each dtype for Gather and GatherNd. Only the seed_* files are written here; the
+other files of the corpora (SHA-1 names) are inputs that long fuzzing runs found and
+`-merge=1` kept (docs/reliability.md). Usage (from the repository root, with the
 project's virtual environment, which has grpcio-tools and protobuf):
 
   .venv/bin/python3 tests/fuzz/make_seeds.py
