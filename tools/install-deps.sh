@@ -21,6 +21,8 @@ packages=(
   # TLS: libssl-dev for the server (PEM checks, SHA-256 of tokens), the openssl command for
   # the certificates the tests make
   libssl-dev openssl
+  # fuzzing and sanitizers in CI (clang 14 with libFuzzer: tests/fuzz, TC_BUILD_FUZZERS)
+  clang libclang-rt-14-dev
   # the Python client and its tests (the packages themselves go into .venv, below)
   python3-venv python3-pip
 )
