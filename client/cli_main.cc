@@ -1,14 +1,26 @@
 // tensorcompute: the command-line client and load tester.
 //
-//   tensorcompute gather    --target HOST:PORT --params FILE --indices FILE [--axis N]
-//                           [--batch-dims N] [--out FILE]
-//   tensorcompute gather-nd --target HOST:PORT --params FILE --indices FILE [--batch-dims N]
-//                           [--out FILE]
+//   tensorcompute gather    --target HOST:PORT (--params FILE | --params-name NAME)
+//                           --indices FILE [--axis N] [--batch-dims N] [--out FILE]
+//   tensorcompute gather-nd --target HOST:PORT (--params FILE | --params-name NAME)
+//                           --indices FILE [--batch-dims N] [--out FILE]
+//   tensorcompute put       NAME --input FILE [--device D] [--replace] [--chunk-bytes N]
+//                           [--all-targets]
+//   tensorcompute delete    NAME [--all-targets]
+//   tensorcompute list      [--json]
 //   tensorcompute health    --target HOST:PORT [--service NAME]
-//   tensorcompute load      --target HOST:PORT [shape, loop and report flags; see --help]
+//   tensorcompute load      --target HOST:PORT [--params-name NAME] [shape, loop and report
+//                           flags; see --help]
 //
 // Every subcommand also takes --tls, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
-// --tls-server-name NAME (TLS and mTLS) and --auth-token-file FILE (or $TENSORCOMPUTE_TOKEN).
+// --tls-server-name NAME (TLS and mTLS), --auth-token-file FILE (or $TENSORCOMPUTE_TOKEN) and
+// --admin-token-file FILE (or $TENSORCOMPUTE_ADMIN_TOKEN; sent by put and delete instead of
+// the auth token, for a server with --admin_token_file).
+//
+// Resident tensors (put, delete, list; client/cli_tensors.h): every replica holds its own
+// copy. put and delete reach the first target, or every target with --all-targets; list asks
+// every target. --params-name gathers from a resident tensor, sending only the indices; `load
+// --params-name` reads the tensor's dtype and shape from the first target's list.
 //
 // Tensors are .npy or .json files (client/tensor_io.h); without --out the result is printed
 // as one line of JSON. Exit codes: 0 success; 2 usage error; 3 RPC error (or a health status
@@ -18,6 +30,7 @@
 // Flags are parsed with CLI11 rather than absl flags (STYLE.md section 8 names absl): each
 // subcommand has its own flags, required ones, and its own --help, which absl flags cannot do.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -36,6 +49,7 @@
 #include "absl/time/time.h"
 #include <unistd.h>
 
+#include "client/cli_tensors.h"
 #include "client/client.h"
 #include "client/load_tester.h"
 #include "client/tensor_io.h"
@@ -44,8 +58,6 @@
 namespace tensorcompute::client {
 namespace {
 
-enum ExitCode { kOk = 0, kUsage = 2, kRpcError = 3, kIoError = 4 };
-
 struct CommonFlags {
   std::string target = "localhost:50051";
   double timeout_s = 30;
@@ -53,46 +65,44 @@ struct CommonFlags {
   int retries = 0;
   int connections = 1;
   bool tls = false;
-  std::string tls_ca, tls_cert, tls_key, tls_server_name, auth_token_file;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name, auth_token_file, admin_token_file;
 };
 
 struct GatherFlags {
-  std::string params, indices, out;
+  std::string params, params_name, indices, out;
   std::optional<int64_t> axis;
   int64_t batch_dims = 0;
 };
 
 struct LoadFlags {
   std::string op = "gather", dtype = "float32", index_dtype = "int32", params_shape, json;
+  std::string params_name, protocol = "native";
   int64_t rows = 1024, slice = 64, indices = 16, index_depth = 1, requests = 0;
   int64_t distinct = 16, max_outstanding = 10000;
   double invalid_fraction = 0, rate = 0, duration_s = 10, warmup_s = 1, progress_interval_s = 1;
   int concurrency = 1;
 };
 
-void PrintError(const absl::Status& status) {
-  std::fprintf(stderr, "error: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
-               std::string(status.message()).c_str());
-}
-
-// The token: the first line of --auth-token-file that is not blank or a '#' comment (the
-// server's file format), else $TENSORCOMPUTE_TOKEN, else none.
-absl::StatusOr<std::string> AuthToken(const CommonFlags& f) {
-  if (f.auth_token_file.empty()) {
-    const char* env = std::getenv("TENSORCOMPUTE_TOKEN");
-    return std::string(env == nullptr ? "" : env);
+// A token: the first line of `file` that is not blank or a '#' comment (the server's file
+// format), else $`env`, else none. `flag` names the file's flag in errors.
+absl::StatusOr<std::string> ReadToken(const char* flag, const std::string& file, const char* env) {
+  if (file.empty()) {
+    const char* value = std::getenv(env);
+    return std::string(value == nullptr ? "" : value);
   }
-  std::ifstream in(f.auth_token_file);
+  std::ifstream in(file);
   if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--auth-token-file %s: cannot read the file", f.auth_token_file));
+    return absl::InvalidArgumentError(absl::StrFormat("%s %s: cannot read the file", flag, file));
   }
   for (std::string line; std::getline(in, line);) {
     const absl::string_view token = absl::StripAsciiWhitespace(line);
     if (!token.empty() && token[0] != '#') return std::string(token);
   }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("--auth-token-file %s: no token in the file", f.auth_token_file));
+  return absl::InvalidArgumentError(absl::StrFormat("%s %s: no token in the file", flag, file));
+}
+
+absl::StatusOr<std::string> AuthToken(const CommonFlags& f) {
+  return ReadToken("--auth-token-file", f.auth_token_file, "TENSORCOMPUTE_TOKEN");
 }
 
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
@@ -100,6 +110,10 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
   absl::StatusOr<std::string> token = AuthToken(f);
   if (!token.ok()) return token.status();
   options.auth_token = *std::move(token);
+  absl::StatusOr<std::string> admin_token =
+      ReadToken("--admin-token-file", f.admin_token_file, "TENSORCOMPUTE_ADMIN_TOKEN");
+  if (!admin_token.ok()) return admin_token.status();
+  options.admin_token = *std::move(admin_token);
   // Any TLS file implies --tls.
   options.tls.enabled = f.tls || !f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty() ||
                         !f.tls_server_name.empty();
@@ -116,6 +130,10 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
 }
 
 int RunGather(const CommonFlags& common, const GatherFlags& f, bool nd) {
+  if (f.params.empty() == f.params_name.empty()) {
+    std::fprintf(stderr, "error: expected exactly one of --params FILE and --params-name NAME\n");
+    return kUsage;
+  }
   if (!f.out.empty() && !FormatFromPath(f.out).ok()) {
     std::fprintf(stderr, "error: --out %s: expected a .npy or .json file name\n", f.out.c_str());
     return kUsage;
@@ -125,11 +143,14 @@ int RunGather(const CommonFlags& common, const GatherFlags& f, bool nd) {
     std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
     return kUsage;
   }
-  auto params = ReadTensorFile(f.params);
-  if (!params.ok()) {
-    std::fprintf(stderr, "error: --params %s: %s\n", f.params.c_str(),
-                 std::string(params.status().message()).c_str());
-    return kIoError;
+  absl::StatusOr<core::Tensor> params;  // unset with --params-name
+  if (f.params_name.empty()) {
+    params = ReadTensorFile(f.params);
+    if (!params.ok()) {
+      std::fprintf(stderr, "error: --params %s: %s\n", f.params.c_str(),
+                   std::string(params.status().message()).c_str());
+      return kIoError;
+    }
   }
   auto indices = ReadTensorFile(f.indices);
   if (!indices.ok()) {
@@ -137,9 +158,13 @@ int RunGather(const CommonFlags& common, const GatherFlags& f, bool nd) {
                  std::string(indices.status().message()).c_str());
     return kIoError;
   }
+  Client& c = **client;
   absl::StatusOr<core::Tensor> result =
-      nd ? (*client)->GatherNd(params->view(), indices->view(), f.batch_dims)
-         : (*client)->Gather(params->view(), indices->view(), f.axis, f.batch_dims);
+      !f.params_name.empty()
+          ? (nd ? c.GatherNdByName(f.params_name, indices->view(), f.batch_dims)
+                : c.GatherByName(f.params_name, indices->view(), f.axis, f.batch_dims))
+          : (nd ? c.GatherNd(params->view(), indices->view(), f.batch_dims)
+                : c.Gather(params->view(), indices->view(), f.axis, f.batch_dims));
   if (!result.ok()) {
     PrintError(result.status());
     return kRpcError;
@@ -196,6 +221,7 @@ absl::StatusOr<core::Shape> ParseShape(const std::string& text) {
 int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
   LoadRequestSpec spec;
   spec.nd = f.op == "gather-nd";
+  spec.kserve = f.protocol == "kserve";
   const std::optional<core::DataType> dtype = core::DataTypeFromName(f.dtype);
   if (!dtype.has_value()) {
     std::fprintf(stderr, "error: --dtype %s is not a dtype (e.g. float32, int64, string)\n",
@@ -218,14 +244,33 @@ int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
   spec.index_depth = f.index_depth;
   spec.invalid_fraction = f.invalid_fraction;
   spec.distinct_requests = f.distinct;
-  auto requests = BuildLoadRequests(spec);
-  if (!requests.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(requests.status().message()).c_str());
-    return kUsage;
-  }
   auto client = MakeClient(common);
   if (!client.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
+    return kUsage;
+  }
+  if (!f.params_name.empty()) {
+    // The table's dtype and shape (for the index ranges) from the first target's list.
+    absl::StatusOr<std::vector<TensorInfo>> list = (*client)->ListTensors();
+    if (!list.ok()) {
+      PrintError(list.status());
+      return kRpcError;
+    }
+    auto it = std::find_if(list->begin(), list->end(),
+                           [&](const TensorInfo& t) { return t.name == f.params_name; });
+    if (it == list->end()) {
+      PrintError(absl::NotFoundError(
+          absl::StrFormat("--params-name %s: no resident tensor of that name on %s", f.params_name,
+                          (*client)->targets()[0])));
+      return kRpcError;
+    }
+    spec.params_name = f.params_name;
+    spec.dtype = it->dtype;
+    spec.params_shape = it->shape;
+  }
+  auto requests = BuildLoadRequests(spec);
+  if (!requests.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(requests.status().message()).c_str());
     return kUsage;
   }
 
@@ -303,10 +348,16 @@ void AddCommonFlags(CLI::App* app, CommonFlags* f) {
   app->add_option("--auth-token-file", f->auth_token_file,
                   "file whose first line is the bearer token sent on every call (default: "
                   "$TENSORCOMPUTE_TOKEN, if set)");
+  app->add_option("--admin-token-file", f->admin_token_file,
+                  "file whose first line is the bearer token that put and delete send instead "
+                  "(default: $TENSORCOMPUTE_ADMIN_TOKEN, if set)");
 }
 
 void AddGatherFlags(CLI::App* app, GatherFlags* f, bool nd) {
-  app->add_option("--params", f->params, "params tensor, .npy or .json")->required();
+  CLI::Option* params = app->add_option("--params", f->params, "params tensor, .npy or .json");
+  app->add_option("--params-name", f->params_name,
+                  "gather from this resident tensor (see put) instead of --params")
+      ->excludes(params);
   app->add_option("--indices", f->indices, "indices tensor (int32/int64), .npy or .json")
       ->required();
   if (!nd) app->add_option("--axis", f->axis, "axis to gather along (default: batch_dims)");
@@ -315,8 +366,10 @@ void AddGatherFlags(CLI::App* app, GatherFlags* f, bool nd) {
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app("tensorcompute: Gather and GatherNd on a tensorcompute server, and a load tester",
-               "tensorcompute");
+  CLI::App app(
+      "tensorcompute: Gather and GatherNd on a tensorcompute server, resident tensors, and a "
+      "load tester",
+      "tensorcompute");
   app.require_subcommand(1);
   CommonFlags common;
   GatherFlags gather, gather_nd;
@@ -330,6 +383,32 @@ int Main(int argc, char** argv) {
   CLI::App* nd_cmd = app.add_subcommand("gather-nd", "tf.gather_nd(params, indices, batch_dims)");
   AddCommonFlags(nd_cmd, &common);
   AddGatherFlags(nd_cmd, &gather_nd, true);
+  PutFlags put;
+  CLI::App* put_cmd = app.add_subcommand(
+      "put",
+      "store a tensor on the server(s) as a named resident tensor (each replica its own copy)");
+  AddCommonFlags(put_cmd, &common);
+  put_cmd->add_option("name", put.name, "the tensor's name")->required();
+  put_cmd->add_option("--input", put.input, "the tensor, .npy or .json")->required();
+  put_cmd->add_option("--device", put.options.device,
+                      "cpu, gpu or gpu:N (default: the server's --device)");
+  put_cmd->add_flag("--replace", put.options.replace, "replace a tensor of the same name");
+  put_cmd->add_option("--chunk-bytes", put.options.chunk_bytes, "tensor bytes per message")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  put_cmd->add_flag("--all-targets", put.options.all_targets,
+                    "store on every target (default: the first)");
+  std::string delete_name;
+  bool delete_all = false;
+  CLI::App* delete_cmd = app.add_subcommand("delete", "delete a resident tensor");
+  AddCommonFlags(delete_cmd, &common);
+  delete_cmd->add_option("name", delete_name, "the tensor's name")->required();
+  delete_cmd->add_flag("--all-targets", delete_all, "delete on every target (default: the first)");
+  bool list_json = false;
+  CLI::App* list_cmd = app.add_subcommand("list", "list the resident tensors of every target");
+  AddCommonFlags(list_cmd, &common);
+  list_cmd->add_flag("--json", list_json, "one JSON array instead of a table");
+
   CLI::App* health_cmd = app.add_subcommand("health", "grpc.health.v1 status of each target");
   AddCommonFlags(health_cmd, &common);
   health_cmd->add_option("--service", service, "service name (default: the whole server)");
@@ -385,6 +464,14 @@ int Main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   load_cmd->add_option("--json", load.json, "write the report as JSON to FILE, or - for stdout");
+  load_cmd->add_option("--params-name", load.params_name,
+                       "gather from this resident tensor (only indices travel); its dtype and "
+                       "shape replace --dtype, --rows, --slice and --params-shape");
+  load_cmd
+      ->add_option("--protocol", load.protocol,
+                   "native (tensorcompute.v1) or kserve (KServe v2 ModelInfer on the same port)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"native", "kserve"}));
 
   try {
     app.parse(argc, argv);
@@ -399,6 +486,16 @@ int Main(int argc, char** argv) {
   if (gather_cmd->parsed()) return RunGather(common, gather, false);
   if (nd_cmd->parsed()) return RunGather(common, gather_nd, true);
   if (health_cmd->parsed()) return RunHealth(common, service);
+  if (put_cmd->parsed() || delete_cmd->parsed() || list_cmd->parsed()) {
+    auto client = MakeClient(common);
+    if (!client.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
+      return kUsage;
+    }
+    if (put_cmd->parsed()) return RunPut(**client, put);
+    if (delete_cmd->parsed()) return RunDelete(**client, delete_name, delete_all);
+    return RunList(**client, list_json);
+  }
   return RunLoadCommand(common, load);
 }
 

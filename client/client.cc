@@ -10,6 +10,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -20,6 +21,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
+#include "client/put_chunker.h"
 #include "core/status_macros.h"
 #include "proto/tensor_codec.h"
 
@@ -37,6 +39,19 @@ absl::Duration Backoff(const RetryOptions& retry, int n) {
   backoff = std::min(backoff, retry.max_backoff);
   thread_local absl::BitGen gen;
   return backoff * absl::Uniform(gen, 0.5, 1.0);
+}
+
+TensorInfo FromProtoInfo(const v1::TensorInfo& info) {
+  TensorInfo out;
+  out.name = info.name();
+  out.dtype = proto::FromProtoDataType(info.dtype());
+  out.shape.assign(info.shape().begin(), info.shape().end());
+  out.bytes = info.bytes();
+  out.device = info.device();
+  out.version = info.version();
+  out.created =
+      absl::FromUnixSeconds(info.created().seconds()) + absl::Nanoseconds(info.created().nanos());
+  return out;
 }
 
 absl::StatusOr<std::string> ReadPem(const char* option, const std::string& path) {
@@ -139,8 +154,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("timeout must be > 0 (or infinite)");
   }
-  if (options.auth_token.find_first_of("\r\n") != std::string::npos) {
-    return absl::InvalidArgumentError("auth_token must be one line");
+  if (options.auth_token.find_first_of("\r\n") != std::string::npos ||
+      options.admin_token.find_first_of("\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError("auth_token and admin_token must be one line each");
   }
   TC_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                       MakeChannelCredentials(options.tls));
@@ -167,38 +183,51 @@ Client::Client(ClientOptions options, std::vector<std::string> targets,
   for (const auto& channel : channels_) stubs_.push_back(v1::TensorCompute::NewStub(channel));
 }
 
-void Client::Authorize(grpc::ClientContext* context) const {
-  if (!options_.auth_token.empty()) {
-    context->AddMetadata("authorization", "Bearer " + options_.auth_token);
+void Client::Authorize(grpc::ClientContext* context, bool admin) const {
+  const std::string& token =
+      admin && !options_.admin_token.empty() ? options_.admin_token : options_.auth_token;
+  if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
+}
+
+template <typename Attempt>
+grpc::Status Client::WithRetries(int target, bool admin, const CallOptions& call,
+                                 Attempt&& attempt) {
+  const absl::Duration timeout = call.timeout.value_or(options_.timeout);
+  const absl::Time deadline = absl::Now() + timeout;
+  const uint64_t per_target = static_cast<uint64_t>(options_.connections_per_target);
+  grpc::Status status;
+  for (int n = 1;; ++n) {
+    const uint64_t next = next_channel_.fetch_add(1);
+    const size_t stub = target < 0 ? next % stubs_.size()
+                                   : static_cast<size_t>(target) * per_target + next % per_target;
+    grpc::ClientContext context;
+    if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));
+    Authorize(&context, admin);
+    status = attempt(*stubs_[stub], &context);
+    if (status.ok() || status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        n >= options_.retry.max_attempts) {
+      return status;
+    }
+    const absl::Duration wait = Backoff(options_.retry, n);
+    if (absl::Now() + wait >= deadline) return status;
+    absl::SleepFor(wait);
   }
 }
 
 template <typename Request, typename Response>
 absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOptions& call) {
-  const absl::Duration timeout = call.timeout.value_or(options_.timeout);
-  const absl::Time deadline = absl::Now() + timeout;
-  grpc::Status status;
-  for (int attempt = 1;; ++attempt) {
-    v1::TensorCompute::Stub& stub = *stubs_[next_channel_.fetch_add(1) % stubs_.size()];
-    grpc::ClientContext context;
-    if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));
-    Authorize(&context);
-    Response response;
-    if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
-      status = stub.GatherNd(&context, request, &response);
-    } else {
-      status = stub.Gather(&context, request, &response);
-    }
-    if (status.ok()) return proto::FromProto(response.output(), "output", INT64_MAX);
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        attempt >= options_.retry.max_attempts) {
-      break;
-    }
-    const absl::Duration wait = Backoff(options_.retry, attempt);
-    if (absl::Now() + wait >= deadline) break;
-    absl::SleepFor(wait);
-  }
-  return ToAbsl(status);
+  Response response;
+  const grpc::Status status = WithRetries(
+      /*target=*/-1, /*admin=*/false, call,
+      [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
+        if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
+          return stub.GatherNd(context, request, &response);
+        } else {
+          return stub.Gather(context, request, &response);
+        }
+      });
+  if (!status.ok()) return ToAbsl(status);
+  return proto::FromProto(response.output(), "output", INT64_MAX);
 }
 
 absl::StatusOr<core::Tensor> Client::Gather(const core::TensorView& params,
@@ -218,6 +247,28 @@ absl::StatusOr<core::Tensor> Client::GatherNd(const core::TensorView& params,
                                               const CallOptions& call) {
   v1::GatherNdRequest request;
   proto::ToProto(params, request.mutable_params());
+  proto::ToProto(indices, request.mutable_indices());
+  request.set_batch_dims(batch_dims);
+  return Call<v1::GatherNdRequest, v1::GatherNdResponse>(request, call);
+}
+
+absl::StatusOr<core::Tensor> Client::GatherByName(const std::string& params_name,
+                                                  const core::TensorView& indices,
+                                                  std::optional<int64_t> axis, int64_t batch_dims,
+                                                  const CallOptions& call) {
+  v1::GatherRequest request;
+  request.set_params_name(params_name);
+  proto::ToProto(indices, request.mutable_indices());
+  if (axis.has_value()) request.set_axis(*axis);
+  request.set_batch_dims(batch_dims);
+  return Call<v1::GatherRequest, v1::GatherResponse>(request, call);
+}
+
+absl::StatusOr<core::Tensor> Client::GatherNdByName(const std::string& params_name,
+                                                    const core::TensorView& indices,
+                                                    int64_t batch_dims, const CallOptions& call) {
+  v1::GatherNdRequest request;
+  request.set_params_name(params_name);
   proto::ToProto(indices, request.mutable_indices());
   request.set_batch_dims(batch_dims);
   return Call<v1::GatherNdRequest, v1::GatherNdResponse>(request, call);
@@ -247,6 +298,112 @@ absl::StatusOr<std::string> Client::Health(int target_index, const std::string& 
       grpc::health::v1::Health::NewStub(channel)->Check(&context, request, &response);
   if (!status.ok()) return ToAbsl(status);
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+}
+
+// --- Resident tensors --------------------------------------------------------------------------
+
+template <typename One>
+absl::StatusOr<TensorInfo> Client::OnTargets(const char* what, const std::string& name,
+                                             bool all_targets, One&& one) {
+  const int n = all_targets ? static_cast<int>(targets_.size()) : 1;
+  if (n == 1) return one(0);
+  std::optional<TensorInfo> first;
+  absl::Status first_error;
+  std::vector<std::string> failed, succeeded;
+  for (int t = 0; t < n; ++t) {
+    absl::StatusOr<TensorInfo> info = one(t);
+    if (info.ok()) {
+      if (!first.has_value()) first = *std::move(info);
+      succeeded.push_back(targets_[t]);
+      continue;
+    }
+    if (first_error.ok()) first_error = info.status();
+    failed.push_back(absl::StrCat(targets_[t], ": ", absl::StatusCodeToString(info.status().code()),
+                                  ": ", info.status().message()));
+  }
+  if (failed.empty()) return *std::move(first);
+  return absl::Status(
+      first_error.code(),
+      absl::StrCat(what, " ", name, ": failed on ", failed.size(), " of ", n,
+                   " targets: ", absl::StrJoin(failed, "; "), "; ",
+                   succeeded.empty()
+                       ? "succeeded on none"
+                       : absl::StrCat("succeeded on: ", absl::StrJoin(succeeded, ", "))));
+}
+
+absl::StatusOr<TensorInfo> Client::PutTensor(const std::string& name,
+                                             const core::TensorView& tensor,
+                                             const PutOptions& options, const CallOptions& call) {
+  if (options.chunk_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_bytes must be > 0, got ", options.chunk_bytes));
+  }
+  TC_RETURN_IF_ERROR(core::ValidateTensor(tensor, "tensor", INT64_MAX));
+  return OnTargets("put", name, options.all_targets,
+                   [&](int target) { return PutOne(target, name, tensor, options, call); });
+}
+
+absl::StatusOr<TensorInfo> Client::PutOne(int target, const std::string& name,
+                                          const core::TensorView& tensor, const PutOptions& options,
+                                          const CallOptions& call) {
+  v1::PutTensorResponse response;
+  const grpc::Status status =
+      WithRetries(target, /*admin=*/true, call,
+                  [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
+                    response.Clear();
+                    std::unique_ptr<grpc::ClientWriter<v1::PutTensorRequest>> writer =
+                        stub.PutTensor(context, &response);
+                    PutChunker chunker(name, tensor,
+                                       {.device = options.device,
+                                        .replace = options.replace,
+                                        .chunk_bytes = options.chunk_bytes});
+                    v1::PutTensorRequest message;
+                    // A failed Write means the call is over (the server answered early, or the
+                    // connection broke): Finish then says why.
+                    bool writing = true;
+                    while (writing && chunker.Next(&message)) writing = writer->Write(message);
+                    if (writing) writer->WritesDone();
+                    return writer->Finish();
+                  });
+  if (!status.ok()) return ToAbsl(status);
+  return FromProtoInfo(response.tensor());
+}
+
+absl::StatusOr<TensorInfo> Client::DeleteTensor(const std::string& name, bool all_targets,
+                                                const CallOptions& call) {
+  return OnTargets("delete", name, all_targets,
+                   [&](int target) { return DeleteOne(target, name, call); });
+}
+
+absl::StatusOr<TensorInfo> Client::DeleteOne(int target, const std::string& name,
+                                             const CallOptions& call) {
+  v1::DeleteTensorRequest request;
+  request.set_name(name);
+  v1::DeleteTensorResponse response;
+  const grpc::Status status =
+      WithRetries(target, /*admin=*/true, call,
+                  [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
+                    return stub.DeleteTensor(context, request, &response);
+                  });
+  if (!status.ok()) return ToAbsl(status);
+  return FromProtoInfo(response.tensor());
+}
+
+absl::StatusOr<std::vector<TensorInfo>> Client::ListTensors(int target_index,
+                                                            const CallOptions& call) {
+  if (target_index < 0 || target_index >= static_cast<int>(targets_.size())) {
+    return absl::InvalidArgumentError("target_index out of range");
+  }
+  v1::ListTensorsResponse response;
+  const grpc::Status status =
+      WithRetries(target_index, /*admin=*/false, call,
+                  [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
+                    return stub.ListTensors(context, v1::ListTensorsRequest(), &response);
+                  });
+  if (!status.ok()) return ToAbsl(status);
+  std::vector<TensorInfo> out;
+  for (const v1::TensorInfo& info : response.tensors()) out.push_back(FromProtoInfo(info));
+  return out;
 }
 
 }  // namespace tensorcompute::client

@@ -1,7 +1,8 @@
 // File: client/client.h
 //
 // The C++ client of tensorcompute: Gather and GatherNd on core tensors, over one or several
-// server replicas.
+// server replicas, and the resident tensors (tables stored on the server once, then gathered
+// from by name) that PutTensor, DeleteTensor and ListTensors manage.
 //
 //   ClientOptions options;
 //   options.target = "10.0.0.7:50051,10.0.0.8:50051";   // or "dns:///tc.ns.svc:50051"
@@ -19,6 +20,16 @@
 // --max_message_bytes). UNAVAILABLE (overloaded, draining, unreachable) is retried with
 // exponential backoff and jitter when RetryOptions::max_attempts > 1 (off by default), each
 // attempt on the next channel, all within the call's one deadline. Nothing else is retried.
+//
+// Resident tensors and replicas. Every server replica holds its own copy of a resident
+// tensor; nothing is shared or copied between replicas. PutTensor and DeleteTensor with
+// all_targets go to every target of the client in turn (one upload each); without it, to the
+// first target only. A target that is one gRPC URI ("dns:///tc.ns.svc:50051") is one target:
+// its calls reach whichever address the channel picks, so a table put through it lands on one
+// replica. To serve a table from every replica of a Kubernetes Deployment, preload it on every
+// pod from a volume (the server's `--preload NAME=PATH.npy`), or list the pods' addresses as
+// targets and put with all_targets. A gather by name that reaches a replica without the table
+// fails with NOT_FOUND.
 //
 // Errors are the server's status (code and message) verbatim, or gRPC's own (DEADLINE_EXCEEDED,
 // UNAVAILABLE "failed to connect ..."), as absl::Status.
@@ -42,6 +53,8 @@
 #include "grpcpp/security/credentials.h"
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
+#include "core/dtype.h"
+#include "core/shape.h"
 #include "core/tensor.h"
 
 namespace tensorcompute::client {
@@ -84,11 +97,42 @@ struct ClientOptions {
   // Sent on every call as "authorization: Bearer <auth_token>" (the server's
   // --auth_token_file); empty: none. Over plaintext it travels unencrypted: use TLS.
   std::string auth_token;
+  // Sent instead of auth_token on PutTensor and DeleteTensor, as "authorization: Bearer
+  // <admin_token>" (the server's --admin_token_file); empty: those calls send auth_token.
+  std::string admin_token;
 };
 
 // Per-call overrides.
 struct CallOptions {
   std::optional<absl::Duration> timeout;  // default: ClientOptions::timeout
+};
+
+// How PutTensor uploads a tensor.
+struct PutOptions {
+  // Where the server keeps it: "" (the server's --device), "cpu", "gpu" (GPU 0) or "gpu:N".
+  // DT_STRING always lives on the CPU.
+  std::string device;
+  // Replace a resident tensor of the same name (gathers already holding the old version finish
+  // on it). Without it an existing name is ALREADY_EXISTS.
+  bool replace = false;
+  // The most tensor bytes per message (whole elements; for strings, their wire size): 1 MiB
+  // keeps every message far below gRPC's and the server's message limits (4 MiB and
+  // --max_message_bytes), whatever the tensor's size. Must be > 0 (else INVALID_ARGUMENT).
+  int64_t chunk_bytes = int64_t{1} << 20;
+  // Upload to every target (each replica holds its own copy; see the file comment), one after
+  // the other; false: to the first target only.
+  bool all_targets = false;
+};
+
+// A resident tensor as the server describes it (tensorcompute.proto, TensorInfo).
+struct TensorInfo {
+  std::string name;
+  core::DataType dtype = core::DataType::kUnspecified;
+  core::Shape shape;
+  int64_t bytes = 0;    // what it counts against the server's --max_resident_bytes
+  std::string device;   // "cpu" or "gpu:N"
+  int64_t version = 0;  // 1 for a name's first tensor, one more per replacement
+  absl::Time created;   // when this version became visible
 };
 
 class Client {
@@ -109,6 +153,48 @@ class Client {
                                         const core::TensorView& indices, int64_t batch_dims = 0,
                                         const CallOptions& call = {});
 
+  // Gather and GatherNd from the resident tensor `params_name` instead of inline params
+  // (GatherRequest.params_name): only the indices travel. The answer is byte for byte the one
+  // the inline call with the same params gets. NOT_FOUND when the replica that answers holds no
+  // tensor of that name.
+  absl::StatusOr<core::Tensor> GatherByName(const std::string& params_name,
+                                            const core::TensorView& indices,
+                                            std::optional<int64_t> axis = std::nullopt,
+                                            int64_t batch_dims = 0, const CallOptions& call = {});
+  absl::StatusOr<core::Tensor> GatherNdByName(const std::string& params_name,
+                                              const core::TensorView& indices,
+                                              int64_t batch_dims = 0, const CallOptions& call = {});
+
+  // Uploads `tensor` as the resident tensor `name`, in chunks of options.chunk_bytes (so any
+  // size that the server's --max_resident_bytes allows fits, whatever the message limits), to
+  // the first target or, with options.all_targets, to every target. Sends admin_token when set.
+  // The call's deadline covers each target's upload on its own.
+  // Returns the stored tensor's description (the first target's), or:
+  //   INVALID_ARGUMENT  chunk_bytes <= 0 or a malformed `tensor` (checked before any call), or
+  //                     the server's: a bad name, a scalar, an unknown device;
+  //   ALREADY_EXISTS    the name is taken and options.replace is false;
+  //   RESOURCE_EXHAUSTED over the server's --max_resident_bytes;
+  //   PERMISSION_DENIED without the admin token the server requires; any call error.
+  // With several targets and all_targets, the uploads go on after a failure; if any failed, the
+  // status is the first failure's code with a message naming every target and its outcome
+  // ("put emb: failed on 1 of 2 targets: 10.0.0.8:50051: ALREADY_EXISTS: ...; stored on:
+  // 10.0.0.7:50051"). Copies already stored stay stored.
+  absl::StatusOr<TensorInfo> PutTensor(const std::string& name, const core::TensorView& tensor,
+                                       const PutOptions& options = {},
+                                       const CallOptions& call = {});
+
+  // Deletes the resident tensor `name` from the first target or, with all_targets, from every
+  // target (failures reported as PutTensor does). Sends admin_token when set. Returns the
+  // deleted tensor's description (the first target's), or NOT_FOUND when there is none of that
+  // name, PERMISSION_DENIED, or any call error.
+  absl::StatusOr<TensorInfo> DeleteTensor(const std::string& name, bool all_targets = false,
+                                          const CallOptions& call = {});
+
+  // The resident tensors of target `target_index`, by name, or the call's error
+  // (INVALID_ARGUMENT for a target_index out of range).
+  absl::StatusOr<std::vector<TensorInfo>> ListTensors(int target_index = 0,
+                                                      const CallOptions& call = {});
+
   // The grpc.health.v1 status ("SERVING", "NOT_SERVING", ...) of target `target_index` for
   // `service` ("" = the whole server), or the call's error.
   absl::StatusOr<std::string> Health(int target_index = 0, const std::string& service = "",
@@ -124,11 +210,30 @@ class Client {
   Client(ClientOptions options, std::vector<std::string> targets,
          std::vector<std::shared_ptr<grpc::Channel>> channels,
          std::shared_ptr<grpc::ChannelCredentials> credentials);
-  // Adds the authorization metadata, when there is a token.
-  void Authorize(grpc::ClientContext* context) const;
+  // Adds the authorization metadata, when there is a token: admin_token (if set) for `admin`
+  // calls, else auth_token.
+  void Authorize(grpc::ClientContext* context, bool admin = false) const;
+
+  // Runs `attempt(stub, context)` under the call's deadline and the retry policy: UNAVAILABLE
+  // is retried with backoff while attempts and the deadline last. Each attempt goes to the next
+  // channel (round-robin), or with `target` >= 0 to the next channel of that target.
+  template <typename Attempt>
+  grpc::Status WithRetries(int target, bool admin, const CallOptions& call, Attempt&& attempt);
 
   template <typename Request, typename Response>
   absl::StatusOr<core::Tensor> Call(const Request& request, const CallOptions& call);
+
+  // One upload / deletion on target `target`.
+  absl::StatusOr<TensorInfo> PutOne(int target, const std::string& name,
+                                    const core::TensorView& tensor, const PutOptions& options,
+                                    const CallOptions& call);
+  absl::StatusOr<TensorInfo> DeleteOne(int target, const std::string& name,
+                                       const CallOptions& call);
+  // Runs `one(target)` on the first target, or on every target when `all_targets`, and
+  // combines the outcomes (see PutTensor).
+  template <typename One>
+  absl::StatusOr<TensorInfo> OnTargets(const char* what, const std::string& name, bool all_targets,
+                                       One&& one);
 
   const ClientOptions options_;
   const std::vector<std::string> targets_;

@@ -21,14 +21,19 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 
-#include "client/half_float.h"
-#include "client/utf8.h"
+#include "core/half_float.h"
 #include "core/status_macros.h"
+#include "core/utf8.h"
 
 namespace tensorcompute::client {
 namespace {
 
+using core::BFloat16ToFloat;
 using core::DataType;
+using core::DoubleToFloat;
+using core::FloatToBFloat16;
+using core::FloatToHalf;
+using core::HalfToFloat;
 using core::Shape;
 
 absl::Status Invalid(absl::string_view what) { return absl::InvalidArgumentError(what); }
@@ -367,8 +372,9 @@ std::string QuoteJson(absl::string_view s) {
 void AppendJsonElement(const core::TensorView& t, size_t i, std::string* out) {
   if (t.dtype == DataType::kString) {
     const std::string& s = *t.strings[i];
-    out->append(IsValidUtf8(s) ? QuoteJson(s)
-                               : absl::StrCat("{\"base64\": \"", absl::Base64Escape(s), "\"}"));
+    out->append(core::IsValidUtf8(s)
+                    ? QuoteJson(s)
+                    : absl::StrCat("{\"base64\": \"", absl::Base64Escape(s), "\"}"));
     return;
   }
   const uint8_t* p = t.data.data() + i * core::ElementSize(t.dtype);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/slice.h"
+#include "inference/grpc_predict_v2.pb.h"
 #include "nlohmann/json.hpp"
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
@@ -45,6 +47,58 @@ absl::StatusOr<core::Tensor> RandomParams(const LoadRequestSpec& spec, std::mt19
 
 std::string Serialize(const google::protobuf::Message& m) { return m.SerializeAsString(); }
 
+// The KServe v2 datatype of `dtype`; empty for the complex types, which have none.
+std::string KserveDatatype(core::DataType dtype) {
+  switch (dtype) {
+    case core::DataType::kBool:
+      return "BOOL";
+    case core::DataType::kFloat16:
+      return "FP16";
+    case core::DataType::kBfloat16:
+      return "BF16";
+    case core::DataType::kFloat32:
+      return "FP32";
+    case core::DataType::kFloat64:
+      return "FP64";
+    case core::DataType::kString:
+      return "BYTES";
+    case core::DataType::kComplex64:
+    case core::DataType::kComplex128:
+    case core::DataType::kUnspecified:
+      return "";
+    default: {
+      std::string name = core::DataTypeName(dtype);  // "int8", "uint64", ...
+      for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      return name;
+    }
+  }
+}
+
+// raw_input_contents' form of a tensor: its bytes, or for strings a 4-byte little-endian
+// length before each.
+std::string RawContents(const core::Tensor& t) {
+  if (t.dtype() != core::DataType::kString) {
+    return std::string(reinterpret_cast<const char*>(t.bytes().data()), t.bytes().size());
+  }
+  std::string out;
+  for (const std::string& s : t.strings()) {
+    const auto n = static_cast<uint32_t>(s.size());
+    const char length[4] = {static_cast<char>(n), static_cast<char>(n >> 8),
+                            static_cast<char>(n >> 16), static_cast<char>(n >> 24)};
+    out.append(length, 4);
+    out.append(s);
+  }
+  return out;
+}
+
+void AddInput(const char* name, const std::string& datatype, const core::Shape& shape,
+              inference::ModelInferRequest* r) {
+  inference::ModelInferRequest::InferInputTensor* input = r->add_inputs();
+  input->set_name(name);
+  input->set_datatype(datatype);
+  for (int64_t d : shape) input->add_shape(d);
+}
+
 }  // namespace
 
 absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
@@ -71,21 +125,60 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
     return absl::InvalidArgumentError("index dtype must be int32 or int64");
   }
   std::mt19937_64 rng(spec.seed);
-  TC_ASSIGN_OR_RETURN(core::Tensor params, RandomParams(spec, rng));
-
-  // A message's serialization is the concatenation of its fields', so the params are
-  // serialized once and shared by every request (one reference-counted slice); each request
-  // adds only its own indices.
-  v1::GatherRequest params_only;
-  proto::ToProto(params.view(), params_only.mutable_params());
-  const grpc::Slice params_slice(Serialize(params_only));
-
-  LoadRequests out;
-  out.method = spec.nd ? "/tensorcompute.v1.TensorCompute/GatherNd"
-                       : "/tensorcompute.v1.TensorCompute/Gather";
-  int64_t total_bytes = 0;
+  // A message's serialization is the concatenation of its fields', so the params (or their
+  // name; field 5 of GatherRequest, 4 of GatherNdRequest) are serialized once and shared by
+  // every request (one reference-counted slice); each request adds only its own indices.
+  std::string params_bytes;
   const core::Shape index_shape =
       spec.nd ? core::Shape{spec.num_indices, depth} : core::Shape{spec.num_indices};
+  if (spec.kserve) {
+    // Everything but the indices' bytes: the model, both inputs' descriptions, the
+    // parameters and the params' raw contents (raw_input_contents is repeated: each request
+    // appends the indices' entry after it).
+    const std::string datatype = KserveDatatype(spec.dtype);
+    if (datatype.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s has no KServe v2 datatype", core::DataTypeName(spec.dtype)));
+    }
+    inference::ModelInferRequest head;
+    if (!spec.params_name.empty()) {
+      head.set_model_name(spec.params_name);
+      if (spec.nd) (*head.mutable_parameters())["op"].set_string_param("gather_nd");
+    } else {
+      head.set_model_name(spec.nd ? "gather_nd" : "gather");
+      AddInput("params", datatype, spec.params_shape, &head);
+    }
+    AddInput("indices", spec.index_dtype == core::DataType::kInt64 ? "INT64" : "INT32", index_shape,
+             &head);
+    if (!spec.nd) (*head.mutable_parameters())["axis"].set_int64_param(0);
+    if (spec.params_name.empty()) {
+      TC_ASSIGN_OR_RETURN(core::Tensor params, RandomParams(spec, rng));
+      head.add_raw_input_contents(RawContents(params));
+    }
+    params_bytes = Serialize(head);
+  } else if (!spec.params_name.empty()) {
+    if (spec.nd) {
+      v1::GatherNdRequest name_only;
+      name_only.set_params_name(spec.params_name);
+      params_bytes = Serialize(name_only);
+    } else {
+      v1::GatherRequest name_only;
+      name_only.set_params_name(spec.params_name);
+      params_bytes = Serialize(name_only);
+    }
+  } else {
+    TC_ASSIGN_OR_RETURN(core::Tensor params, RandomParams(spec, rng));
+    v1::GatherRequest params_only;  // field 1 in both requests
+    proto::ToProto(params.view(), params_only.mutable_params());
+    params_bytes = Serialize(params_only);
+  }
+  const grpc::Slice params_slice(params_bytes);
+
+  LoadRequests out;
+  out.method = spec.kserve ? "/inference.GRPCInferenceService/ModelInfer"
+               : spec.nd   ? "/tensorcompute.v1.TensorCompute/GatherNd"
+                           : "/tensorcompute.v1.TensorCompute/Gather";
+  int64_t total_bytes = 0;
   for (int64_t k = 0; k < spec.distinct_requests; ++k) {
     // Request k is invalid when the running share of invalid ones steps up at k.
     const bool invalid = spec.num_indices > 0 && std::floor((k + 1) * spec.invalid_fraction) >
@@ -106,7 +199,11 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
       }
     }
     std::string rest;
-    if (spec.nd) {
+    if (spec.kserve) {
+      inference::ModelInferRequest r;
+      r.add_raw_input_contents(RawContents(indices));
+      rest = Serialize(r);
+    } else if (spec.nd) {
       v1::GatherNdRequest r;
       proto::ToProto(indices.view(), r.mutable_indices());
       rest = Serialize(r);

@@ -5,7 +5,8 @@
 //
 //   BuildLoadRequests(spec)  makes `distinct_requests` requests once, up front (random valid
 //                            indices; a `invalid_fraction` share with one index out of range),
-//                            serialized, so the client spends nothing per call on them.
+//                            serialized, so the client spends nothing per call on them. The
+//                            params are random, or a resident tensor's name (params_name).
 //   RunLoad(channels, ...)   closed loop (`concurrency` calls always outstanding) or open loop
 //                            (`rate` calls per second on a fixed schedule, latency measured
 //                            from each call's scheduled time so a slow server cannot hide
@@ -55,10 +56,19 @@ struct LoadRequestSpec {
   double invalid_fraction = 0;
   int64_t distinct_requests = 16;
   uint64_t seed = 1;
+  // Non-empty: gather from this resident tensor (GatherRequest.params_name) instead of sending
+  // params; only the indices travel. dtype and params_shape must then describe that tensor
+  // (Client::ListTensors tells them): the indices are drawn from its dimensions.
+  std::string params_name;
+  // Send KServe v2 ModelInfer calls (inference.GRPCInferenceService, docs/kserve.md) instead of
+  // the native ones: model "gather" or "gather_nd" with params and indices in
+  // raw_input_contents, or the resident tensor's model (params_name) with indices only.
+  bool kserve = false;
 };
 
 struct LoadRequests {
-  std::string method;                    // "/tensorcompute.v1.TensorCompute/Gather" or ...Nd
+  std::string
+      method;  // "/tensorcompute.v1.TensorCompute/Gather", ...GatherNd or KServe's ModelInfer
   std::vector<grpc::ByteBuffer> bodies;  // serialized requests, used in turn
   std::vector<bool> valid;               // per body: expected to succeed
   int64_t request_bytes = 0;             // mean serialized size

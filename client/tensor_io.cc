@@ -80,7 +80,7 @@ absl::StatusOr<core::Tensor> ReadTensorFile(const std::string& path) {
   TC_ASSIGN_OR_RETURN(const TensorFormat format, FormatFromPath(path));
   TC_ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path));
   absl::StatusOr<core::Tensor> t =
-      format == TensorFormat::kNpy ? ParseNpy(contents) : ParseJson(contents);
+      format == TensorFormat::kNpy ? core::ParseNpy(contents) : ParseJson(contents);
   if (!t.ok()) {
     return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
   }
@@ -92,7 +92,7 @@ absl::Status WriteTensorFile(const core::TensorView& t, const std::string& path)
   TC_RETURN_IF_ERROR(core::ValidateTensor(t, "tensor", std::numeric_limits<int64_t>::max()));
   std::string contents;
   if (format == TensorFormat::kNpy) {
-    TC_ASSIGN_OR_RETURN(contents, SerializeNpy(t));
+    TC_ASSIGN_OR_RETURN(contents, core::SerializeNpy(t));
   } else {
     contents = SerializeJson(t);
   }

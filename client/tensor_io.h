@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 
 #include "client/json_format.h"
-#include "client/npy_format.h"
+#include "core/npy_format.h"
 #include "core/tensor.h"
 
 namespace tensorcompute::client {

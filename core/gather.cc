@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "core/gather_kernels.h"
 #include "core/status_macros.h"
@@ -121,6 +122,127 @@ absl::Status ExecuteGather(const GatherPlan& plan, const TensorView& params,
   });
   if (bad.found()) return BadIndexError(plan, indices, bad.position());
   return absl::OkStatus();
+}
+
+namespace {
+
+// The output rows of a group's members laid end to end: group row g is row g - start of the
+// member whose [start, start + rows) holds it.
+class RowSpace {
+ public:
+  void Add(size_t job, int64_t rows) {
+    jobs_.push_back(job);
+    starts_.push_back(total_);
+    total_ += rows;
+  }
+  int64_t total() const { return total_; }
+  bool empty() const { return jobs_.empty(); }
+
+  // Calls fn(job, begin, end) for each member's share of group rows [begin, end), in order.
+  template <typename Fn>
+  void ForEachPiece(int64_t begin, int64_t end, Fn&& fn) const {
+    size_t m = std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin() - 1;
+    for (; m < jobs_.size() && starts_[m] < end; ++m) {
+      const int64_t member_end = m + 1 < starts_.size() ? starts_[m + 1] : total_;
+      const int64_t from = std::max(begin, starts_[m]);
+      const int64_t to = std::min(end, member_end);
+      if (to > from) fn(jobs_[m], from - starts_[m], to - starts_[m]);
+    }
+  }
+
+ private:
+  std::vector<size_t> jobs_;
+  std::vector<int64_t> starts_;
+  int64_t total_ = 0;
+};
+
+// Rows per parallel chunk so that a chunk copies about kMinChunkBytes on average.
+int64_t GroupMinChunk(int64_t rows, int64_t bytes, int64_t min_chunk_bytes) {
+  if (bytes <= 0) return std::max<int64_t>(1, rows);
+  return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(rows) * min_chunk_bytes /
+                                                   static_cast<double>(bytes)));
+}
+
+// The string members of a group: ExecuteStrings' two passes (sizes and checks, then copies),
+// each one loop over all members' rows.
+void ExecuteStringGroup(absl::Span<const GatherJob> jobs, absl::Span<const TensorView> indices,
+                        const RowSpace& space, int64_t estimate_bytes,
+                        const ExecuteOptions& options, std::vector<absl::Status>& statuses) {
+  const bool parallel = estimate_bytes >= options.min_parallel_bytes;
+  const int64_t min_chunk = GroupMinChunk(space.total(), estimate_bytes, kMinChunkTuples);
+  std::vector<FirstBad> bad(jobs.size());
+  std::vector<std::atomic<int64_t>> bytes(jobs.size());
+  ForRange(options, parallel, space.total(), min_chunk, [&](int64_t begin, int64_t end) {
+    space.ForEachPiece(begin, end, [&](size_t j, int64_t b, int64_t e) {
+      int64_t n = 0;
+      bad[j].Report(StringRowBytes(*jobs[j].plan, jobs[j].params, indices[j], b, e, &n));
+      bytes[j].fetch_add(n, std::memory_order_relaxed);
+    });
+  });
+  RowSpace copy;
+  space.ForEachPiece(0, space.total(), [&](size_t j, int64_t, int64_t rows) {
+    const GatherPlan& plan = *jobs[j].plan;
+    const int64_t needed = bytes[j].load() + plan.output_bytes;
+    if (bad[j].found()) {
+      statuses[j] = BadIndexError(plan, indices[j], bad[j].position());
+    } else if (needed > plan.max_output_bytes) {
+      statuses[j] = OutputTooLargeError(needed, plan.max_output_bytes);
+    } else {
+      copy.Add(j, rows);
+    }
+  });
+  ForRange(options, parallel, copy.total(), min_chunk, [&](int64_t begin, int64_t end) {
+    copy.ForEachPiece(begin, end, [&](size_t j, int64_t b, int64_t e) {
+      GatherRows(*jobs[j].plan, jobs[j].params, indices[j], jobs[j].output, b, e, false);
+    });
+  });
+}
+
+}  // namespace
+
+std::vector<absl::Status> ExecuteGatherGroup(absl::Span<const GatherJob> jobs,
+                                             const ExecuteOptions& options) {
+  std::vector<absl::Status> statuses(jobs.size());
+  std::vector<std::unique_ptr<int64_t[]>> aligned_storage(jobs.size());
+  std::vector<TensorView> indices(jobs.size());
+  RowSpace fixed, strings;
+  int64_t fixed_bytes = 0, string_bytes = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const GatherPlan& plan = *jobs[j].plan;
+    indices[j] = AlignedIndices(jobs[j].indices, aligned_storage[j]);
+    if (plan.batch * plan.num_indices == 0) continue;
+    if (plan.output_rows() == 0 || plan.slice == 0) {
+      // Only index checks, no rows to share a loop with: ExecuteGather's own path.
+      statuses[j] = ExecuteGather(plan, jobs[j].params, indices[j], jobs[j].output, options);
+    } else if (plan.dtype == DataType::kString) {
+      strings.Add(j, plan.output_rows());
+      string_bytes += plan.output_bytes;
+    } else {
+      fixed.Add(j, plan.output_rows());
+      fixed_bytes += plan.output_bytes;
+    }
+  }
+  if (!strings.empty()) {
+    ExecuteStringGroup(jobs, indices, strings, string_bytes, options, statuses);
+  }
+  if (fixed.empty()) return statuses;
+
+  const bool parallel = fixed_bytes >= options.min_parallel_bytes;
+  const bool streaming =
+      options.streaming_store_bytes > 0 && fixed_bytes >= options.streaming_store_bytes;
+  std::vector<FirstBad> bad(jobs.size());
+  ForRange(
+      options, parallel, fixed.total(), GroupMinChunk(fixed.total(), fixed_bytes, kMinChunkBytes),
+      [&](int64_t begin, int64_t end) {
+        fixed.ForEachPiece(begin, end, [&](size_t j, int64_t b, int64_t e) {
+          const GatherJob& job = jobs[j];
+          bad[j].Report(GatherRows(*job.plan, job.params, indices[j], job.output, b, e, streaming));
+        });
+      });
+  fixed.ForEachPiece(0, fixed.total(), [&](size_t j, int64_t, int64_t) {
+    if (bad[j].found()) statuses[j] = BadIndexError(*jobs[j].plan, indices[j], bad[j].position());
+  });
+  return statuses;
 }
 
 namespace {

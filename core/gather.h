@@ -5,6 +5,9 @@
 //   ExecuteGather(plan, ...)  runs a validated plan (core/gather_plan.h) into an output slot
 //                             the caller sized: the server's path, writing straight into a
 //                             response. Index values are checked in the same pass as the copy.
+//   ExecuteGatherGroup(jobs)   runs several plans as one pass over their output rows laid end
+//                             to end (the batching executors' path for requests on one
+//                             resident table), each job still checked and answered alone.
 //   Gather(...), GatherNd(...) plan + allocate + execute, returning an owning Tensor: the
 //                             convenient path for clients, tests and tools.
 //
@@ -20,9 +23,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 
 #include "core/gather_plan.h"
 #include "core/tensor.h"
@@ -59,6 +64,26 @@ struct GatherOptions {
 absl::Status ExecuteGather(const GatherPlan& plan, const TensorView& params,
                            const TensorView& indices, const MutableTensorView& output,
                            const ExecuteOptions& options = {});
+
+// One member of ExecuteGatherGroup: a plan, the views it was made from, and its output slot.
+struct GatherJob {
+  const GatherPlan* plan = nullptr;  // not owned
+  TensorView params;
+  TensorView indices;
+  MutableTensorView output;
+};
+
+// Executes every job as ExecuteGather would, but as one pass: one loop over the jobs' output
+// rows laid end to end (job 0's rows, then job 1's, ...), split across options.pool when the
+// outputs add up to at least min_parallel_bytes, each row copied by the same kernels into its
+// own job's output. Many small requests on one table then cost one parallel loop instead of
+// one call each. Streaming stores are used when the outputs add up to streaming_store_bytes.
+// Returns one status per job, in order: exactly what ExecuteGather returns for that job alone
+// (OK, its own bad-index INVALID_ARGUMENT, or RESOURCE_EXHAUSTED for a string output over
+// its cap); a bad job leaves the others untouched.
+// REQUIRES: each job satisfies ExecuteGather's REQUIRES; outputs do not overlap.
+std::vector<absl::Status> ExecuteGatherGroup(absl::Span<const GatherJob> jobs,
+                                             const ExecuteOptions& options = {});
 
 // tf.gather / ONNX Gather into a new Tensor. Errors as PlanGather and ExecuteGather.
 absl::StatusOr<Tensor> Gather(const TensorView& params, const TensorView& indices,

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <utility>
 
 namespace tensorcompute::core {
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, std::function<void()> on_worker_start)
+    : on_worker_start_(std::move(on_worker_start)) {
   if (num_threads <= 0) {
     num_threads = std::max(1u, std::thread::hardware_concurrency());
   }
@@ -28,6 +30,7 @@ void ThreadPool::Schedule(absl::AnyInvocable<void() &&> fn) {
 }
 
 void ThreadPool::WorkerLoop() {
+  if (on_worker_start_) on_worker_start_();
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -28,8 +29,10 @@ namespace tensorcompute::core {
 
 class ThreadPool {
  public:
-  // Starts `num_threads` workers. num_threads <= 0 means one per hardware thread.
-  explicit ThreadPool(int num_threads);
+  // Starts `num_threads` workers. num_threads <= 0 means one per hardware thread. Each worker
+  // first calls `on_worker_start` (if set) on itself, before it runs any task: the place for
+  // per-thread settings such as a lower scheduling priority (the server's --compute_nice).
+  explicit ThreadPool(int num_threads, std::function<void()> on_worker_start = nullptr);
   ~ThreadPool();
 
   ThreadPool(const ThreadPool&) = delete;
@@ -53,6 +56,7 @@ class ThreadPool {
   absl::Mutex mu_;
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  const std::function<void()> on_worker_start_;  // read-only once workers start
   std::vector<std::thread> workers_;
 };
 

@@ -30,15 +30,22 @@ ABSL_FLAG(int, gpu_streams, 4, "streams (batches in flight) per GPU, 1 to 64");
 ABSL_FLAG(int64_t, gpu_staging_mib, 16,
           "pinned host staging per GPU stream, MiB; larger transfers are chunked through it");
 ABSL_FLAG(int, cpu_threads, 0, "CPU executor threads; 0 = one per core");
+ABSL_FLAG(int, compute_nice, 10,
+          "nice value (0 to 19) of the CPU executor threads, below the RPC threads");
 ABSL_FLAG(int64_t, max_batch_size, 32, "most requests per batch");
 ABSL_FLAG(int64_t, max_queue_delay_us, 0,
           "longest a queued request waits for its batch to fill while an executor is free");
 ABSL_FLAG(int64_t, queue_capacity, 1024,
           "most queued requests; beyond it UNAVAILABLE (server overloaded)");
+ABSL_FLAG(bool, deadline_admission, true,
+          "refuse (UNAVAILABLE) a request whose expected queue wait exceeds its deadline");
 ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{1} << 30,
           "memory budget of requests in flight (their messages and outputs); beyond it "
           "UNAVAILABLE (server overloaded)");
 ABSL_FLAG(int64_t, max_concurrent_streams, 256, "most concurrent calls on one connection");
+ABSL_FLAG(int64_t, stream_window_bytes, int64_t{64} << 10,
+          "HTTP/2 window of a call not yet being read (what gRPC buffers of a waiting call's "
+          "message); 0 = gRPC's automatic (BDP) sizing, which does not bound memory");
 ABSL_FLAG(int64_t, keepalive_time_s, 60,
           "ping connections quiet this long; close them if no answer in keepalive_timeout_s");
 ABSL_FLAG(int64_t, keepalive_timeout_s, 20, "how long a keepalive ping may go unanswered");
@@ -58,6 +65,9 @@ ABSL_FLAG(int64_t, drain_notice_ms, 500,
           "UNAVAILABLE before connections close, so clients move to other replicas first");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9090",
           "host:port of the Prometheus endpoint (GET /metrics); port 0 picks one; empty = none");
+ABSL_FLAG(std::string, http_listen, "",
+          "host:port for KServe v2 HTTP/REST (port 0 picks one); empty = no HTTP endpoint");
+ABSL_FLAG(int, http_threads, 8, "threads serving HTTP connections (--http_listen)");
 ABSL_FLAG(int64_t, max_connection_age_s, 0,
           "send GOAWAY to connections older than this (+-10%), so clients reconnect and spread "
           "over new replicas; 0 = never");
@@ -74,6 +84,19 @@ ABSL_FLAG(std::string, health_listen, "",
 ABSL_FLAG(std::string, auth_token_file, "",
           "file of accepted bearer tokens, one per line; every RPC but health then needs "
           "'authorization: Bearer <token>'; re-read on SIGHUP");
+ABSL_FLAG(int64_t, inline_compute_bytes, 16 << 10,
+          "requests with outputs up to this many bytes that find the server idle are computed "
+          "on the receiving thread, without a hand-off to the pool; 0 = never");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "file of admin tokens: PutTensor and DeleteTensor then need one of them "
+          "(PERMISSION_DENIED for an ordinary token); re-read on SIGHUP");
+ABSL_FLAG(int64_t, max_resident_bytes, int64_t{8} << 30,
+          "most bytes of resident tensors (PutTensor, --preload); beyond: RESOURCE_EXHAUSTED");
+ABSL_FLAG(std::vector<std::string>, preload, {},
+          "NAME=PATH.npy[,NAME=PATH.npy...]: tensors loaded at start-up, before health turns "
+          "SERVING");
+ABSL_FLAG(int64_t, malloc_trim_interval_s, 10,
+          "give freed memory back to the OS (malloc_trim) this often; 0 = never");
 ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error|critical|off");
 ABSL_FLAG(std::string, log_format, "text", "text|json (one JSON object per line)");
 
@@ -187,17 +210,22 @@ int main(int argc, char** argv) {
   options.gpu_streams = absl::GetFlag(FLAGS_gpu_streams);
   options.gpu_staging_bytes = staging_mib << 20;
   options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  options.compute_nice = absl::GetFlag(FLAGS_compute_nice);
   options.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.max_queue_delay_us = absl::GetFlag(FLAGS_max_queue_delay_us);
   options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
+  options.deadline_admission = absl::GetFlag(FLAGS_deadline_admission);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_output_bytes = absl::GetFlag(FLAGS_max_output_bytes);
   options.max_rank = absl::GetFlag(FLAGS_max_rank);
   options.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   options.drain_notice = absl::Milliseconds(absl::GetFlag(FLAGS_drain_notice_ms));
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.http_listen = absl::GetFlag(FLAGS_http_listen);
+  options.http_threads = absl::GetFlag(FLAGS_http_threads);
   options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  options.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
   options.keepalive_time = absl::Seconds(absl::GetFlag(FLAGS_keepalive_time_s));
   options.keepalive_timeout = absl::Seconds(absl::GetFlag(FLAGS_keepalive_timeout_s));
   options.keepalive_min_client_interval =
@@ -210,6 +238,11 @@ int main(int argc, char** argv) {
   options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   options.health_listen = absl::GetFlag(FLAGS_health_listen);
   options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+  options.inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
+  options.max_resident_bytes = absl::GetFlag(FLAGS_max_resident_bytes);
+  options.preload = absl::GetFlag(FLAGS_preload);
+  options.malloc_trim_interval = absl::Seconds(absl::GetFlag(FLAGS_malloc_trim_interval_s));
 
   auto server = tensorcompute::server::Server::Start(options);
   if (!server.ok()) {
@@ -225,15 +258,16 @@ int main(int argc, char** argv) {
       "tensorcompute-server listening on {} port={} device={}{} cpu_threads={} "
       "max_batch_size={} max_queue_delay_us={} queue_capacity={} max_message_bytes={} "
       "max_output_bytes={} max_inflight_bytes={} max_rank={} drain_timeout_s={} metrics_port={} "
-      "max_connection_age_s={}",
+      "http_port={} max_connection_age_s={}",
       BoundAddress(options.listen, (*server)->port()), (*server)->port(), (*server)->device(),
       gpu_line, (*server)->cpu_threads(), options.max_batch_size, options.max_queue_delay_us,
       options.queue_capacity, options.max_message_bytes, options.EffectiveMaxOutputBytes(),
       options.max_inflight_bytes, options.max_rank, absl::GetFlag(FLAGS_drain_timeout_s),
-      (*server)->metrics_port(), absl::GetFlag(FLAGS_max_connection_age_s));
-  spdlog::info("security: {}{}{}{}", options.tls_cert.empty() ? "plaintext" : "tls",
+      (*server)->metrics_port(), (*server)->http_port(), absl::GetFlag(FLAGS_max_connection_age_s));
+  spdlog::info("security: {}{}{}{}{}", options.tls_cert.empty() ? "plaintext" : "tls",
                options.tls_client_ca.empty() ? "" : " mtls (client certificates required)",
                options.auth_token_file.empty() ? ", no token" : ", bearer tokens required",
+               options.admin_token_file.empty() ? "" : ", admin token for PutTensor/DeleteTensor",
                (*server)->health_port() == 0
                    ? ""
                    : absl::StrCat(", plaintext health on port ", (*server)->health_port()));
@@ -241,13 +275,14 @@ int main(int argc, char** argv) {
 
   int signal = 0;
   while (sigwait(&stop_signals, &signal) == 0 && signal == SIGHUP) {
-    if (options.auth_token_file.empty()) {
+    if (options.auth_token_file.empty() && options.admin_token_file.empty()) {
       spdlog::info("received SIGHUP: nothing to reload (no --auth_token_file)");
       continue;
     }
     absl::StatusOr<int> tokens = (*server)->ReloadAuthTokens();
     if (tokens.ok()) {
-      spdlog::info("received SIGHUP: reloaded {}: {} tokens accepted", options.auth_token_file,
+      spdlog::info("received SIGHUP: reloaded {}{}: {} tokens accepted", options.auth_token_file,
+                   options.admin_token_file.empty() ? "" : " and " + options.admin_token_file,
                    *tokens);
     } else {
       spdlog::error("received SIGHUP: cannot reload, keeping the previous tokens: {}",

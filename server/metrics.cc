@@ -13,7 +13,23 @@ int Index(Rpc rpc, absl::StatusCode code) {
 
 }  // namespace
 
-const char* RpcName(Rpc rpc) { return rpc == Rpc::kGather ? "Gather" : "GatherNd"; }
+const char* RpcName(Rpc rpc) {
+  switch (rpc) {
+    case Rpc::kGather:
+      return "Gather";
+    case Rpc::kGatherNd:
+      return "GatherNd";
+    case Rpc::kPutTensor:
+      return "PutTensor";
+    case Rpc::kDeleteTensor:
+      return "DeleteTensor";
+    case Rpc::kListTensors:
+      return "ListTensors";
+    case Rpc::kModelInfer:
+      return "ModelInfer";
+  }
+  return "?";
+}
 
 void Metrics::CountRequest(Rpc rpc, absl::StatusCode code, absl::Duration latency) {
   requests_[Index(rpc, code)].fetch_add(1, std::memory_order_relaxed);
@@ -35,6 +51,16 @@ void Metrics::CountBatch(int64_t size) {
   int bucket = 0;
   while (bucket < kBuckets && (int64_t{1} << bucket) < size) ++bucket;
   batch_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::CountLookup(absl::string_view name) {
+  absl::MutexLock lock(&lookups_mu_);
+  ++lookups_[name];
+}
+
+std::vector<std::pair<std::string, int64_t>> Metrics::lookups() const {
+  absl::MutexLock lock(&lookups_mu_);
+  return {lookups_.begin(), lookups_.end()};
 }
 
 int64_t Metrics::requests(Rpc rpc, absl::StatusCode code) const {

@@ -19,18 +19,30 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 #include "core/batching/executor.h"
 
 namespace tensorcompute::server {
 
-enum class Rpc { kGather = 0, kGatherNd = 1 };
-inline constexpr int kNumRpcs = 2;
+enum class Rpc {
+  kGather = 0,
+  kGatherNd = 1,
+  kPutTensor = 2,
+  kDeleteTensor = 3,
+  kListTensors = 4,
+  kModelInfer = 5,  // KServe v2 (inference.GRPCInferenceService), and its HTTP/REST form
+};
+inline constexpr int kNumRpcs = 6;
 inline constexpr int kNumCodes = 17;  // absl::StatusCode 0..16
 
 const char* RpcName(Rpc rpc);
@@ -47,9 +59,18 @@ class Metrics {
 
   // An RPC was accepted: in flight until its CountRequest.
   void RequestStarted() { inflight_.fetch_add(1, std::memory_order_relaxed); }
+  // An accepted RPC that gRPC ended before its message arrived (cancelled by its client, or its
+  // message refused by gRPC's own size limit): no longer in flight, and not counted, as gRPC's
+  // own answers are not.
+  void RequestAbandoned() { inflight_.fetch_sub(1, std::memory_order_relaxed); }
   // An RPC was answered with `code`, `latency` after it arrived.
   void CountRequest(Rpc rpc, absl::StatusCode code, absl::Duration latency);
   void CountBatch(int64_t size);
+  // A gather by params_name found resident tensor `name`. (Names are bounded by the tensors
+  // ever stored; a short lock, beside the request's own costs.)
+  void CountLookup(absl::string_view name);
+  // Lookups by tensor name, including names since deleted.
+  std::vector<std::pair<std::string, int64_t>> lookups() const;
 
   int64_t requests(Rpc rpc, absl::StatusCode code) const;
   int64_t requests_total() const;
@@ -72,6 +93,8 @@ class Metrics {
   }
 
  private:
+  mutable absl::Mutex lookups_mu_;
+  absl::flat_hash_map<std::string, int64_t> lookups_ ABSL_GUARDED_BY(lookups_mu_);
   std::array<std::atomic<int64_t>, kNumRpcs * kNumCodes> requests_{};
   std::atomic<int64_t> inflight_{0};
   std::array<std::atomic<int64_t>, kNumRpcs> latency_ns_{};

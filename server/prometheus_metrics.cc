@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <limits>
+#include <map>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -72,7 +73,8 @@ MetricsCollector::MetricsCollector(const Metrics* metrics, const batching::Batch
 
 std::vector<MetricFamily> MetricsCollector::Collect() const {
   std::vector<MetricFamily> families;
-  const Rpc rpcs[] = {Rpc::kGather, Rpc::kGatherNd};
+  const Rpc rpcs[] = {Rpc::kGather,       Rpc::kGatherNd,    Rpc::kPutTensor,
+                      Rpc::kDeleteTensor, Rpc::kListTensors, Rpc::kModelInfer};
 
   MetricFamily requests =
       Family("tensorcompute_requests_total", "RPCs answered, by method and gRPC status code",
@@ -105,6 +107,35 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
                                        {{"rpc", RpcName(rpc)}}));
   }
   families.push_back(std::move(latency));
+
+  if (registry_ != nullptr) {
+    std::map<std::string, int64_t> bytes_by_device = {{"cpu", 0}};
+    const auto tables = registry_->List();
+    for (const auto& table : tables) bytes_by_device[table->device] += table->bytes;
+    MetricFamily resident =
+        Family("tensorcompute_resident_bytes",
+               "Bytes of resident tensors (PutTensor, --preload), by device", MetricType::Gauge);
+    for (const auto& [device, bytes] : bytes_by_device) {
+      resident.metric.push_back(Gauge(static_cast<double>(bytes), {{"device", device}}));
+    }
+    families.push_back(std::move(resident));
+    MetricFamily count = Family("tensorcompute_resident_tensors", "Resident tensors (names) stored",
+                                MetricType::Gauge);
+    count.metric.push_back(Gauge(static_cast<double>(tables.size())));
+    families.push_back(std::move(count));
+    MetricFamily held = Family("tensorcompute_resident_bytes_held",
+                               "Bytes counted against max_resident_bytes, including deleted or "
+                               "replaced tensors still used by gathers in flight",
+                               MetricType::Gauge);
+    held.metric.push_back(Gauge(static_cast<double>(registry_->resident_bytes())));
+    families.push_back(std::move(held));
+    MetricFamily lookups = Family("tensorcompute_resident_lookups_total",
+                                  "Gathers by params_name, by tensor name", MetricType::Counter);
+    for (const auto& [name, n] : metrics_->lookups()) {
+      lookups.metric.push_back(Counter(static_cast<double>(n), {{"tensor", name}}));
+    }
+    families.push_back(std::move(lookups));
+  }
 
   MetricFamily inflight = Family("tensorcompute_inflight_requests",
                                  "RPCs accepted and not yet answered", MetricType::Gauge);

@@ -16,6 +16,10 @@
 //   tensorcompute_executor_batches_total{device}        counter    batches run per executor
 //   tensorcompute_executor_busy_seconds_total{device}   counter    summed batch time on it
 //   tensorcompute_device_info{device,description}       gauge (1)  what serves the gathers
+//   tensorcompute_resident_bytes{device}                gauge      resident tables' bytes
+//   tensorcompute_resident_tensors                      gauge      resident tables stored
+//   tensorcompute_resident_bytes_held                   gauge      of max_resident_bytes in use
+//   tensorcompute_resident_lookups_total{tensor}        counter    gathers by params_name
 //
 // Thread-safety: Collect may run on the exposer's threads while the server serves; everything
 // it reads is atomic or thread-safe.
@@ -33,6 +37,7 @@
 #include "prometheus/metric_family.h"
 
 #include "core/batching/batcher.h"
+#include "core/tensor_registry.h"
 #include "server/byte_budget.h"
 #include "server/metrics.h"
 
@@ -48,7 +53,12 @@ class MetricsCollector final : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
+  // Also report resident tensors (bytes per device, tables). Not owned; call before the
+  // collector is registered.
+  void set_registry(const core::TensorRegistry* registry) { registry_ = registry; }
+
  private:
+  const core::TensorRegistry* registry_ = nullptr;
   const Metrics* const metrics_;
   const batching::Batcher* const batcher_;
   const ByteBudget* const budget_;

@@ -34,16 +34,20 @@
 #include "core/batching/batcher.h"
 #include "core/batching/cpu_executor.h"
 #include "core/cuda/cuda_executor.h"
+#include "core/tensor_registry.h"
 #include "core/thread_pool.h"
 #include "server/byte_budget.h"
 #include "server/compute_service.h"
 #include "server/error_log.h"
+#include "server/kserve_service.h"
+#include "server/memory_trimmer.h"
 #include "server/metrics.h"
 #include "server/security.h"
 #include "server/server_options.h"
 
 namespace tensorcompute::server {
 
+class KserveHttp;       // kserve_http.h
 class MetricsEndpoint;  // prometheus_metrics.h
 
 class Server {
@@ -70,6 +74,9 @@ class Server {
   // The Prometheus endpoint's port; 0 when options.metrics_listen is empty.
   int metrics_port() const;
 
+  // The KServe v2 HTTP/REST port; 0 when options.http_listen is empty.
+  int http_port() const;
+
   // The plaintext health-only listener's port; 0 when options.health_listen is empty.
   int health_port() const { return health_port_; }
 
@@ -78,6 +85,8 @@ class Server {
   absl::StatusOr<int> ReloadAuthTokens();
 
   const Metrics& metrics() const { return metrics_; }
+  // Resident tensors (PutTensor, --preload).
+  core::TensorRegistry& registry() { return *registry_; }
   // The max_inflight_bytes budget and what is reserved of it.
   const ByteBudget& inflight_budget() const { return *budget_; }
   const batching::Batcher& batcher() const { return *batcher_; }
@@ -95,6 +104,13 @@ class Server {
   // none can be had (logged), the reason otherwise.
   absl::Status SetUpGpu();
   void OnDeviceLost(int ordinal, const absl::Status& error);
+  // Where a resident tensor goes for a PutTensor's `device` ("" = this server's default).
+  absl::StatusOr<core::DeviceCopy> PlaceTensor(const std::string& device,
+                                               const core::Tensor& tensor) const;
+  // The CUDA ordinals this server uses (options_.gpus, or every visible one).
+  std::vector<int> GpuOrdinals() const;
+  // Loads options_.preload into the registry.
+  absl::Status Preload();
   void DoDrain();
   // Sets the main server's and the health listener's health to `serving`: with `service_too`
   // the TensorCompute service's entry as well as the whole server's (""), else every entry.
@@ -125,12 +141,18 @@ class Server {
   std::unique_ptr<batching::Batcher> batcher_;
   std::unique_ptr<ByteBudget> budget_;  // max_inflight_bytes
   std::unique_ptr<ComputeService> service_;
-  std::unique_ptr<TokenAuth> auth_;  // options.auth_token_file's tokens; null without one
+  std::unique_ptr<KserveService> kserve_;  // KServe v2 over gRPC, on the same port
+  std::unique_ptr<KserveHttp> http_;       // KServe v2 over HTTP (options.http_listen); may be null
+  std::atomic<bool> ready_{false};         // what health says (SetHealth); KServe ServerReady
+  std::unique_ptr<TokenAuth> auth_;        // options.auth_token_file's tokens; null without one
+  std::unique_ptr<TokenAuth> admin_;       // options.admin_token_file's; null without one
+  std::unique_ptr<core::TensorRegistry> registry_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::unique_ptr<grpc::CallbackGenericService> health_fallback_;  // of health_server_
   std::unique_ptr<grpc::Server> health_server_;  // options.health_listen's; may be null
   int health_port_ = 0;
+  std::unique_ptr<MemoryTrimmer> trimmer_;  // null when options.malloc_trim_interval is 0
   // Declared last: stops serving metrics before anything it reads goes away.
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   absl::once_flag drain_once_;

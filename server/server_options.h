@@ -42,6 +42,20 @@ struct ServerOptions {
   // Threads of the CPU executor's pool; <= 0 means one per hardware thread.
   int cpu_threads = 0;
 
+  // A request whose output is at most this many bytes, arriving with the queue empty and the
+  // executor free, is computed on the thread that received it instead of being handed to the
+  // pool (batching::CpuExecutorOptions::inline_task_bytes): the hand-offs cost more than such
+  // a copy. 0: never. Default 16 KiB.
+  int64_t inline_compute_bytes = int64_t{16} << 10;
+
+  // Nice value of the CPU executor's threads (Linux setpriority on each thread, in [0, 19]):
+  // compute yields the CPU to the threads that receive, refuse and answer RPCs (gRPC's, at
+  // the process's own priority). Under overload the front end then always has the CPU to
+  // answer UNAVAILABLE at once, and requests queue in the batcher (bounded by queue_capacity
+  // and deadline admission) instead of unseen inside gRPC, where they would wait past their
+  // deadlines. It costs nothing while the front end is idle. 0: same priority. Default 10.
+  int compute_nice = 10;
+
   // Dynamic batching: most requests per batch, and how long the oldest queued request may
   // wait for a batch to fill while an executor slot is free (0: never wait).
   int64_t max_batch_size = 32;
@@ -51,12 +65,25 @@ struct ServerOptions {
   // queued; retry with backoff").
   int64_t queue_capacity = 1024;
 
-  // The memory budget for work in flight: every accepted request holds its message's bytes
-  // plus its output's bytes from its arrival until its answer is sent, and one that would
-  // take the total past this is answered UNAVAILABLE at once ("server overloaded: this
-  // request needs N bytes but M of the max_inflight_bytes budget of B are in use; retry with
-  // backoff"), before its output is allocated. A request alone always runs (so the budget
-  // never makes a request impossible). Default 1 GiB.
+  // Deadline admission: also refuse, with UNAVAILABLE ("server overloaded: N requests queued,
+  // an expected wait of X, longer than the Y left before the deadline; retry with backoff"), a
+  // request whose expected wait in the queue (requests queued × recent compute time per
+  // request / batches in flight) is longer than the time left before its deadline: it would
+  // only expire in the queue. Never refuses a request that finds the queue empty. Default on.
+  bool deadline_admission = true;
+
+  // The memory budget for work in flight (server/byte_budget.h). A call's message is read
+  // only with room for twice the largest message reserved (the received bytes and their parsed
+  // copy); once read, the request holds its message's bytes plus its output's bytes until its
+  // answer is sent. A call is answered UNAVAILABLE at once, its message unread, when accepted
+  // work leaves no such room ("server overloaded: M of the max_inflight_bytes budget of B
+  // bytes are in use, and reading a request needs C bytes free (twice max_message_bytes);
+  // retry with backoff"), and a read request whose output no longer fits (others took the room
+  // meanwhile) is answered UNAVAILABLE ("server overloaded: this request needs N bytes but M of
+  // the max_inflight_bytes budget of B are in use; retry with backoff") before its output is
+  // allocated. Calls waiting for room to be read wait in arrival order, up to queue_capacity of
+  // them, until their deadline. A request alone always runs (so the budget never makes a
+  // request impossible). Default 1 GiB.
   int64_t max_inflight_bytes = int64_t{1} << 30;
 
   // Largest request and response message in bytes (gRPC receive and send limits). A larger
@@ -89,6 +116,15 @@ struct ServerOptions {
   // with UNAVAILABLE when it cannot be bound.
   std::string metrics_listen;
 
+  // KServe v2 over HTTP/REST (server/kserve_http.h) on "host:port"; port 0 picks a free port
+  // (Server::http_port() tells). Empty (default): no HTTP endpoint. Plaintext, whatever
+  // tls_cert says; request bodies over max_message_bytes get 413, and auth_token_file applies
+  // (401). Start fails with UNAVAILABLE when it cannot be bound.
+  std::string http_listen;
+  // Threads serving HTTP connections, each one connection (and one infer) at a time; further
+  // connections wait to be accepted. At least 1; default 8.
+  int http_threads = 8;
+
   // gRPC's maximum connection age: a connection older than this (give or take 10%, so that
   // clients do not reconnect in step) is sent GOAWAY, and the client reconnects, through its
   // load balancer, possibly to another replica: what lets clients behind a Kubernetes ClusterIP
@@ -102,6 +138,13 @@ struct ServerOptions {
   // connection cannot hold more calls than this at once; a client's further calls wait on its
   // side. Default 256 (gRPC's own: unlimited).
   int64_t max_concurrent_streams = 256;
+  // HTTP/2 flow-control window of a call whose message the server has not started reading
+  // (gRPC's stream lookahead, with BDP probing off): how much of a waiting call's message gRPC
+  // buffers. Small keeps max_inflight_bytes a real memory bound, since calls waiting for room
+  // hold only this much each; a call being read gets a window of its whole message. 0: gRPC's
+  // automatic sizing (BDP probing), which lets every call push megabytes before it is read, so
+  // memory is not bounded. Default 64 KiB.
+  int64_t stream_window_bytes = int64_t{64} << 10;
   // Ping a connection that has been quiet this long, and close it if the ping is not answered
   // within keepalive_timeout: finds peers that vanished without closing (a pulled cable, a
   // node gone), whose connections would otherwise hold memory for ever. Defaults 60 s and 20 s
@@ -116,6 +159,11 @@ struct ServerOptions {
   // Close connections that have had no call for this long (GOAWAY; clients reconnect when they
   // next call): bounds what idle clients hold. Zero (default): never.
   absl::Duration max_connection_idle = absl::ZeroDuration();
+
+  // How often freed memory is given back to the operating system (glibc malloc_trim; see
+  // server/memory_trimmer.h): without it, RSS keeps each burst's high-water mark of gRPC's
+  // buffers. Zero: never. Default 10 s.
+  absl::Duration malloc_trim_interval = absl::Seconds(10);
 
   // At most this many error log lines per second; the rest are counted and summarised.
   int64_t error_log_per_second = 20;
@@ -140,8 +188,24 @@ struct ServerOptions {
   // UNAUTHENTICATED. Server::ReloadAuthTokens() re-reads it (the binary: on SIGHUP). Reflection
   // is not served then (it cannot check tokens). Empty (default): no tokens needed.
   std::string auth_token_file;
+  // A file of admin tokens (same format). With it, PutTensor and DeleteTensor need an admin
+  // token: an ordinary one (auth_token_file) gets PERMISSION_DENIED, none or an unknown one
+  // UNAUTHENTICATED; admin tokens are also accepted wherever an ordinary token is. Re-read with
+  // the ordinary tokens (SIGHUP). Empty (default): admin RPCs need what other RPCs need.
+  std::string admin_token_file;
   // Any of these files unreadable or malformed (or only one of tls_cert / tls_key): Start
   // fails with INVALID_ARGUMENT.
+
+  // --- Resident tensors (PutTensor, params_name; core/tensor_registry.h) ---
+  // Most bytes of resident tensors (their data; for strings, payload plus 32 bytes per element),
+  // counting deleted or replaced versions still used by gathers in flight. An upload or preload
+  // that would pass it gets RESOURCE_EXHAUSTED before anything is allocated. Default 8 GiB.
+  int64_t max_resident_bytes = int64_t{8} << 30;
+  // Tensors loaded at start-up, each "NAME=PATH.npy", on the default device; health turns
+  // SERVING only once every one is loaded. A file that cannot be read or parsed fails Start
+  // (INVALID_ARGUMENT naming it). The file is read whole, then converted: about twice its size
+  // in memory while loading.
+  std::vector<std::string> preload;
 
   // The output cap that applies, after resolving max_output_bytes = 0.
   int64_t EffectiveMaxOutputBytes() const {

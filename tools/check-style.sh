@@ -11,7 +11,7 @@ if grep -rnE '#include\s*[<"](grpc|grpcpp|google/protobuf|spdlog|tensorcompute/v
   echo "check-style: core/ must not include gRPC, protobuf, spdlog or generated wire code" >&2
   fail=1
 fi
-if grep -rnE '#include\s*[<"]cuda' --include='*.h' --include='*.cc' --exclude-dir=.venv . \
+if grep -rnE '#include\s*[<"]cuda' --include='*.h' --include='*.cc' --exclude-dir=.venv --exclude-dir=.venv-triton . \
      | grep -v '^./core/cuda/' | grep -v '^./build'; then
   echo "check-style: only core/cuda/ may include CUDA headers" >&2
   fail=1
@@ -19,7 +19,7 @@ fi
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   files=$(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
 else  # an exported tree (no .git): every source outside build folders and the Python venv
-  files=$(find . \( -path './build*' -o -path './.venv' -o -path './client/python/build' \) -prune \
+  files=$(find . \( -path './build*' -o -path './.venv' -o -path './.venv-triton' -o -path './client/python/build' \) -prune \
           -o -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) -print)
 fi
 if [ -n "$files" ] && ! clang-format --dry-run --Werror $files; then

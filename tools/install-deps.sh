@@ -14,6 +14,8 @@ packages=(
   # libraries
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libspdlog-dev
   nlohmann-json3-dev libcli11-dev prometheus-cpp-dev
+  # KServe v2 HTTP/REST (server/kserve_http.cc): cpp-httplib, JSON with nlohmann-json above
+  libcpp-httplib-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # style check in CI
@@ -23,6 +25,8 @@ packages=(
   libssl-dev openssl
   # fuzzing and sanitizers in CI (clang 14 with libFuzzer: tests/fuzz, TC_BUILD_FUZZERS)
   clang libclang-rt-14-dev
+  # ThreadSanitizer in CI: tools/tsan.sh fetches and patches Debian's Abseil source
+  curl patch xz-utils
   # the Python client and its tests (the packages themselves go into .venv, below)
   python3-venv python3-pip
 )
@@ -66,4 +70,23 @@ else
   echo "install-deps: installing ${pip_packages[*]} into .venv"
   "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "${pip_packages[@]}"
   echo "install-deps: .venv done"
+fi
+
+# --- tritonclient, in a venv of its own ----------------------------------------------------
+# NVIDIA's tritonclient (the KServe v2 tests use it unmodified) pins protobuf < 7, which our own
+# Python client's grpcio-tools does not accept; so it lives apart, at <repo>/.venv-triton.
+triton_venv="$repo_root/.venv-triton"
+if [ ! -x "$triton_venv/bin/python3" ]; then
+  system_python="python3"
+  if [ -x /usr/bin/python3 ]; then system_python="/usr/bin/python3"; fi
+  echo "install-deps: creating $triton_venv with $system_python"
+  "$system_python" -m venv "$triton_venv"
+fi
+if "$triton_venv/bin/python3" -c "import numpy, ml_dtypes, tritonclient.grpc, tritonclient.http" 2>/dev/null; then
+  echo "install-deps: .venv-triton has everything"
+else
+  echo "install-deps: installing tritonclient into .venv-triton"
+  "$triton_venv/bin/python3" -m pip install --quiet --disable-pip-version-check \
+    "tritonclient[grpc,http]==2.73.0" numpy
+  echo "install-deps: .venv-triton done"
 fi

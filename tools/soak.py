@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """Soak: tensorcompute-server at a multiple of its measured capacity, for a long time.
 
-Starts the server, measures its capacity (closed loop, --capacity-seconds), then drives it with
-the bundled load tester in open loop at --factor times that rate for --duration seconds, every
-call with a deadline of --deadline seconds, while sampling the server's RSS and open file
-descriptors every second. Asserts, and prints as one JSON object:
+Starts the server, measures its capacity (closed loop, --capacity-seconds, over --connections
+connections), then drives it with the bundled load tester in open loop at --factor times that
+rate for --duration seconds, every call with a deadline of --deadline seconds, while sampling
+the server's RSS and open file descriptors every second. Asserts, and prints as one JSON object
+(with the CPUs the server and everything else used meanwhile):
 
   - none lost and none hung: every call sent was answered (the load tester's `sent` equals
     the sum of its answers by code), and none took longer than its deadline (+10% slack);
   - every answer is OK or the documented overload code (UNAVAILABLE "server overloaded");
-  - RSS and open fds stay flat: the last minute's (or last third's) mean within a margin of
-    the first's, and the peak under --max-rss-mib;
+  - RSS and open fds stay flat: after a warm-up (the first tenth, at least 5 s), the last
+    third's lowest RSS no higher than the first third's peak (or its floor + --rss-growth-mib),
+    the peak under --max-rss-mib, and at most 8 fds more at the end than at the start;
   - the server is still SERVING afterwards, and then drains and exits 0.
 
   python3 tools/soak.py --duration 600                  # the full run (docs/reliability.md)
@@ -59,8 +61,23 @@ def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process, its finished threads included."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds():
+    """CPU seconds spent on all CPUs of the machine, not idle, since boot."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def load(cli, port, args, *flags):
     command = [cli, "load", "--target", f"127.0.0.1:{port}", *REQUEST, "--warmup", "0",
+               "--connections", str(args.connections),
                "--progress-interval", "10", "--json", "-", *flags]
     run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode != 0:
@@ -75,9 +92,12 @@ def main():
     parser.add_argument("--factor", type=float, default=2.0)
     parser.add_argument("--deadline", type=float, default=2.0)
     parser.add_argument("--capacity-seconds", type=float, default=5)
+    parser.add_argument("--connections", type=int, default=4,
+                        help="client connections, for the capacity and the soak alike")
     parser.add_argument("--max-rss-mib", type=float, default=512)
     parser.add_argument("--rss-growth-mib", type=float, default=32,
-                        help="how much the late RSS may exceed the early RSS")
+                        help="how far the late RSS floor may rise above the early floor "
+                             "(or up to the early peak, if that is higher)")
     parser.add_argument("--server-flag", action="append", default=[],
                         help="extra server flag (repeatable)")
     args = parser.parse_args()
@@ -87,8 +107,12 @@ def main():
     cli = os.environ.get("TC_CLI_BINARY", os.path.join(args.build, "client", "tensorcompute"))
     # One CPU thread: the load tester gets the other core. A queue that drains well within the
     # deadline: beyond it the server refuses at once (UNAVAILABLE) instead of letting calls
-    # wait past their deadline.
-    flags = ["--cpu_threads=1", "--queue_capacity=64", *args.server_flag]
+    # wait past their deadline. 64 calls per connection: what gRPC buffers before the server
+    # sees a call (request, response and its serialized copy: ~580 KiB here) is bounded by
+    # connections x max_concurrent_streams; at the default 256, a CPU-starved server could
+    # hold ~580 MiB of it (one 60 s run peaked at 543 MiB), at 64 about 145 MiB.
+    flags = ["--cpu_threads=1", "--queue_capacity=64", "--max_concurrent_streams=64",
+             *args.server_flag]
     server, port, output = start_server(server_binary, flags)
     failures = []
     try:
@@ -107,22 +131,35 @@ def main():
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
+        # Who used the CPUs meanwhile: the server, and everything else (the load tester, and
+        # whatever else runs on the machine: on a shared machine, the capacity measured at the
+        # start may not hold for the whole run).
+        server_cpu0, machine_cpu0, wall0 = cpu_seconds(server.pid), machine_busy_seconds(), \
+            time.monotonic()
         report = load(cli, port, args, "--rate", f"{rate:.0f}", "--duration", str(args.duration),
                       "--timeout", str(args.deadline), "--max-outstanding", "100000")
         stop.set()
         sampler.join()
+        wall = time.monotonic() - wall0
+        server_cpus = (cpu_seconds(server.pid) - server_cpu0) / wall
+        other_cpus = (machine_busy_seconds() - machine_cpu0) / wall - server_cpus
 
         health = subprocess.run([cli, "health", "--target", f"127.0.0.1:{port}"],
                                 capture_output=True, text=True)
 
         answered = sum(report["by_code"].values())
-        third = max(1, len(samples) // 3)
-        early, late = samples[:third], samples[-third:]
+        # Flatness is judged after a warm-up (the first tenth, at least 5 s): gRPC's buffers and
+        # malloc's free lists fill within seconds of the load starting, from ~25 MiB idle.
+        warm = [s for s in samples if s[0] >= max(5.0, args.duration / 10)] or samples
+        third = max(1, len(warm) // 3)
+        early, late = warm[:third], warm[-third:]
         mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
         summary = {
             "duration_s": report["seconds"],
             "capacity_qps": round(capacity["qps"]),
             "offered_qps": round(rate),
+            "connections": args.connections,
+            "server_flags": flags,
             "sent": report["sent"],
             "answered": answered,
             "not_sent": report["not_sent"],
@@ -137,9 +174,17 @@ def main():
             "rss_mib_end": round(samples[-1][1], 1),
             "rss_mib_early_mean": round(mean([s[1] for s in early]), 1),
             "rss_mib_late_mean": round(mean([s[1] for s in late]), 1),
+            "rss_mib_early_floor": round(min(s[1] for s in early), 1),
+            "rss_mib_early_peak": round(max(s[1] for s in early), 1),
+            "rss_mib_late_floor": round(min(s[1] for s in late), 1),
+            "rss_mib_every_tenth": [round(samples[len(samples) * i // 10][1])
+                                    for i in range(10)],
             "fds_start": samples[0][2],
             "fds_peak": max(s[2] for s in samples),
             "fds_end": samples[-1][2],
+            "cpus_busy_server": round(server_cpus, 2),
+            "cpus_busy_others": round(other_cpus, 2),
+            "cpus": os.cpu_count(),
             "health_after": health.stdout.strip(),
         }
 
@@ -154,9 +199,18 @@ def main():
             failures.append(f"a call took {summary['latency_ms_max']} ms, past its deadline")
         if summary["rss_mib_peak"] > args.max_rss_mib:
             failures.append(f"RSS peaked at {summary['rss_mib_peak']} MiB > {args.max_rss_mib}")
-        if summary["rss_mib_late_mean"] > summary["rss_mib_early_mean"] + args.rss_growth_mib:
-            failures.append("RSS grew: late mean {} MiB vs early mean {} MiB".format(
-                summary["rss_mib_late_mean"], summary["rss_mib_early_mean"]))
+        # Flat: RSS moves with what gRPC has buffered at the moment (up to
+        # max_concurrent_streams calls per connection), which on a busy machine swings between
+        # ~35 and ~250 MiB within seconds; the server gives freed memory back every
+        # --malloc_trim_interval_s (10 s), so the lowest sample of a stretch is about what
+        # stays in use. A leak lifts that floor above anything the same load needed early on:
+        # the last third's floor must stay within the first third's range (its peak, or its
+        # floor + --rss-growth-mib). The peak is bounded separately.
+        ceiling = max(summary["rss_mib_early_peak"],
+                      summary["rss_mib_early_floor"] + args.rss_growth_mib)
+        if summary["rss_mib_late_floor"] > ceiling:
+            failures.append("RSS grew: late floor {} MiB above the early range {}-{} MiB".format(
+                summary["rss_mib_late_floor"], summary["rss_mib_early_floor"], ceiling))
         if summary["fds_end"] > summary["fds_start"] + 8:
             failures.append(f"open fds grew from {summary['fds_start']} to {summary['fds_end']}")
         if health.returncode != 0:

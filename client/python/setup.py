@@ -28,13 +28,17 @@ def _protoc(out_dir):
             "is built from a checkout of the tensorcompute repository (client/python next to "
             "proto/); install it with `pip install ./client/python` from the repository root.")
     try:
-        import grpc_tools  # noqa: F401  (checked here for a clear message)
+        import grpc_tools  # (checked here for a clear message)
     except ImportError:
         sys.exit("tensorcompute: building needs grpcio-tools (pip install grpcio-tools), "
                  "or build with isolation so that pip installs it")
+    # The proto imports google/protobuf/timestamp.proto: grpcio-tools ships the well-known
+    # types in grpc_tools/_proto (the generated module imports them from the protobuf runtime).
+    well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     # A subprocess, not grpc_tools.protoc.main(): protoc's messages then reach the log.
     command = [sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={PROTO_ROOT}",
-               f"--python_out={out_dir}", f"--grpc_python_out={out_dir}", PROTO_FILE]
+               f"--proto_path={well_known}", f"--python_out={out_dir}",
+               f"--grpc_python_out={out_dir}", PROTO_FILE]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"tensorcompute: {' '.join(command)} failed:\n{result.stdout}{result.stderr}")

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace tensorcompute::batching {
 namespace {
@@ -29,10 +30,35 @@ absl::Status BatchQueue::Add(std::unique_ptr<Task>& task, absl::Time now) {
     return absl::UnavailableError(
         absl::StrCat("server overloaded: ", size(), " requests queued; retry with backoff"));
   }
+  if (options_.deadline_admission && !queue_.empty() && task->deadline > now) {
+    // A task already past its deadline is queued anyway, to be answered DEADLINE_EXCEEDED.
+    const absl::Duration wait = ExpectedWait();
+    if (now + wait > task->deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "server overloaded: ", size(), " requests queued, an expected wait of ",
+          absl::FormatDuration(absl::Trunc(wait, absl::Microseconds(100))), ", longer than the ",
+          absl::FormatDuration(absl::Trunc(task->deadline - now, absl::Microseconds(100))),
+          " left before the deadline; retry with backoff"));
+    }
+  }
   task->enqueue_time = now;
   earliest_deadline_ = std::min(earliest_deadline_, task->deadline);
   queue_.push_back(std::move(task));
   return absl::OkStatus();
+}
+
+void BatchQueue::RecordBatchTime(int64_t size, absl::Duration elapsed) {
+  if (size < 1) return;
+  const absl::Duration per_task = elapsed / size;
+  // An exponential moving average with weight 1/8 on the newest batch: it follows a change in
+  // load within a few dozen batches and is not thrown by one slow batch.
+  time_per_task_ = time_per_task_ == absl::ZeroDuration()
+                       ? per_task
+                       : time_per_task_ + (per_task - time_per_task_) / 8;
+}
+
+absl::Duration BatchQueue::ExpectedWait() const {
+  return time_per_task_ * size() / options_.max_inflight_batches;
 }
 
 void BatchQueue::TakeDropped(absl::Time now, Batch* dropped) {
@@ -117,10 +143,7 @@ absl::Status Batcher::Schedule(std::unique_ptr<Task>& task) {
     direct.push_back(std::move(task));
   }
   if (options_.on_batch) options_.on_batch(1);
-  executor_->Run(std::move(direct), [this] {
-    absl::MutexLock lock(&mu_);
-    --inflight_;
-  });
+  RunBatch(std::move(direct));
   return absl::OkStatus();
 }
 
@@ -135,6 +158,11 @@ bool Batcher::WaitIdle(absl::Duration timeout) {
     return queue_.size() == 0 && inflight_ == 0 && answering_ == 0;
   };
   return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+void Batcher::NoticeCancel() {
+  absl::MutexLock lock(&mu_);
+  ++cancel_notices_;
 }
 
 int64_t Batcher::queue_depth() const {
@@ -156,6 +184,7 @@ void Batcher::DispatchLoop() {
     int64_t size = 0;
     bool slot_free = false;
     bool stopping = false;
+    int64_t cancel_notices = 0;
     absl::Time wake_at;
   } seen;
   auto should_wake = [this, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -163,6 +192,7 @@ void Batcher::DispatchLoop() {
     const bool slot_free = inflight_ < options_.max_inflight_batches;
     if (exit_ || stopping_ != seen.stopping) return true;
     if (slot_free && !seen.slot_free) return true;
+    if (cancel_notices_ != seen.cancel_notices && size > 0) return true;  // a queued task, maybe
     if (size > seen.size) {  // arrivals: a batch filled, a first task, or an earlier deadline
       if (slot_free && (seen.size == 0 || size >= options_.max_batch_size)) return true;
       if (queue_.EarliestDeadline() < seen.wake_at) return true;
@@ -188,6 +218,7 @@ void Batcher::DispatchLoop() {
         seen.size = queue_.size();
         seen.slot_free = inflight_ < options_.max_inflight_batches;
         seen.stopping = stopping_;
+        seen.cancel_notices = cancel_notices_;
         seen.wake_at = seen.slot_free ? queue_.NextEventTime() : queue_.EarliestDeadline();
         mu_.AwaitWithDeadline(absl::Condition(&should_wake), seen.wake_at);
       }
@@ -204,12 +235,20 @@ void Batcher::DispatchLoop() {
     }
     if (!batch.empty()) {
       if (options_.on_batch) options_.on_batch(static_cast<int64_t>(batch.size()));
-      executor_->Run(std::move(batch), [this] {
-        absl::MutexLock lock(&mu_);
-        --inflight_;
-      });
+      RunBatch(std::move(batch));
     }
   }
+}
+
+void Batcher::RunBatch(Batch batch) {
+  const int64_t size = static_cast<int64_t>(batch.size());
+  const absl::Time start = absl::Now();
+  executor_->Run(std::move(batch), [this, size, start] {
+    const absl::Duration elapsed = absl::Now() - start;
+    absl::MutexLock lock(&mu_);
+    queue_.RecordBatchTime(size, elapsed);
+    --inflight_;
+  });
 }
 
 void Batcher::Answer(Batch dropped, absl::Time now) {

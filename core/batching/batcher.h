@@ -15,6 +15,16 @@
 //                   one batches whatever piled up while the executor was busy.
 //   dropped tasks   a queued task whose cancel flag is set, or whose deadline has passed, is
 //                   answered CANCELLED / DEADLINE_EXCEEDED and never reaches the executor.
+//                   A deadline wakes the dispatcher by itself; a cancel flag is set behind the
+//                   batcher's back, so whoever sets it calls NoticeCancel(), and the task is
+//                   answered at once rather than when an executor slot frees (a client that
+//                   cancels everything must not fill the queue, and the memory its requests
+//                   hold, while the executor is busy).
+//   deadline        Schedule() also refuses (UNAVAILABLE) a task that would wait in the queue
+//   admission       longer than the time left before its deadline, by an estimate: tasks queued
+//                   × the recent time per task / max_inflight_batches. Such a task would only
+//                   expire in the queue; refusing it at once tells the client while it can
+//                   still retry elsewhere, and keeps the queue for tasks that can make it.
 //
 // BatchQueue is the batch-forming logic alone (no threads, no clock: time is an argument), so
 // tests drive it with fake time. Batcher wraps it with one dispatcher thread and real time.
@@ -57,6 +67,12 @@ struct BatcherOptions {
   // Most batches running on the executor at once. Default 2.
   int64_t max_inflight_batches = 2;
 
+  // Deadline admission: refuse a task whose expected wait in the queue (see the file comment)
+  // is longer than the time left before its deadline, with UNAVAILABLE ("server overloaded:
+  // N requests queued, an expected wait of X, longer than the Y left before the deadline;
+  // retry with backoff"). Never refuses a task that finds the queue empty. Default true.
+  bool deadline_admission = true;
+
   // Called (on the dispatcher thread, no lock held) for every batch handed to the executor,
   // with its size; for metrics. May be empty.
   std::function<void(int64_t batch_size)> on_batch;
@@ -68,8 +84,18 @@ class BatchQueue {
   explicit BatchQueue(const BatcherOptions& options);
 
   // Adds `task` (stamping task->enqueue_time = now) unless the queue holds queue_capacity
-  // tasks. Returns OK, having moved from `task`, or UNAVAILABLE with `task` untouched.
+  // tasks, or (deadline_admission) the queue is not empty and the task, not yet expired, has
+  // less time left before its deadline than ExpectedWait(). Returns OK, having moved from
+  // `task`, or UNAVAILABLE with `task` untouched.
   absl::Status Add(std::unique_ptr<Task>& task, absl::Time now);
+
+  // Tells the estimator that a batch of `size` tasks took `elapsed` from its hand-over to the
+  // executor to its last answer. The time per task is a moving average over recent batches.
+  void RecordBatchTime(int64_t size, absl::Duration elapsed);
+
+  // The expected wait of a task added now: size() × time per task / max_inflight_batches
+  // (zero until a batch has been recorded).
+  absl::Duration ExpectedWait() const;
 
   // Moves every queued task that is cancelled, or whose deadline is <= now, into *dropped
   // (in queue order). Then, if a batch is ready at `now` (max_batch_size queued, or the oldest
@@ -96,6 +122,7 @@ class BatchQueue {
   BatcherOptions options_;
   std::deque<std::unique_ptr<Task>> queue_;
   absl::Time earliest_deadline_ = absl::InfiniteFuture();  // min deadline over queue_
+  absl::Duration time_per_task_ = absl::ZeroDuration();    // moving average; 0: none yet
 };
 
 class Batcher {
@@ -116,6 +143,11 @@ class Batcher {
   // REQUIRES: task->done is set.
   absl::Status Schedule(std::unique_ptr<Task>& task);
 
+  // A queued task's cancel flag may have been set: wakes the dispatcher to answer such tasks
+  // now, even while no executor slot is free. Cheap (one lock); a notice for a task that is no
+  // longer queued costs one scan of the queue. Never blocks on the executor.
+  void NoticeCancel();
+
   // Refuses new tasks from now on, and dispatches every queued task without waiting for
   // batches to fill. Returns at once; WaitIdle() waits for the work to finish.
   void Stop();
@@ -132,13 +164,17 @@ class Batcher {
  private:
   void DispatchLoop();
   void Answer(Batch dropped, absl::Time now);
+  // Hands `batch` (inflight_ already counted) to the executor; its batch_done records the
+  // batch's time for deadline admission and frees the slot. REQUIRES: mu_ not held.
+  void RunBatch(Batch batch);
 
   const BatcherOptions options_;
   Executor* const executor_;
   mutable absl::Mutex mu_;
   BatchQueue queue_ ABSL_GUARDED_BY(mu_);
   int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t answering_ ABSL_GUARDED_BY(mu_) = 0;  // dropped tasks taken, done not yet called
+  int64_t answering_ ABSL_GUARDED_BY(mu_) = 0;       // dropped tasks taken, done not yet called
+  int64_t cancel_notices_ ABSL_GUARDED_BY(mu_) = 0;  // NoticeCancel calls so far
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool exit_ ABSL_GUARDED_BY(mu_) = false;
   std::thread dispatcher_;

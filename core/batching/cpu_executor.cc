@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 
@@ -20,15 +21,50 @@ struct BatchState {
   absl::AnyInvocable<void() &&> batch_done;
 };
 
+// Counts one task of the batch as answered; the last one calls batch_done.
+void TaskFinished(BatchState& state) {
+  if (state.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::move(state.batch_done)();
+  }
+}
+
 // Runs `job`'s tasks one after another on the calling (pool) thread. Each task is destroyed
 // right after its done, so batch_done finds every task gone.
 void RunJob(Batch job, const core::ExecuteOptions& options, BatchState& state) {
   for (std::unique_ptr<Task>& task : job) {
     RunTaskOnCpu(*task, options, absl::Now());
     task.reset();
-    if (state.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::move(state.batch_done)();
+    TaskFinished(state);
+  }
+}
+
+// Runs tasks on one table as one pass (core::ExecuteGatherGroup): the wanted ones get their
+// outputs made, then one loop over all their rows, split across the pool when large; each
+// task is then answered with its own status.
+void RunGroup(Batch group, const core::ExecuteOptions& options, BatchState& state) {
+  const absl::Time now = absl::Now();
+  Batch live;
+  for (std::unique_ptr<Task>& task : group) {
+    absl::Status wanted = CheckStillWanted(*task, now);
+    if (wanted.ok()) {
+      live.push_back(std::move(task));
+      continue;
     }
+    std::move(task->done)(std::move(wanted));
+    task.reset();
+    TaskFinished(state);
+  }
+  std::vector<core::GatherJob> jobs;
+  jobs.reserve(live.size());
+  for (std::unique_ptr<Task>& task : live) {
+    if (task->make_output) task->output = std::move(task->make_output)();
+    jobs.push_back({&task->plan, task->params, task->indices, task->output});
+  }
+  std::vector<absl::Status> statuses = core::ExecuteGatherGroup(jobs, options);
+  for (size_t i = 0; i < live.size(); ++i) {
+    std::move(live[i]->done)(std::move(statuses[i]));
+    live[i].reset();
+    TaskFinished(state);
   }
 }
 
@@ -44,6 +80,12 @@ void CpuExecutor::Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) {
   }
   auto state =
       std::make_shared<BatchState>(static_cast<int64_t>(batch.size()), std::move(batch_done));
+  if (batch.size() == 1 && batch.front()->cost_bytes() <= options_.inline_task_bytes) {
+    core::ExecuteOptions here = options_.execute;
+    here.pool = nullptr;
+    RunJob(std::move(batch), here, *state);
+    return;
+  }
   // A large task gets a job of its own and may split across the pool (ParallelFor is safe on
   // a worker). Small ones are packed, in batch order, into jobs of about small_job_bytes: one
   // pool thread then copies several outputs per wake-up, and the jobs still run side by side.
@@ -57,9 +99,35 @@ void CpuExecutor::Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) {
     });
   };
 
+  // Small tasks on the same resident table (two or more) become one group job: one pass over
+  // all their rows. The rest keep the per-task path below, in batch order: a large task gains
+  // nothing from sharing a loop, and on its own it is answered as soon as it is done instead
+  // of when the whole group is (measured: 4096 lookups of 256 B, 64 clients, grouped 0.58x).
+  Batch rest;
+  std::vector<Batch> groups;
+  absl::flat_hash_map<const core::ResidentTensor*, size_t> group_of;
+  for (std::unique_ptr<Task>& task : batch) {
+    if (task->table == nullptr || task->cost_bytes() > options_.group_task_bytes) {
+      rest.push_back(std::move(task));
+      continue;
+    }
+    auto [it, inserted] = group_of.try_emplace(task->table.get(), groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].push_back(std::move(task));
+  }
+  for (Batch& group : groups) {
+    if (group.size() == 1) {
+      rest.push_back(std::move(group.front()));
+      continue;
+    }
+    pool_->Schedule([group = std::move(group), split, state]() mutable {
+      RunGroup(std::move(group), split, *state);
+    });
+  }
+
   Batch small;
   int64_t small_bytes = 0;
-  for (std::unique_ptr<Task>& task : batch) {
+  for (std::unique_ptr<Task>& task : rest) {
     const int64_t cost = task->cost_bytes();
     if (cost >= options_.execute.min_parallel_bytes) {
       Batch job;

@@ -28,7 +28,9 @@ class Executor {
   // Takes ownership of `batch` (non-empty) and computes every task in it, calling each task's
   // `done` exactly once, from any thread, possibly before Run returns; then calls
   // `batch_done` exactly once, after the last task's `done` returned. Run must not block for
-  // the duration of the compute: it hands the work to its own threads (or device) and returns.
+  // the duration of the compute: it hands the work to its own threads (or device) and returns
+  // (a copy cheaper than the hand-off itself may be done in place: CpuExecutorOptions::
+  // inline_task_bytes).
   // A task cancelled or past its deadline by the time it would start may be answered
   // CANCELLED / DEADLINE_EXCEEDED without being computed.
   virtual void Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) = 0;

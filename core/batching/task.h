@@ -27,6 +27,7 @@
 
 #include "core/gather_plan.h"
 #include "core/tensor.h"
+#include "core/tensor_registry.h"
 
 namespace tensorcompute::batching {
 
@@ -46,6 +47,12 @@ struct Task {
   core::TensorView indices;
   core::MutableTensorView output;
   std::shared_ptr<const void> pin;  // optional: keeps storage behind the views alive
+
+  // Set when `params` views a resident tensor (core/tensor_registry.h: params is a view of
+  // table->tensor) instead of request bytes. Executors compute a batch's tasks on one table in
+  // one pass, and a GPU executor gathers from the table's device copy (when it has one)
+  // instead of copying params. Keeps the entry alive until the Task is destroyed.
+  std::shared_ptr<const core::ResidentTensor> table;
 
   // Optional: makes `output` just before compute, on the executor's thread. When set, an
   // executor calls it once (replacing `output`) right before computing, so that a task that is

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -20,8 +21,8 @@ namespace {
 constexpr int kMaxStreamsPerDevice = 64;
 constexpr int64_t kMinStagingBytes = int64_t{64} << 10;
 
-// Whether the GPU path takes `task`; the rest goes to the fallback executor.
-bool GpuServes(const batching::Task& task, int64_t max_task_bytes) {
+// Whether the GPU can compute `task` at all; the rest goes to the fallback executor.
+bool GpuKind(const batching::Task& task) {
   const core::GatherPlan& plan = task.plan;
   switch (plan.element_size) {
     case 1:
@@ -34,10 +35,33 @@ bool GpuServes(const batching::Task& task, int64_t max_task_bytes) {
       return false;
   }
   // Nothing to copy: only the index values need checking, which the CPU does at once.
-  if (plan.output_rows() == 0 || plan.slice == 0) return false;
-  const int64_t bytes =
-      static_cast<int64_t>(task.params.data.size() + task.indices.data.size()) + plan.output_bytes;
+  return plan.output_rows() > 0 && plan.slice > 0;
+}
+
+// Whether a task of GpuKind fits max_task_bytes on device `ordinal`: its params count unless
+// they are a resident copy on that device (they do not travel then).
+bool GpuFits(const batching::Task& task, int ordinal, int64_t max_task_bytes) {
+  int64_t bytes = static_cast<int64_t>(task.indices.data.size()) + task.plan.output_bytes;
+  if (ResidentParams(task, ordinal) == nullptr) {
+    bytes += static_cast<int64_t>(task.params.data.size());
+  }
   return bytes <= max_task_bytes;
+}
+
+// The device holding the resident copies of most of `tasks`' tables, or -1 if none has one.
+int PreferredDevice(const batching::Batch& tasks) {
+  absl::flat_hash_map<int, int> counts;
+  int best = -1, best_count = 0;
+  for (const std::unique_ptr<batching::Task>& task : tasks) {
+    if (task->table == nullptr || task->table->device_copy.gpu < 0) continue;
+    const int gpu = task->table->device_copy.gpu;
+    const int count = ++counts[gpu];
+    if (count > best_count) {
+      best = gpu;
+      best_count = count;
+    }
+  }
+  return best;
 }
 
 // What the parts of one Run (GPU and fallback) share: batch_done runs after the last one.
@@ -127,7 +151,7 @@ void CudaExecutor::Impl::Run(batching::Batch batch, absl::AnyInvocable<void() &&
   batching::Batch gpu, cpu;
   const absl::Time now = absl::Now();
   for (std::unique_ptr<batching::Task>& task : batch) {
-    if (!GpuServes(*task, options_.max_task_bytes)) {
+    if (!GpuKind(*task)) {
       cpu.push_back(std::move(task));
       continue;
     }
@@ -141,28 +165,42 @@ void CudaExecutor::Impl::Run(batching::Batch batch, absl::AnyInvocable<void() &&
   batch.clear();
 
   // The least loaded slot of a device in service, starting the scan at a rotating slot so
-  // that ties spread over devices and streams.
+  // that ties spread over devices and streams; on the device that holds the batch's resident
+  // tables when one of its slots is in service.
   StreamSlot* slot = nullptr;
   if (!gpu.empty() && !stopping_.load()) {
+    const int preferred = PreferredDevice(gpu);
     const uint64_t start = next_slot_.fetch_add(1, std::memory_order_relaxed);
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      StreamSlot* candidate = slots_[(start + i) % slots_.size()].get();
-      if (candidate->device().lost.load()) continue;
-      if (slot == nullptr || candidate->load() < slot->load()) slot = candidate;
+    for (bool on_preferred : {true, false}) {
+      if (on_preferred && preferred < 0) continue;
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        StreamSlot* candidate = slots_[(start + i) % slots_.size()].get();
+        if (candidate->device().lost.load()) continue;
+        if (on_preferred && candidate->device().ordinal != preferred) continue;
+        if (slot == nullptr || candidate->load() < slot->load()) slot = candidate;
+      }
+      if (slot != nullptr) break;
     }
   }
-  if (slot == nullptr) {
-    for (std::unique_ptr<batching::Task>& task : gpu) cpu.push_back(std::move(task));
-    gpu.clear();
+  batching::Batch on_slot;
+  for (std::unique_ptr<batching::Task>& task : gpu) {
+    if (slot != nullptr && GpuFits(*task, slot->device().ordinal, options_.max_task_bytes)) {
+      on_slot.push_back(std::move(task));
+    } else {
+      cpu.push_back(std::move(task));
+    }
   }
+  gpu.clear();
 
-  state->parts = (gpu.empty() ? 0 : 1) + (cpu.empty() ? 0 : 1);
+  state->parts = (on_slot.empty() ? 0 : 1) + (cpu.empty() ? 0 : 1);
   if (state->parts == 0) {
     std::move(state->batch_done)();
     return;
   }
   if (!cpu.empty()) options_.fallback->Run(std::move(cpu), [state] { state->PartDone(); });
-  if (!gpu.empty()) slot->Enqueue(SlotWork{std::move(gpu), [state] { state->PartDone(); }});
+  if (!on_slot.empty()) {
+    slot->Enqueue(SlotWork{std::move(on_slot), [state] { state->PartDone(); }});
+  }
 }
 
 void CudaExecutor::Impl::DeviceLost(DeviceState& device, const absl::Status& error) {
@@ -188,6 +226,50 @@ absl::StatusOr<std::string> CudaDeviceDescription(int ordinal) {
                           absl::StrCat("reading the properties of device ", ordinal));
   return absl::StrCat(props.name, " (sm_", props.major, props.minor, ", ",
                       props.totalGlobalMem >> 30, " GiB)");
+}
+
+absl::StatusOr<core::DeviceCopy> CudaUploadTable(int device, const core::Tensor& tensor) {
+  if (tensor.dtype() == core::DataType::kString) {
+    return absl::InvalidArgumentError("a string tensor cannot live on a GPU; keep it on the CPU");
+  }
+  TC_ASSIGN_OR_RETURN(const int count, VisibleDevices());
+  if (device < 0 || device >= count) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA device ", device, " does not exist (", count, " visible)"));
+  }
+  int previous = 0;
+  TC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous), "reading the current device");
+  TC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), absl::StrCat("selecting device ", device));
+  absl::Status status = absl::OkStatus();
+  core::DeviceCopy copy;
+  const absl::Span<const uint8_t> bytes = tensor.bytes();
+  void* data = nullptr;
+  // At least one byte, so that every copy has an address (an empty table is never read).
+  const cudaError_t malloc_error = cudaMalloc(&data, std::max<size_t>(1, bytes.size()));
+  if (malloc_error == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    status = absl::ResourceExhaustedError(absl::StrCat(
+        "CUDA device ", device, " has no room for a table of ", bytes.size(), " bytes"));
+  } else if (malloc_error != cudaSuccess) {
+    status = CudaError(malloc_error, absl::StrCat("allocating a table on device ", device));
+  } else {
+    copy.gpu = device;
+    copy.data = data;
+    copy.storage = std::shared_ptr<const void>(data, [device](const void* p) {
+      int current = 0;
+      const bool restore = cudaGetDevice(&current) == cudaSuccess && current != device;
+      if (restore) cudaSetDevice(device);
+      cudaFree(const_cast<void*>(p));
+      if (restore) cudaSetDevice(current);
+    });
+    if (!bytes.empty()) {
+      status = CudaError(cudaMemcpy(data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
+                         absl::StrCat("copying a table to device ", device));
+    }
+  }
+  (void)cudaSetDevice(previous);
+  if (!status.ok()) return status;  // `copy.storage`, if made, frees the memory
+  return copy;
 }
 
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(

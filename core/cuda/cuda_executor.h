@@ -13,6 +13,14 @@
 // Device memory comes from the device's stream-ordered pool (cudaMallocAsync with the release
 // threshold raised so that freed memory is kept): no cudaMalloc per request.
 //
+// Resident tables (core/tensor_registry.h): a task whose Task::table has a device copy
+// (CudaUploadTable) is sent to a slot of that copy's device when one is in service (a batch
+// goes to the device holding most of its resident tasks), and there the kernel reads the
+// copy in place: the batch's input buffer carries only descriptors and indices, so one H2D
+// copy of all indices, one launch and one D2H copy of all outputs serve every task on the
+// table. A task whose table has no copy, or a copy on another device, has its params copied
+// like an inline task's (or goes to `fallback`, as below).
+//
 // What the GPU does not serve goes to `fallback` (the CPU executor), transparently, within
 // the same batch: strings; tasks with no output rows or empty slices (only their indices need
 // checking); tasks larger than max_task_bytes; a batch for which the device has no memory
@@ -38,6 +46,8 @@
 #include "absl/status/statusor.h"
 
 #include "core/batching/executor.h"
+#include "core/tensor.h"
+#include "core/tensor_registry.h"
 
 namespace tensorcompute::cuda {
 
@@ -69,6 +79,15 @@ int CudaDeviceCount();
 // does not exist (1 visible)"), UNIMPLEMENTED in a build without CUDA. So when
 // CudaDeviceCount() is 0, CudaDeviceDescription(0)'s error is the reason.
 absl::StatusOr<std::string> CudaDeviceDescription(int ordinal);
+
+// Copies `tensor` (a fixed-size dtype) into newly allocated memory of device `device`, for a
+// resident table. Returns the copy (gpu = device, data = its device address, 256-byte
+// aligned; storage frees it with cudaFree on that device when the last holder lets go), or
+// INVALID_ARGUMENT for a kString tensor (strings stay on the CPU), UNAVAILABLE for a device
+// that does not exist or cannot be used, RESOURCE_EXHAUSTED when the device has no room,
+// INTERNAL naming any other CUDA error, UNIMPLEMENTED in a build without CUDA. Waits for the
+// copy to finish; the calling thread's current device is left as it was.
+absl::StatusOr<core::DeviceCopy> CudaUploadTable(int device, const core::Tensor& tensor);
 
 class CudaExecutor : public batching::Executor {
  public:

@@ -21,6 +21,8 @@ int CudaDeviceCount() { return 0; }
 
 absl::StatusOr<std::string> CudaDeviceDescription(int) { return NoCuda(); }
 
+absl::StatusOr<core::DeviceCopy> CudaUploadTable(int, const core::Tensor&) { return NoCuda(); }
+
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const CudaExecutorOptions&) {
   return NoCuda();
 }

@@ -19,7 +19,8 @@ uint64_t IndicesBytes(const core::GatherPlan& p) {
 
 }  // namespace
 
-BatchLayout PlanBatch(absl::Span<const core::GatherPlan* const> plans) {
+BatchLayout PlanBatch(absl::Span<const core::GatherPlan* const> plans,
+                      absl::Span<const void* const> resident_params) {
   BatchLayout layout;
   const size_t n = plans.size();
   layout.descs.resize(n);
@@ -37,8 +38,10 @@ BatchLayout PlanBatch(absl::Span<const core::GatherPlan* const> plans) {
   for (size_t i = 0; i < n; ++i) {
     const core::GatherPlan& p = *plans[i];
     GatherDesc& d = layout.descs[i];
+    const void* resident = resident_params.empty() ? nullptr : resident_params[i];
+    d.params_address = reinterpret_cast<uint64_t>(resident);
     d.params_offset = in;
-    in = AlignUp(in + ParamsBytes(p));
+    if (resident == nullptr) in = AlignUp(in + ParamsBytes(p));
     d.indices_offset = in;
     in = AlignUp(in + IndicesBytes(p));
     d.output_offset = out;
@@ -88,7 +91,7 @@ std::vector<Piece> InputPieces(const BatchLayout& layout, const std::vector<uint
   std::vector<Piece> pieces;
   pieces.push_back({tables.data(), tables.size(), 0});
   for (size_t i = 0; i < layout.descs.size(); ++i) {
-    if (!params[i]->data.empty()) {
+    if (layout.descs[i].params_address == 0 && !params[i]->data.empty()) {
       pieces.push_back(
           {params[i]->data.data(), params[i]->data.size(), layout.descs[i].params_offset});
     }

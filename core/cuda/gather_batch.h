@@ -1,7 +1,8 @@
 // File: core/cuda/gather_batch.h
 //
 // A batch of Gather/GatherNd tasks laid out for one device pass: one input buffer (descriptor
-// table, index dims, then every task's params and indices), one output buffer (a "first bad
+// table, index dims, then every task's params and indices; a task on a resident table whose
+// copy is on the device sends only its indices), one output buffer (a "first bad
 // index" flag per task, then every task's output), and one kernel launch over all of them.
 // This header has no CUDA in it: the layout is planned, packed and unpacked on the host. The
 // per-work-unit copy that the kernel runs is in gather_unit.h (work units, bad-index flags),
@@ -42,14 +43,19 @@ struct BatchLayout {
   bool fits_32bit = true;
 };
 
-// Plans the layout of `plans` (one per task, in order).
+// Plans the layout of `plans` (one per task, in order). `resident_params` is empty, or holds
+// one entry per plan: the device address of that task's params when they are a resident
+// table's copy on the batch's device (GatherDesc::params_address; the input buffer then has
+// no params region for the task, so the table never travels), else nullptr.
 // REQUIRES: every plan has a fixed-size dtype of element size 1, 2, 4, 8 or 16, and
-// output_rows() > 0 and slice > 0 (the executor answers the others on the CPU).
-BatchLayout PlanBatch(absl::Span<const core::GatherPlan* const> plans);
+// output_rows() > 0 and slice > 0 (the executor answers the others on the CPU); a resident
+// address points to the plan's params bytes, 256-byte aligned.
+BatchLayout PlanBatch(absl::Span<const core::GatherPlan* const> plans,
+                      absl::Span<const void* const> resident_params = {});
 
 // Writes the input buffer of `layout` into `dst` (input_bytes long): the tables, then each
-// task's params and indices bytes. REQUIRES: params[i]/indices[i] are the views plans[i] was
-// made from.
+// task's params (unless resident) and indices bytes. REQUIRES: params[i]/indices[i] are the views
+// plans[i] was made from.
 void PackInput(const BatchLayout& layout, absl::Span<const core::TensorView* const> params,
                absl::Span<const core::TensorView* const> indices, uint8_t* dst);
 

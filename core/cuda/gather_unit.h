@@ -7,9 +7,10 @@
 //
 // Work units. Output row r of a task has `chunks_per_row` units of `vector_bytes` each (the
 // widest power of two <= 16 dividing the slice's bytes, so every access is aligned: buffers
-// and regions are 256-byte aligned). Unit u of the batch belongs to the task whose
-// [unit_begin, unit_begin + units) holds it. Consecutive units are consecutive bytes of a row
-// (wide rows) or consecutive rows (narrow ones): coalesced either way.
+// and regions are 256-byte aligned; so are resident tables' device copies, from cudaMalloc). Unit u
+// of the batch belongs to the task whose [unit_begin, unit_begin + units) holds it. Consecutive
+// units are consecutive bytes of a row (wide rows) or consecutive rows (narrow ones): coalesced
+// either way.
 //
 // Bad indices: a unit whose index tuple has a component outside [-dim, dim) copies nothing and
 // lowers its task's flag to that component's flat position in indices (atomic min); the
@@ -35,8 +36,12 @@ namespace tensorcompute::cuda {
 inline constexpr uint64_t kNoBadIndex = ~uint64_t{0};
 
 // One task as the kernel sees it. Offsets are bytes into the batch's input / output buffers.
+// A task on a resident table whose copy lives on the batch's device reads its params from
+// that copy: params_address is then the copy's device address (and params_offset unused), so
+// the input buffer carries only its indices. params_address 0: params are in the buffer.
 struct GatherDesc {
   uint64_t params_offset;
+  uint64_t params_address;
   uint64_t indices_offset;
   uint64_t output_offset;
   uint64_t unit_begin;  // first work unit of this task in the batch
@@ -52,7 +57,7 @@ struct GatherDesc {
   uint32_t index_bytes;     // 4 (int32) or 8 (int64)
 };
 // The host writes the table that the device reads: one layout for both compilers.
-static_assert(sizeof(GatherDesc) == 96, "GatherDesc must have no padding surprises");
+static_assert(sizeof(GatherDesc) == 104, "GatherDesc must have no padding surprises");
 
 // The widest access (16, 8, 4, 2 or 1 bytes) that divides `slice_bytes`.
 TC_HOST_DEVICE inline uint32_t VectorBytes(int64_t slice_bytes) {
@@ -131,9 +136,11 @@ TC_HOST_DEVICE inline void GatherUnit(const GatherDesc& d, const int64_t* dims, 
     row = core::AccumulateRow(row, dims[d.dims_offset + k], component);
   }
   const uint64_t offset = static_cast<uint64_t>(chunk) * d.vector_bytes;
+  const uint8_t* params = d.params_address != 0 ? reinterpret_cast<const uint8_t*>(d.params_address)
+                                                : in + d.params_offset;
   const uint8_t* from =
-      in + d.params_offset +
-      static_cast<uint64_t>(core::ParamsSliceOffset(block, d.rows, row, d.slice_bytes)) + offset;
+      params + static_cast<uint64_t>(core::ParamsSliceOffset(block, d.rows, row, d.slice_bytes)) +
+      offset;
   uint8_t* to = out + d.output_offset + static_cast<uint64_t>(r) * d.slice_bytes + offset;
   switch (d.vector_bytes) {
     case 16:

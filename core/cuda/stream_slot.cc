@@ -36,6 +36,12 @@ absl::Status Verdict(const batching::Task& task, uint64_t flag) {
 
 }  // namespace
 
+const void* ResidentParams(const batching::Task& task, int ordinal) {
+  if (task.table == nullptr) return nullptr;
+  const core::DeviceCopy& copy = task.table->device_copy;
+  return copy.gpu == ordinal ? copy.data : nullptr;
+}
+
 absl::StatusOr<std::unique_ptr<StreamSlot>> StreamSlot::Create(DeviceState* device,
                                                                uint64_t staging_bytes,
                                                                Hooks hooks) {
@@ -145,12 +151,14 @@ absl::Status StreamSlot::Execute(batching::Batch& tasks) {
   const size_t n = tasks.size();
   std::vector<const core::GatherPlan*> plans(n);
   std::vector<const core::TensorView*> params(n), indices(n);
+  std::vector<const void*> resident(n);
   for (size_t i = 0; i < n; ++i) {
     plans[i] = &tasks[i]->plan;
     params[i] = &tasks[i]->params;
     indices[i] = &tasks[i]->indices;
+    resident[i] = ResidentParams(*tasks[i], device_->ordinal);
   }
-  const BatchLayout layout = PlanBatch(plans);
+  const BatchLayout layout = PlanBatch(plans, resident);
   cudaStream_t stream = stream_.get();
 
   // One allocation for both buffers; the pool keeps it for the next batch after the free.

@@ -8,7 +8,8 @@
 //
 // A batch's round trip (StreamSlot.cc explains the details):
 //   PlanBatch -> one device allocation (input and output buffers) from the device's pool ->
-//   input pieces memcpy'd into a staging half and sent host -> device, half by half ->
+//   input pieces (indices, and params unless the task's table has a copy on this device)
+//   memcpy'd into a staging half and sent host -> device, half by half ->
 //   flags reset -> LaunchGatherBatch -> output sent device -> host half by half, each task
 //   answered as soon as its last byte arrived (make_output, copy, done) -> free.
 // A batch smaller than a half costs one pack, one H2D copy, one launch and one D2H copy.
@@ -59,6 +60,10 @@ struct SlotWork {
   batching::Batch tasks;
   absl::AnyInvocable<void() &&> done;
 };
+
+// The device address of `task`'s params when they are a resident table whose copy lives on
+// device `ordinal` (the kernel then reads them there, and they never travel), else nullptr.
+const void* ResidentParams(const batching::Task& task, int ordinal);
 
 class StreamSlot {
  public:

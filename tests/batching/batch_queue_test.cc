@@ -1,6 +1,6 @@
 // Tests of BatchQueue (core/batching/batcher.h), the batch-forming logic, with fake time:
 // full batches oldest first, the max_queue_delay boundary, flush, dropping of cancelled and
-// expired tasks, the capacity refusal, and NextEventTime.
+// expired tasks, the capacity refusal, deadline admission, and NextEventTime.
 
 #include <cstdint>
 #include <memory>
@@ -146,6 +146,55 @@ TEST(BatchQueue, RefusesAtCapacityAndLeavesTheTaskWithTheCaller) {
   EXPECT_EQ(task->enqueue_time, before);
   EXPECT_TRUE(static_cast<bool>(task->done));
   EXPECT_EQ(queue.size(), 3);
+}
+
+TEST(BatchQueue, ExpectedWaitIsQueuedTasksTimesTimePerTaskOverSlots) {
+  BatcherOptions options = Options(8, absl::Hours(1));
+  options.max_inflight_batches = 2;
+  BatchQueue queue(options);
+  for (int i = 0; i < 4; ++i) AddOk(queue, NewTask(i), kT0);
+  EXPECT_EQ(queue.ExpectedWait(), absl::ZeroDuration());    // nothing measured yet
+  queue.RecordBatchTime(4, absl::Milliseconds(40));         // 10 ms per task
+  EXPECT_EQ(queue.ExpectedWait(), absl::Milliseconds(20));  // 4 × 10 ms / 2 slots
+  // A moving average: one batch at 90 ms per task moves it by an eighth of the difference.
+  queue.RecordBatchTime(1, absl::Milliseconds(90));
+  EXPECT_EQ(queue.ExpectedWait(), absl::Milliseconds(40));  // 4 × 20 ms / 2
+  queue.RecordBatchTime(0, absl::Hours(1));                 // ignored
+  EXPECT_EQ(queue.ExpectedWait(), absl::Milliseconds(40));
+}
+
+TEST(BatchQueue, RefusesATaskThatWouldWaitPastItsDeadline) {
+  BatcherOptions options = Options(8, absl::Hours(1));
+  options.max_inflight_batches = 1;
+  BatchQueue queue(options);
+  AddOk(queue, NewTask(0), kT0);
+  AddOk(queue, NewTask(1), kT0);
+  queue.RecordBatchTime(1, absl::Milliseconds(50));  // expected wait: 2 × 50 ms
+  std::unique_ptr<Task> late = NewTask(2, kT0 + absl::Milliseconds(99));
+  EXPECT_THAT(queue.Add(late, kT0),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       "server overloaded: 2 requests queued, an expected wait of 100ms, longer "
+                       "than the 99ms left before the deadline; retry with backoff"));
+  ASSERT_NE(late, nullptr);  // still the caller's
+  EXPECT_EQ(queue.size(), 2);
+  AddOk(queue, NewTask(3, kT0 + absl::Milliseconds(100)), kT0);  // exactly in time
+  AddOk(queue, NewTask(4), kT0);                                 // no deadline
+  // Already expired: queued, so that it is answered DEADLINE_EXCEEDED, not refused.
+  AddOk(queue, NewTask(5, kT0), kT0);
+  EXPECT_EQ(queue.size(), 5);
+}
+
+TEST(BatchQueue, DeadlineAdmissionNeverRefusesIntoAnEmptyQueueAndCanBeTurnedOff) {
+  BatchQueue queue(Options(8, absl::Hours(1)));
+  queue.RecordBatchTime(1, absl::Seconds(10));
+  AddOk(queue, NewTask(0, kT0 + absl::Milliseconds(1)), kT0);  // empty queue: no wait
+
+  BatcherOptions options = Options(8, absl::Hours(1));
+  options.deadline_admission = false;
+  BatchQueue off(options);
+  off.RecordBatchTime(1, absl::Seconds(10));
+  AddOk(off, NewTask(0), kT0);
+  AddOk(off, NewTask(1, kT0 + absl::Milliseconds(1)), kT0);
 }
 
 TEST(BatchQueue, NextEventTimeIsTheDelayOrTheEarliestDeadline) {

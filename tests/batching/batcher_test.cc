@@ -361,6 +361,41 @@ TEST(Batcher, ACancelledQueuedTaskIsAnsweredWithoutTheExecutor) {
   EXPECT_EQ(executor.seen(), (std::set<int>{0, 2}));
 }
 
+TEST(Batcher, ANoticedCancelIsAnsweredWhileTheExecutorIsStillBusy) {
+  FakeExecutor executor(/*open=*/false);
+  Recorder recorder;
+  BatcherOptions options;
+  options.max_inflight_batches = 1;
+  Batcher batcher(options, &executor);
+  ScheduleOk(batcher, 0, recorder);
+  ASSERT_TRUE(executor.WaitForBatches(1));
+  std::vector<std::shared_ptr<CancelFlag>> flags;
+  for (int id = 1; id <= 3; ++id) {
+    std::unique_ptr<Task> task = NewTask(id, recorder);
+    flags.push_back(task->cancel);
+    ASSERT_THAT(batcher.Schedule(task), IsOk());
+  }
+  // Let the dispatcher see the queue and go back to sleep (no slot is free), as it would on a
+  // busy server; without the notice below, nothing would wake it until the executor opens.
+  absl::SleepFor(absl::Milliseconds(50));
+  batcher.NoticeCancel();  // nothing cancelled yet: a spurious notice drops nothing
+  flags[0]->Cancel();
+  flags[2]->Cancel();
+  batcher.NoticeCancel();
+
+  // The executor is still shut, so no slot frees: only the notice can get 1 and 3 answered.
+  ASSERT_TRUE(recorder.WaitForTotal(2));
+  EXPECT_THAT(recorder.Of(1), ElementsAre(StatusIs(absl::StatusCode::kCancelled)));
+  EXPECT_THAT(recorder.Of(3), ElementsAre(StatusIs(absl::StatusCode::kCancelled)));
+  EXPECT_EQ(batcher.queue_depth(), 1);
+
+  executor.Open();
+  ASSERT_TRUE(batcher.WaitIdle(kLong));
+  EXPECT_THAT(recorder.Of(0), ElementsAre(IsOk()));
+  EXPECT_THAT(recorder.Of(2), ElementsAre(IsOk()));
+  EXPECT_EQ(executor.seen(), (std::set<int>{0, 2}));
+}
+
 TEST(Batcher, StopRefusesNewTasksAndFlushesQueuedOnes) {
   FakeExecutor executor;
   Recorder recorder;

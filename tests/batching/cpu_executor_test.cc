@@ -134,6 +134,39 @@ TEST(CpuExecutor, ALargeTaskAmongSmallOnesIsCorrect) {
   ExpectAllAgreeWithReference(cases);
 }
 
+// inline_task_bytes: a lone tiny task is computed and answered on the calling thread before
+// Run returns; a larger one (or one among others) goes to the pool.
+TEST(CpuExecutor, ALoneTinyTaskRunsOnTheCallingThread) {
+  Rng rng(21);
+  auto make = [&](int64_t rows) {
+    GatherRequest req;
+    req.params = RandomTensor(core::DataType::kFloat32, {64, 16}, rng);
+    req.indices = RandomIndices(core::DataType::kInt32, {rows}, {64}, rng);
+    req.axis = 0;
+    return MakeCase(std::move(req));
+  };
+  CpuExecutorOptions options;
+  options.inline_task_bytes = 1024;  // 16 rows of 64 bytes
+  CpuExecutor executor(&SharedPool(), options);
+  for (int64_t rows : {16, 17}) {
+    std::unique_ptr<Case> c = make(rows);
+    std::unique_ptr<Task> task = MakeTask(*c);
+    std::thread::id answered_on;
+    auto done = std::move(task->done);
+    task->done = [&answered_on, done = std::move(done)](absl::Status status) mutable {
+      answered_on = std::this_thread::get_id();
+      std::move(done)(std::move(status));
+    };
+    Batch batch;
+    batch.push_back(std::move(task));
+    RunAndWait(executor, std::move(batch));
+    EXPECT_EQ(answered_on == std::this_thread::get_id(), rows == 16) << rows << " rows";
+    std::vector<std::unique_ptr<Case>> one;
+    one.push_back(std::move(c));
+    ExpectAllAgreeWithReference(one);
+  }
+}
+
 TEST(CpuExecutor, AnOutOfRangeIndexFailsOnlyItsOwnTask) {
   Rng rng(13);
   GatherRequest bad;

@@ -62,6 +62,8 @@
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 #include <sys/resource.h>
 
+#include "core/tensor.h"
+#include "core/tensor_registry.h"
 #include "server/server.h"
 
 ABSL_FLAG(double, duration_s, 2.0, "measured seconds per point");
@@ -80,6 +82,12 @@ ABSL_FLAG(int, repetitions, 3, "times each point is measured; the table shows me
 ABSL_FLAG(int, channels, 4, "client channels (HTTP/2 connections) per server");
 ABSL_FLAG(std::vector<std::string>, concurrency, std::vector<std::string>({"1", "16", "64"}),
           "outstanding calls per point (closed loop)");
+ABSL_FLAG(bool, embedding, false,
+          "run the embedding-lookup benchmark instead: a resident table, by name with batching "
+          "on and off, inline slices, and the echo (docs/performance.md, \"Resident tables\")");
+ABSL_FLAG(int64_t, table_mib, 1024, "--embedding: the table's size in MiB (rows of 256 B)");
+ABSL_FLAG(std::vector<std::string>, lookups, std::vector<std::string>({"16", "256", "4096"}),
+          "--embedding: indices per request");
 ABSL_FLAG(std::vector<std::string>, cases, std::vector<std::string>({"small", "1MiB", "16MiB"}),
           "cases to run: small, 1MiB, 16MiB");
 
@@ -150,7 +158,10 @@ std::unique_ptr<Case> MakeCase(const std::string& name) {
 // an unknown one. Responses are registered before the server starts and read-only after.
 class EchoService final : public v1::TensorCompute::CallbackService {
  public:
-  void Add(const Case& c) { responses_[c.request.indices().data().size()] = c.expected; }
+  void Add(const Case& c) { Add(c.request.indices().data().size(), c.expected); }
+  void Add(size_t index_bytes, const v1::GatherResponse& response) {
+    responses_[index_bytes] = response;
+  }
 
   grpc::ServerUnaryReactor* Gather(grpc::CallbackServerContext* context,
                                    const v1::GatherRequest* request,
@@ -169,6 +180,16 @@ class EchoService final : public v1::TensorCompute::CallbackService {
  private:
   std::map<size_t, v1::GatherResponse> responses_;
 };
+
+// Serves `service` on 127.0.0.1 (a free port, written to *port) with the benchmark's limits.
+std::unique_ptr<grpc::Server> StartEcho(EchoService* service, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+  builder.SetMaxReceiveMessageSize(kMessageBytes);
+  builder.SetMaxSendMessageSize(kMessageBytes);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
 
 // Client side of one server: --channels channels, each forced onto its own connection (a
 // local subchannel pool and a distinct channel arg; otherwise equal channels share one).
@@ -198,15 +219,16 @@ std::unique_ptr<Target> Connect(const std::string& name, int port, int num_chann
   return t;
 }
 
-// One call through the typed stub; returns "" when the answer equals c.expected.
-std::string Validate(const Target& t, const Case& c) {
+// One call through the typed stub; returns "" when the answer equals `expected`.
+std::string Validate(const Target& t, const v1::GatherRequest& request,
+                     const v1::GatherResponse& expected) {
   auto stub = v1::TensorCompute::NewStub(t.channels[0]);
   grpc::ClientContext context;
   v1::GatherResponse response;
-  const grpc::Status s = stub->Gather(&context, c.request, &response);
+  const grpc::Status s = stub->Gather(&context, request, &response);
   if (!s.ok()) return absl::StrCat("status ", s.error_code(), ": ", s.error_message());
   const v1::Tensor& got = response.output();
-  const v1::Tensor& want = c.expected.output();
+  const v1::Tensor& want = expected.output();
   if (got.dtype() != want.dtype() || got.shape_size() != want.shape_size() ||
       !std::equal(got.shape().begin(), got.shape().end(), want.shape().begin())) {
     return "wrong dtype or shape";
@@ -240,11 +262,14 @@ double CpuSeconds() {
 class ClosedLoop {
  public:
   // The ClosedLoop must outlive the last callback's return, after Run(): keep it alive.
-  ClosedLoop(Target* target, const grpc::ByteBuffer& request, int concurrency, int64_t warmup_calls)
+  // Each slot sends `requests` in turn (from a different start), so that calls vary.
+  ClosedLoop(Target* target, const std::vector<grpc::ByteBuffer>& requests, int concurrency,
+             int64_t warmup_calls)
       : warmup_calls_(std::max<int64_t>(1, warmup_calls)), slots_(concurrency) {
     for (int i = 0; i < concurrency; ++i) {
       slots_[i].stub = target->stubs[i % target->stubs.size()].get();
-      slots_[i].request = request;  // shares the slices, copies no bytes
+      slots_[i].requests = requests;  // shares the slices, copies no bytes
+      slots_[i].next = static_cast<size_t>(i);
     }
   }
 
@@ -309,7 +334,8 @@ class ClosedLoop {
 
   struct Slot {
     grpc::GenericStub* stub = nullptr;
-    grpc::ByteBuffer request;
+    std::vector<grpc::ByteBuffer> requests;
+    size_t next = 0;  // of requests, for the next call
     grpc::ByteBuffer response;
     std::unique_ptr<grpc::ClientContext> context;
     std::chrono::steady_clock::time_point start;
@@ -329,8 +355,9 @@ class ClosedLoop {
     s->context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     s->response.Clear();
     s->start = std::chrono::steady_clock::now();
-    s->stub->UnaryCall(s->context.get(), kGatherMethod, grpc::StubOptions(), &s->request,
-                       &s->response, [this, s](grpc::Status status) { OnDone(s, status); });
+    grpc::ByteBuffer* request = &s->requests[s->next++ % s->requests.size()];
+    s->stub->UnaryCall(s->context.get(), kGatherMethod, grpc::StubOptions(), request, &s->response,
+                       [this, s](grpc::Status status) { OnDone(s, status); });
   }
 
   void OnDone(Slot* s, const grpc::Status& status) {
@@ -396,7 +423,248 @@ double MedianOf(const std::vector<PointResult>& rs, F f) {
   return Median(v);
 }
 
+// ---- The embedding lookup (--embedding): a resident table, only indices on the wire ----
+
+constexpr int64_t kRowFloats = 64;  // rows of 256 B
+constexpr int kVariants = 64;       // distinct requests per case, sent in turn
+constexpr char kTableName[] = "embeddings";
+
+// The table, [rows, 64] float32, the same bytes every time it is made.
+core::Tensor MakeTable(int64_t rows) {
+  absl::StatusOr<core::Tensor> table =
+      core::Tensor::Allocate(core::DataType::kFloat32, {rows, kRowFloats});
+  absl::Span<uint8_t> bytes = table->mutable_bytes();
+  std::mt19937_64 rng(11);
+  for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
+    const uint64_t x = rng();
+    std::memcpy(bytes.data() + i, &x, 8);
+  }
+  return *std::move(table);
+}
+
+// `lookups` random rows per request, kVariants requests: by name (indices only), and inline
+// with the slice of the table they touch as params (the rows, in order; indices 0..n-1
+// shuffled the same way), which is what a client without resident tables would send.
+struct EmbeddingCase {
+  int64_t lookups = 0;
+  std::vector<grpc::ByteBuffer> by_name, inline_params;
+  v1::GatherRequest first_by_name, first_inline;
+  v1::GatherResponse first_expected;
+  int64_t response_bytes = 0;
+};
+
+EmbeddingCase MakeEmbeddingCase(const core::Tensor& table, int64_t lookups) {
+  EmbeddingCase c;
+  c.lookups = lookups;
+  const int64_t rows = table.shape()[0], row_bytes = kRowFloats * 4;
+  const auto* data = reinterpret_cast<const char*>(table.view().data.data());
+  std::mt19937_64 rng(lookups);
+  for (int v = 0; v < kVariants; ++v) {
+    std::vector<int64_t> idx(lookups), local(lookups);
+    for (int64_t& i : idx) i = static_cast<int64_t>(rng() % rows);
+    v1::GatherRequest by_name, inline_request;
+    by_name.set_params_name(kTableName);
+    v1::Tensor* indices = by_name.mutable_indices();
+    indices->set_dtype(v1::DT_INT64);
+    indices->add_shape(lookups);
+    indices->set_data(reinterpret_cast<const char*>(idx.data()), idx.size() * 8);
+    v1::Tensor* params = inline_request.mutable_params();
+    params->set_dtype(v1::DT_FLOAT32);
+    params->add_shape(lookups);
+    params->add_shape(kRowFloats);
+    std::string* slice = params->mutable_data();
+    for (int64_t i = 0; i < lookups; ++i) local[i] = (i * 7919) % lookups;  // a permutation
+    slice->resize(lookups * row_bytes);
+    for (int64_t i = 0; i < lookups; ++i) {
+      std::memcpy(slice->data() + local[i] * row_bytes, data + idx[i] * row_bytes, row_bytes);
+    }
+    v1::Tensor* inline_indices = inline_request.mutable_indices();
+    *inline_indices = *indices;
+    inline_indices->set_data(reinterpret_cast<const char*>(local.data()), local.size() * 8);
+    if (v == 0) {
+      v1::Tensor* out = c.first_expected.mutable_output();
+      out->set_dtype(v1::DT_FLOAT32);
+      out->add_shape(lookups);
+      out->add_shape(kRowFloats);
+      for (int64_t i : idx) out->mutable_data()->append(data + i * row_bytes, row_bytes);
+      c.response_bytes = static_cast<int64_t>(c.first_expected.ByteSizeLong());
+      c.first_by_name = by_name;
+      c.first_inline = inline_request;
+    }
+    grpc::Slice a(by_name.SerializeAsString()), b(inline_request.SerializeAsString());
+    c.by_name.emplace_back(&a, 1);
+    c.inline_params.emplace_back(&b, 1);
+  }
+  return c;
+}
+
+// A server with the table resident.
+absl::StatusOr<std::unique_ptr<server::Server>> StartWithTable(server::ServerOptions options,
+                                                               int64_t rows) {
+  options.listen = "127.0.0.1:0";
+  options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  options.max_resident_bytes = rows * kRowFloats * 4 + 1;
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(options);
+  if (!s.ok()) return s.status();
+  core::TensorRegistry& registry = (*s)->registry();
+  absl::StatusOr<core::TensorRegistry::Reservation> reservation =
+      registry.Reserve(kTableName, rows * kRowFloats * 4);
+  if (!reservation.ok()) return reservation.status();
+  absl::Status put =
+      registry.Put(kTableName, MakeTable(rows), core::DeviceCopy{}, false, *std::move(reservation))
+          .status();
+  if (!put.ok()) return put;
+  return s;
+}
+
+int EmbeddingMain() {
+  spdlog::set_level(spdlog::level::warn);
+  const int64_t rows = absl::GetFlag(FLAGS_table_mib) * (int64_t{1} << 20) / (kRowFloats * 4);
+  std::vector<int> concurrencies;
+  for (const std::string& s : absl::GetFlag(FLAGS_concurrency)) {
+    int c = 0;
+    if (!absl::SimpleAtoi(s, &c) || c < 1) return 2;
+    concurrencies.push_back(c);
+  }
+  server::ServerOptions batched_options, unbatched_options;
+  unbatched_options.max_batch_size = 1;
+  auto batched = StartWithTable(batched_options, rows);
+  auto unbatched = StartWithTable(unbatched_options, rows);
+  if (!batched.ok() || !unbatched.ok()) {
+    std::fprintf(stderr, "tensorcompute-server: %s %s\n", batched.status().ToString().c_str(),
+                 unbatched.status().ToString().c_str());
+    return 1;
+  }
+  const core::Tensor& table = (*batched)->registry().Find(kTableName)->tensor;
+  std::vector<EmbeddingCase> cases;
+  EchoService echo_service;
+  for (const std::string& s : absl::GetFlag(FLAGS_lookups)) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(s, &n) || n < 1) return 2;
+    cases.push_back(MakeEmbeddingCase(table, n));
+    echo_service.Add(n * 8, cases.back().first_expected);
+  }
+  int echo_port = 0;
+  std::unique_ptr<grpc::Server> echo = StartEcho(&echo_service, &echo_port);
+  const int num_channels = absl::GetFlag(FLAGS_channels);
+  std::unique_ptr<Target> b_target = Connect("batched", (*batched)->port(), num_channels);
+  std::unique_ptr<Target> u_target = Connect("unbatched", (*unbatched)->port(), num_channels);
+  std::unique_ptr<Target> e_target =
+      echo ? Connect("echo", echo_port, num_channels) : std::unique_ptr<Target>();
+  if (b_target == nullptr || u_target == nullptr || e_target == nullptr) {
+    std::fprintf(stderr, "could not start or connect\n");
+    return 1;
+  }
+  for (const EmbeddingCase& c : cases) {
+    const std::string errors[] = {Validate(*b_target, c.first_by_name, c.first_expected),
+                                  Validate(*u_target, c.first_by_name, c.first_expected),
+                                  Validate(*b_target, c.first_inline, c.first_expected),
+                                  Validate(*e_target, c.first_by_name, c.first_expected)};
+    for (const std::string& e : errors) {
+      if (!e.empty()) {
+        std::fprintf(stderr, "validation of %lld lookups failed: %s\n",
+                     static_cast<long long>(c.lookups), e.c_str());
+        return 1;
+      }
+    }
+  }
+
+  // The four ways of making the same answers, measured back to back, rotating the order.
+  enum Way { kBatched, kUnbatched, kInline, kEcho, kWays };
+  const char* const way_names[] = {"by name, batching on", "by name, batching off",
+                                   "inline slice, batching on", "echo"};
+  struct EmbeddingPoint {
+    const EmbeddingCase* c;
+    int concurrency;
+    std::vector<PointResult> results[kWays];
+    std::vector<double> vs_echo, vs_unbatched, inline_vs_echo;
+    std::vector<std::unique_ptr<ClosedLoop>> loops;
+  };
+  std::vector<EmbeddingPoint> points;
+  for (const EmbeddingCase& c : cases) {
+    for (int conc : concurrencies) points.push_back(EmbeddingPoint{&c, conc, {}, {}, {}, {}, {}});
+  }
+  const absl::Duration warmup = absl::Seconds(absl::GetFlag(FLAGS_warmup_s));
+  const absl::Duration duration = absl::Seconds(absl::GetFlag(FLAGS_duration_s));
+  const absl::Duration max_duration = absl::Seconds(absl::GetFlag(FLAGS_max_duration_s));
+  const int repetitions = absl::GetFlag(FLAGS_repetitions);
+  for (int rep = 0; rep < repetitions; ++rep) {
+    for (EmbeddingPoint& p : points) {
+      PointResult r[kWays];
+      for (int k = 0; k < kWays; ++k) {
+        const int way = (k + rep) % kWays;
+        Target* target = way == kBatched || way == kInline ? b_target.get()
+                         : way == kUnbatched               ? u_target.get()
+                                                           : e_target.get();
+        const server::Server* tc = way == kBatched || way == kInline ? batched->get()
+                                   : way == kUnbatched               ? unbatched->get()
+                                                                     : nullptr;
+        p.loops.push_back(std::make_unique<ClosedLoop>(
+            target, way == kInline ? p.c->inline_params : p.c->by_name, p.concurrency,
+            absl::GetFlag(FLAGS_warmup_calls_per_slot)));
+        r[way] = p.loops.back()->Run(warmup, duration,
+                                     absl::GetFlag(FLAGS_min_calls_per_slot) * p.concurrency,
+                                     max_duration, tc);
+      }
+      p.vs_echo.push_back(r[kEcho].qps > 0 ? r[kBatched].qps / r[kEcho].qps : 0);
+      p.vs_unbatched.push_back(r[kUnbatched].qps > 0 ? r[kBatched].qps / r[kUnbatched].qps : 0);
+      p.inline_vs_echo.push_back(r[kEcho].qps > 0 ? r[kInline].qps / r[kEcho].qps : 0);
+      std::fprintf(stderr,
+                   "rep %d n=%-5lld C=%-3d batched %8.0f/s unbatched %8.0f/s inline %8.0f/s echo "
+                   "%8.0f/s\n",
+                   rep + 1, static_cast<long long>(p.c->lookups), p.concurrency, r[kBatched].qps,
+                   r[kUnbatched].qps, r[kInline].qps, r[kEcho].qps);
+      for (int w = 0; w < kWays; ++w) p.results[w].push_back(std::move(r[w]));
+    }
+  }
+
+  std::printf(
+      "Embedding lookups: a %lld MiB float32 table of 256 B rows resident in tensorcompute-server "
+      "(cpu_threads=%d), requests of random int64 indices; 127.0.0.1, %d channels per server, "
+      "%.1f s per point after %.1f s warm-up, median of %d repetitions. Ways: %s (B), %s (U), "
+      "%s (I), %s (E).\n\n",
+      static_cast<long long>(absl::GetFlag(FLAGS_table_mib)), (*batched)->cpu_threads(),
+      num_channels, absl::ToDoubleSeconds(duration), absl::ToDoubleSeconds(warmup), repetitions,
+      way_names[kBatched], way_names[kUnbatched], way_names[kInline], way_names[kEcho]);
+  std::printf(
+      "| lookups → response | C | QPS B / U / I / E | response MB/s B / E | p50 ms B / U / I / E | "
+      "p99 ms B / U / I / E | B/E | B/U | I/E | requests per batch B |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  int64_t failed = 0;
+  for (const EmbeddingPoint& p : points) {
+    auto qps = [](const PointResult& r) { return r.qps; };
+    auto p50 = [](const PointResult& r) { return r.p50_ms; };
+    auto p99 = [](const PointResult& r) { return r.p99_ms; };
+    auto batch = [](const PointResult& r) { return r.mean_batch; };
+    const auto& R = p.results;
+    std::printf(
+        "| %lld → %s | %d | %.0f / %.0f / %.0f / %.0f | %.1f / %.1f | %s / %s / %s / %s | "
+        "%s / %s / %s / %s | **%.2f** | **%.2f** | %.2f | %.1f |\n",
+        static_cast<long long>(p.c->lookups), Bytes(p.c->response_bytes).c_str(), p.concurrency,
+        MedianOf(R[kBatched], qps), MedianOf(R[kUnbatched], qps), MedianOf(R[kInline], qps),
+        MedianOf(R[kEcho], qps), MedianOf(R[kBatched], qps) * p.c->response_bytes / 1e6,
+        MedianOf(R[kEcho], qps) * p.c->response_bytes / 1e6, Ms(MedianOf(R[kBatched], p50)).c_str(),
+        Ms(MedianOf(R[kUnbatched], p50)).c_str(), Ms(MedianOf(R[kInline], p50)).c_str(),
+        Ms(MedianOf(R[kEcho], p50)).c_str(), Ms(MedianOf(R[kBatched], p99)).c_str(),
+        Ms(MedianOf(R[kUnbatched], p99)).c_str(), Ms(MedianOf(R[kInline], p99)).c_str(),
+        Ms(MedianOf(R[kEcho], p99)).c_str(), Median(p.vs_echo), Median(p.vs_unbatched),
+        Median(p.inline_vs_echo), MedianOf(R[kBatched], batch));
+    for (const auto& results : R) {
+      for (const PointResult& r : results) {
+        failed += r.failed;
+        if (!r.first_error.empty()) std::fprintf(stderr, "error: %s\n", r.first_error.c_str());
+      }
+    }
+  }
+  std::printf("\nnon-OK answers: %lld\n", static_cast<long long>(failed));
+  echo->Shutdown();
+  (*batched)->Drain();
+  (*unbatched)->Drain();
+  return failed == 0 ? 0 : 1;
+}
+
 int Main() {
+  if (absl::GetFlag(FLAGS_embedding)) return EmbeddingMain();
   spdlog::set_level(spdlog::level::warn);
   std::vector<std::unique_ptr<Case>> cases;
   for (const std::string& name : absl::GetFlag(FLAGS_cases)) {
@@ -427,12 +695,7 @@ int Main() {
   EchoService echo_service;
   for (const auto& c : cases) echo_service.Add(*c);
   int echo_port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &echo_port);
-  builder.SetMaxReceiveMessageSize(kMessageBytes);
-  builder.SetMaxSendMessageSize(kMessageBytes);
-  builder.RegisterService(&echo_service);
-  std::unique_ptr<grpc::Server> echo = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> echo = StartEcho(&echo_service, &echo_port);
   if (echo == nullptr || echo_port == 0) {
     std::fprintf(stderr, "echo server did not start\n");
     return 1;
@@ -447,7 +710,7 @@ int Main() {
   }
   for (const auto& c : cases) {
     for (const Target* t : {tc_target.get(), echo_target.get()}) {
-      const std::string error = Validate(*t, *c);
+      const std::string error = Validate(*t, c->request, c->expected);
       if (!error.empty()) {
         std::fprintf(stderr, "validation of %s on %s failed: %s\n", c->name.c_str(),
                      t->name.c_str(), error.c_str());
@@ -480,8 +743,8 @@ int Main() {
         const bool run_tc = (k == 0) == tc_first;
         if (!only_server.empty() && (only_server == "echo") == run_tc) continue;
         p.loops.push_back(std::make_unique<ClosedLoop>(run_tc ? tc_target.get() : echo_target.get(),
-                                                       p.c->request_buffer, p.concurrency,
-                                                       warmup_calls_per_slot));
+                                                       std::vector{p.c->request_buffer},
+                                                       p.concurrency, warmup_calls_per_slot));
         PointResult r = p.loops.back()->Run(warmup, duration, min_calls_per_slot * p.concurrency,
                                             max_duration, run_tc ? tc->get() : nullptr);
         (run_tc ? tc_r : echo_r) = std::move(r);

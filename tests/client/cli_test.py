@@ -855,3 +855,199 @@ class LoadTest(CliCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# --- Resident tensors: put, delete, list, --params-name ---------------------------------
+
+class ResidentTensorsTest(CliCase):
+    """Two servers of their own (a 1 MiB message limit, so uploads must be chunked)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = ServerProcess("--cpu_threads=2", "--max_message_bytes=1048576")
+        cls.a.__enter__()
+        cls.b = ServerProcess("--cpu_threads=2", "--max_message_bytes=1048576")
+        cls.b.__enter__()
+        cls.both = f"{cls.a.target},{cls.b.target}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.a.__exit__(None, None, None)
+        cls.b.__exit__(None, None, None)
+
+    def tearDown(self):
+        for server in (self.a, self.b):
+            listed = json.loads(self.run_ok("list", "--target", server.target, "--json").stdout)
+            for t in listed:
+                self.run_ok("delete", t["name"], "--target", server.target)
+
+    def list_json(self, target):
+        return json.loads(self.run_ok("list", "--target", target, "--json").stdout)
+
+    def test_put_list_gather_by_name_delete(self):
+        rng = np.random.default_rng(1)
+        table = rng.standard_normal((50, 6)).astype(np.float32)
+        np.save(tmp_path("table.npy"), table)
+        indices = np.array([[3, 0], [49, -1]], dtype=np.int64)
+        np.save(tmp_path("ids.npy"), indices)
+
+        proc = self.run_ok("put", "emb", "--input", tmp_path("table.npy"), "--target",
+                           self.a.target)
+        self.assertIn("stored emb float32[50,6], 1200 bytes, cpu, version 1", proc.stdout)
+        listed = self.list_json(self.a.target)
+        self.assertEqual(len(listed), 1)
+        self.assertEqual({k: listed[0][k] for k in ("target", "name", "dtype", "shape", "bytes",
+                                                     "device", "version")},
+                         {"target": self.a.target, "name": "emb", "dtype": "float32",
+                          "shape": [50, 6], "bytes": 1200, "device": "cpu", "version": 1})
+        self.assertRegex(listed[0]["created"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        table_text = self.run_ok("list", "--target", self.a.target).stdout.splitlines()
+        self.assertEqual(table_text[0].split(),
+                         ["NAME", "DTYPE", "SHAPE", "BYTES", "DEVICE", "VERSION", "CREATED"])
+        self.assertEqual(table_text[1].split()[:6], ["emb", "float32", "[50,6]", "1200", "cpu",
+                                                     "1"])
+
+        # By name == inline, bit for bit (.npy out), for gather and gather-nd.
+        for command, extra in (("gather", ["--axis", "0"]), ("gather-nd", [])):
+            self.run_ok(command, "--target", self.a.target, "--params-name", "emb",
+                        "--indices", tmp_path("ids.npy"), *extra, "--out",
+                        tmp_path("by_name.npy"))
+            self.run_ok(command, "--target", self.a.target, "--params", tmp_path("table.npy"),
+                        "--indices", tmp_path("ids.npy"), *extra, "--out",
+                        tmp_path("inline.npy"))
+            with open(tmp_path("by_name.npy"), "rb") as f1, open(tmp_path("inline.npy"),
+                                                                 "rb") as f2:
+                self.assertEqual(f1.read(), f2.read(), command)
+        self.assertNpyResult(tmp_path("by_name.npy"), ref_gather_nd(table, indices))
+
+        proc = self.run_ok("delete", "emb", "--target", self.a.target)
+        self.assertIn("deleted emb float32[50,6]", proc.stdout)
+        self.assertEqual(self.list_json(self.a.target), [])
+        proc = run_cli("gather", "--target", self.a.target, "--params-name", "emb",
+                       "--indices", tmp_path("ids.npy"))
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: NOT_FOUND: ")
+        proc = run_cli("delete", "emb", "--target", self.a.target)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: NOT_FOUND: ")
+
+    def test_large_json_and_string_tables_in_many_chunks(self):
+        # 2 MiB of float64: twice the servers' message limit, in 64 KiB chunks.
+        rng = np.random.default_rng(2)
+        big = rng.standard_normal((2048, 128))
+        np.save(tmp_path("big.npy"), big)
+        self.run_ok("put", "big", "--input", tmp_path("big.npy"), "--chunk-bytes", 65536,
+                    "--target", self.a.target)
+        np.save(tmp_path("big_ids.npy"), np.array([2047, 0, 1000], dtype=np.int32))
+        proc = self.run_ok("gather", "--target", self.a.target, "--params-name", "big",
+                           "--indices", tmp_path("big_ids.npy"), "--out", tmp_path("big_out.npy"))
+        self.assertNpyResult(tmp_path("big_out.npy"), big[[2047, 0, 1000]])
+
+        words = {"dtype": "string", "shape": [3, 2],
+                 "values": ["zéro", "", "deux" * 300, "trois", "x", "cinq"]}
+        write_json("words.json", words)
+        self.run_ok("put", "words", "--input", tmp_path("words.json"), "--chunk-bytes", 100,
+                    "--target", self.a.target)
+        write_json("word_ids.json", {"dtype": "int32", "shape": [2], "values": [2, 0]})
+        proc = self.run_ok("gather", "--target", self.a.target, "--params-name", "words",
+                           "--indices", tmp_path("word_ids.json"))
+        obj = self.stdout_tensor(proc)
+        self.assertEqual((obj["dtype"], obj["shape"]), ("string", [2, 2]))
+        self.assertEqual(from_json_tensor(obj).ravel().tolist(),
+                         [b"x", b"cinq", "zéro".encode(), b""])
+
+    def test_already_exists_and_replace(self):
+        np.save(tmp_path("v1.npy"), np.arange(4, dtype=np.int32))
+        np.save(tmp_path("v2.npy"), np.arange(10, 16, dtype=np.int16))
+        self.run_ok("put", "t", "--input", tmp_path("v1.npy"), "--target", self.a.target)
+        proc = run_cli("put", "t", "--input", tmp_path("v2.npy"), "--target", self.a.target)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: ALREADY_EXISTS: ")
+        proc = self.run_ok("put", "t", "--input", tmp_path("v2.npy"), "--replace",
+                           "--target", self.a.target)
+        self.assertIn("stored t int16[6], 12 bytes, cpu, version 2", proc.stdout)
+
+    def test_all_targets(self):
+        np.save(tmp_path("shared.npy"), np.arange(12, dtype=np.uint8).reshape(4, 3))
+        proc = self.run_ok("put", "shared", "--input", tmp_path("shared.npy"), "--all-targets",
+                           "--target", self.both)
+        self.assertIn("(on 2 targets)", proc.stdout)
+        for server in (self.a, self.b):
+            self.assertEqual([t["name"] for t in self.list_json(server.target)], ["shared"])
+        listed = self.list_json(self.both)
+        self.assertEqual(sorted(t["target"] for t in listed), sorted([self.a.target,
+                                                                      self.b.target]))
+        self.assertEqual(self.run_ok("list", "--target", self.both).stdout.split()[:2],
+                         ["TARGET", "NAME"])
+        # Without --all-targets only the first target is reached.
+        self.run_ok("delete", "shared", "--target", self.both)
+        self.assertEqual(self.list_json(self.a.target), [])
+        self.assertEqual(len(self.list_json(self.b.target)), 1)
+        proc = run_cli("put", "shared", "--input", tmp_path("shared.npy"), "--all-targets",
+                       "--target", self.both)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, rf"^error: ALREADY_EXISTS: put shared: failed on 1 of 2 "
+                                   rf"targets: {re.escape(self.b.target)}: ALREADY_EXISTS")
+        self.assertIn(f"succeeded on: {self.a.target}", proc.stderr)
+        self.run_ok("delete", "shared", "--all-targets", "--target", self.both)
+        self.assertEqual(self.list_json(self.both), [])
+
+    def test_usage_errors(self):
+        np.save(tmp_path("ids.npy"), np.array([0], dtype=np.int32))
+        # Both --params and --params-name, or neither.
+        proc = run_cli("gather", "--target", self.a.target, "--params", tmp_path("ids.npy"),
+                       "--params-name", "x", "--indices", tmp_path("ids.npy"))
+        self.assertExit(proc, EXIT_USAGE)
+        proc = run_cli("gather", "--target", self.a.target, "--indices", tmp_path("ids.npy"))
+        self.assertExit(proc, EXIT_USAGE)
+        self.assertErrorLine(proc, "exactly one of --params FILE and --params-name NAME")
+        self.assertExit(run_cli("put", "t", "--target", self.a.target), EXIT_USAGE)
+        self.assertExit(run_cli("put", "--input", tmp_path("ids.npy")), EXIT_USAGE)
+        self.assertExit(run_cli("put", "t", "--input", tmp_path("ids.npy"), "--chunk-bytes", 0),
+                        EXIT_USAGE)
+        proc = run_cli("put", "t", "--input", tmp_path("missing.npy"), "--target", self.a.target)
+        self.assertExit(proc, EXIT_IO)
+        self.assertExit(run_cli("delete", "--target", self.a.target), EXIT_USAGE)
+
+    def test_load_against_a_resident_table(self):
+        np.save(tmp_path("load_table.npy"), np.zeros((37, 16), dtype=np.float32))
+        self.run_ok("put", "load_table", "--input", tmp_path("load_table.npy"), "--target",
+                    self.a.target)
+        proc = self.run_ok("load", "--target", self.a.target, "--warmup", 0, "--requests", 200,
+                           "--concurrency", 4, "--indices", 64, "--params-name", "load_table",
+                           "--json", "-", timeout=120)
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        self.assertEqual(report["by_code"], {"OK": 200}, describe(proc))
+        self.assertEqual(report["unexpected"], 0)
+        # Only indices travel: 64 int32 (256 bytes) and the name, not the 2368-byte table.
+        self.assertLess(report["bytes_sent"] / 200, 400)
+        proc = run_cli("load", "--target", self.a.target, "--requests", 1, "--params-name",
+                       "nope")
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: NOT_FOUND: --params-name nope")
+
+    def test_admin_token_file(self):
+        with open(tmp_path("reader_tokens"), "w") as f:
+            f.write("reader\n")
+        with open(tmp_path("admin_tokens"), "w") as f:
+            f.write("# admins\nadmin\n")
+        np.save(tmp_path("adm.npy"), np.arange(6, dtype=np.float64))
+        with ServerProcess("--cpu_threads=2", f"--auth_token_file={tmp_path('reader_tokens')}",
+                           f"--admin_token_file={tmp_path('admin_tokens')}") as server:
+            reader = ["--target", server.target, "--auth-token-file", tmp_path("reader_tokens")]
+            proc = run_cli("put", "adm", "--input", tmp_path("adm.npy"), *reader)
+            self.assertExit(proc, EXIT_RPC)
+            self.assertErrorLine(proc, r"^error: PERMISSION_DENIED: .*admin token")
+            admin = [*reader, "--admin-token-file", tmp_path("admin_tokens")]
+            self.run_ok("put", "adm", "--input", tmp_path("adm.npy"), *admin)
+            listed = json.loads(self.run_ok("list", "--json", *reader).stdout)
+            self.assertEqual([t["name"] for t in listed], ["adm"])
+            np.save(tmp_path("adm_ids.npy"), np.array([5], dtype=np.int32))
+            proc = self.run_ok("gather", "--params-name", "adm", "--indices",
+                               tmp_path("adm_ids.npy"), *reader)
+            self.assertEqual(self.stdout_tensor(proc)["values"], [5.0])
+            # $TENSORCOMPUTE_ADMIN_TOKEN instead of the file.
+            env = dict(os.environ, TENSORCOMPUTE_ADMIN_TOKEN="admin")
+            proc = subprocess.run([CLI, "delete", "adm", *reader], capture_output=True,
+                                  text=True, env=env, timeout=60)
+            self.assertExit(proc, EXIT_OK)

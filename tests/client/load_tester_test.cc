@@ -88,6 +88,51 @@ TEST(BuildLoadRequests, BodiesAreRequestsWithSharedParams) {
   }
 }
 
+TEST(BuildLoadRequests, ParamsNameSendsOnlyTheNameAndIndicesInRange) {
+  for (bool nd : {false, true}) {
+    LoadRequestSpec spec;
+    spec.nd = nd;
+    spec.params_shape = {7, 3, 2};
+    spec.index_depth = 2;
+    spec.num_indices = 50;
+    spec.distinct_requests = 4;
+    spec.params_name = "emb";
+    auto requests = BuildLoadRequests(spec);
+    ASSERT_THAT(requests.status(), IsOk());
+    for (const grpc::ByteBuffer& body : requests->bodies) {
+      grpc::Slice slice;
+      ASSERT_TRUE(body.DumpToSingleSlice(&slice).ok());
+      v1::Tensor indices;
+      if (nd) {
+        v1::GatherNdRequest request;
+        ASSERT_TRUE(request.ParseFromArray(slice.begin(), static_cast<int>(slice.size())));
+        EXPECT_EQ(request.params_name(), "emb");
+        EXPECT_FALSE(request.has_params());
+        EXPECT_THAT(request.indices().shape(), ElementsAre(50, 2));
+        indices = request.indices();
+      } else {
+        v1::GatherRequest request;
+        ASSERT_TRUE(request.ParseFromArray(slice.begin(), static_cast<int>(slice.size())));
+        EXPECT_EQ(request.params_name(), "emb");
+        EXPECT_FALSE(request.has_params());
+        EXPECT_THAT(request.indices().shape(), ElementsAre(50));
+        indices = request.indices();
+      }
+      const auto* values = reinterpret_cast<const int32_t*>(indices.data().data());
+      for (int i = 0; i < static_cast<int>(indices.data().size() / 4); ++i) {
+        const int64_t dim = nd ? spec.params_shape[i % 2] : spec.params_shape[0];
+        EXPECT_GE(values[i], 0);
+        EXPECT_LT(values[i], dim) << "index " << i;
+      }
+    }
+    // The params (7x3x2 float32: 168 data bytes) no longer travel; the name is a few bytes.
+    spec.params_name.clear();
+    auto inline_requests = BuildLoadRequests(spec);
+    ASSERT_THAT(inline_requests.status(), IsOk());
+    EXPECT_GE(inline_requests->request_bytes - requests->request_bytes, 168 - 8);
+  }
+}
+
 TEST(BuildLoadRequests, RejectsImpossibleSpecs) {
   LoadRequestSpec spec;
   spec.params_shape = {0, 8};

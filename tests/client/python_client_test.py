@@ -453,5 +453,156 @@ class ExampleTest(unittest.TestCase):
         self.assertRegex(run.stderr, r"^error: (UNAVAILABLE|DEADLINE_EXCEEDED): ")
 
 
+class ResidentTensorTest(unittest.TestCase):
+    """put_tensor / list_tensors / delete_tensor / params_name, on two servers of their own
+    with a 1 MiB message limit (so uploads must be chunked)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = ServerProcess("--cpu_threads=2", "--max_message_bytes=1048576")
+        cls.a.__enter__()
+        cls.b = ServerProcess("--cpu_threads=2", "--max_message_bytes=1048576")
+        cls.b.__enter__()
+        cls.client = Client(cls.a.target, timeout=60.0)
+        cls.both = Client(f"ipv4:{cls.a.target},{cls.b.target}", timeout=60.0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.both.close()
+        cls.a.__exit__(None, None, None)
+        cls.b.__exit__(None, None, None)
+
+    def tearDown(self):
+        for server in (self.a, self.b):
+            with Client(server.target) as c:
+                for t in c.list_tensors():
+                    c.delete_tensor(t.name)
+
+    def assertSameArray(self, got, want):
+        self.assertEqual(got.dtype, want.dtype)
+        self.assertEqual(got.shape, want.shape)
+        if want.dtype == object:
+            self.assertEqual(got.tolist(), want.tolist())
+        else:
+            self.assertEqual(got.tobytes(), want.tobytes())
+
+    def test_put_list_gather_by_name_delete(self):
+        rng = np.random.default_rng(11)
+        table = rng.standard_normal((40, 5)).astype(np.float32)
+        info = self.client.put_tensor("emb", table)
+        self.assertIsInstance(info, tensorcompute.TensorInfo)
+        self.assertEqual((info.name, info.dtype, info.shape, info.bytes, info.device,
+                          info.version), ("emb", "float32", (40, 5), 800, "cpu", 1))
+        self.assertLess(abs(info.created.timestamp() - time.time()), 60)
+        self.assertEqual([t.name for t in self.client.list_tensors()], ["emb"])
+        indices = np.array([[39, 0], [-1, 4]])
+        self.assertSameArray(self.client.gather(None, indices, params_name="emb"),
+                             self.client.gather(table, indices))
+        self.assertSameArray(self.client.gather(None, indices, params_name="emb"),
+                             np.take(table, indices, axis=0))
+        self.assertSameArray(self.client.gather_nd(None, indices, params_name="emb"),
+                             ref_gather_nd(table, indices))
+        deleted = self.client.delete_tensor("emb")
+        self.assertEqual(deleted.name, "emb")
+        self.assertEqual(self.client.list_tensors(), [])
+        for call in (lambda: self.client.gather(None, [0], params_name="emb"),
+                     lambda: self.client.delete_tensor("emb")):
+            with self.assertRaises(TensorComputeError) as e:
+                call()
+            self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+
+    def test_params_xor_params_name(self):
+        with self.assertRaises(ValueError):
+            self.client.gather([1, 2], [0], params_name="x")
+        with self.assertRaises(ValueError):
+            self.client.gather_nd(None, [[0]])
+        with self.assertRaises(ValueError):
+            self.client.put_tensor("x", [1], chunk_bytes=0)
+
+    def test_large_and_string_tables_in_many_chunks(self):
+        rng = np.random.default_rng(12)
+        big = rng.standard_normal((1024, 384))  # 3 MiB float64, 3x the message limit
+        self.client.put_tensor("big", big, chunk_bytes=100_000)
+        ids = rng.integers(-1024, 1024, size=50)
+        self.assertSameArray(self.client.gather(None, ids, params_name="big"),
+                             np.take(big, ids, axis=0))
+        words = np.array([b"", "\u00e9t\u00e9".encode(), b"x" * 5000, b"\x00\xff", b"b", b""] * 50,
+                         dtype=object).reshape(100, 3)
+        self.client.put_tensor("words", words, chunk_bytes=1000)
+        ids = rng.integers(0, 100, size=20)
+        self.assertSameArray(self.client.gather(None, ids, params_name="words"),
+                             np.take(words, ids, axis=0))
+        empty = np.zeros((0, 3), dtype=np.int16)
+        self.assertEqual(self.client.put_tensor("empty", empty).shape, (0, 3))
+        bf16 = np.arange(6, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(3, 2)
+        self.assertEqual(self.client.put_tensor("bf16", bf16, chunk_bytes=3).dtype, "bfloat16")
+        self.assertSameArray(self.client.gather(None, [2, 0], params_name="bf16"), bf16[[2, 0]])
+        # 1 MiB chunks plus framing pass the server's 1 MiB limit.
+        with self.assertRaises(TensorComputeError) as e:
+            self.client.put_tensor("too_big_chunks", big)
+        self.assertEqual(e.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertEqual(sorted(t.name for t in self.client.list_tensors()),
+                         ["bf16", "big", "empty", "words"])
+
+    def test_already_exists_and_replace(self):
+        self.client.put_tensor("t", np.arange(3, dtype=np.int32))
+        with self.assertRaises(TensorComputeError) as e:
+            self.client.put_tensor("t", np.arange(4, dtype=np.int32))
+        self.assertEqual(e.exception.code, grpc.StatusCode.ALREADY_EXISTS)
+        info = self.client.put_tensor("t", np.array([7, 8], dtype=np.int64), replace=True)
+        self.assertEqual((info.version, info.dtype, info.shape), (2, "int64", (2,)))
+        self.assertSameArray(self.client.gather(None, [1], params_name="t"),
+                             np.array([8], dtype=np.int64))
+
+    def test_all_targets(self):
+        table = np.arange(8, dtype=np.int64).reshape(4, 2)
+        self.both.put_tensor("shared", table, all_targets=True)
+        for server in (self.a, self.b):
+            with Client(server.target) as c:
+                self.assertEqual([t.name for t in c.list_tensors()], ["shared"])
+        for _ in range(4):  # round-robin over both replicas: each answers
+            self.assertSameArray(self.both.gather(None, [3, 0], params_name="shared"),
+                                 table[[3, 0]])
+        with Client(self.a.target) as c:
+            c.delete_tensor("shared")
+        with self.assertRaises(TensorComputeError) as e:
+            self.both.put_tensor("shared", table, all_targets=True)
+        self.assertEqual(e.exception.code, grpc.StatusCode.ALREADY_EXISTS)
+        self.assertIn(f"put shared: failed on 1 of 2 targets: ipv4:{self.b.target}: "
+                      "ALREADY_EXISTS", e.exception.message)
+        self.assertIn(f"succeeded on: ipv4:{self.a.target}", e.exception.message)
+        self.both.delete_tensor("shared", all_targets=True)
+        for server in (self.a, self.b):
+            with Client(server.target) as c:
+                self.assertEqual(c.list_tensors(), [])
+
+
+    def test_admin_token(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            reader_file, admin_file = os.path.join(tmp, "reader"), os.path.join(tmp, "admin")
+            with open(reader_file, "w") as f:
+                f.write("reader\n")
+            with open(admin_file, "w") as f:
+                f.write("admin\n")
+            with ServerProcess("--cpu_threads=2", f"--auth_token_file={reader_file}",
+                               f"--admin_token_file={admin_file}") as server, \
+                    Client(server.target, auth_token="reader") as reader, \
+                    Client(server.target, auth_token="reader", admin_token="admin") as admin:
+                with self.assertRaises(TensorComputeError) as e:
+                    reader.put_tensor("t", [1, 2])
+                self.assertEqual(e.exception.code, grpc.StatusCode.PERMISSION_DENIED)
+                admin.put_tensor("t", [1, 2])
+                self.assertEqual([t.name for t in reader.list_tensors()], ["t"])
+                self.assertEqual(reader.gather(None, [1], params_name="t").tolist(), [2])
+                with self.assertRaises(TensorComputeError) as e:
+                    reader.delete_tensor("t")
+                self.assertEqual(e.exception.code, grpc.StatusCode.PERMISSION_DENIED)
+                admin.delete_tensor("t")
+        with self.assertRaises(ValueError):
+            Client(self.a.target, admin_token="two\nlines")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "client/half_float.h"
 #include "core/dtype.h"
+#include "core/half_float.h"
 #include "core/tensor.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
@@ -25,7 +25,14 @@
 namespace tensorcompute::client {
 namespace {
 
+using core::BFloat16ToFloat;
 using core::DataType;
+using core::DoubleToFloat;
+using core::FloatToBFloat16;
+using core::FloatToHalf;
+using core::HalfToFloat;
+using core::ParseNpy;
+using core::SerializeNpy;
 using core::Shape;
 using core::Tensor;
 using tensorcompute::testing::IsOk;

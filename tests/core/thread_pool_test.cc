@@ -48,6 +48,29 @@ TEST(ThreadPool, SizeIsTheRequestedThreadCount) {
   EXPECT_GE(ThreadPool(-2).size(), 1);
 }
 
+TEST(ThreadPool, EveryWorkerRunsTheStartHookOnItselfBeforeAnyTask) {
+  absl::Mutex mu;
+  std::set<std::thread::id> started;
+  bool task_saw_hook = false;
+  {
+    ThreadPool pool(3, [&] {
+      absl::MutexLock lock(&mu);
+      started.insert(std::this_thread::get_id());
+    });
+    absl::Notification ran;
+    pool.Schedule([&] {
+      absl::MutexLock lock(&mu);
+      task_saw_hook = started.count(std::this_thread::get_id()) == 1;
+      ran.Notify();
+    });
+    ran.WaitForNotification();
+  }  // joins the workers: every one has started
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(started.size(), 3u);
+  EXPECT_EQ(started.count(std::this_thread::get_id()), 0u);
+  EXPECT_TRUE(task_saw_hook);
+}
+
 TEST(ThreadPool, ParallelForCoversTheRangeExactlyOnce) {
   for (int threads : {1, 2, 4}) {
     ThreadPool pool(threads);

@@ -4,7 +4,8 @@
 // byte-identical to the reference and to the CPU, doc examples, the CPU's bad-index message,
 // strings and empty outputs on the fallback, 32 small tasks in one batch, tasks larger than
 // the staging buffer (chunked copies both ways), cancelled and expired tasks, make_output,
-// concurrent Run calls, and a destructor that finishes what it was given.
+// concurrent Run calls, a destructor that finishes what it was given, and resident tables:
+// CudaUploadTable's errors, and tasks on uploaded tables reading the device copy in place.
 
 #include "core/cuda/cuda_executor.h"
 
@@ -119,6 +120,13 @@ TEST(CudaExecutorCreate, IsUnimplementedWithoutCuda) {
   EXPECT_EQ(CudaDeviceCount(), 0);
 }
 #endif
+
+TEST(CudaUploadTable, FailsCleanlyWithoutADevice) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  const core::Tensor t = MakeTensor<float>({2}, {1, 2});
+  EXPECT_THAT(CudaUploadTable(0, t).status().code(),
+              AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kUnimplemented));
+}
 
 // ---- tests that need a device ----
 
@@ -498,6 +506,107 @@ TEST_F(CudaExecutorTest, DestructorFinishesEverythingItWasGiven) {
   while (batches_done.load() < 6 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
   ASSERT_EQ(batches_done.load(), 6);
   for (const std::unique_ptr<Case>& c : cases) ASSERT_TRUE(AgreesWithCpuAndReference(*c));
+}
+
+}  // namespace
+}  // namespace tensorcompute::cuda
+
+namespace tensorcompute::cuda {
+namespace {
+
+// A resident table on device 0: the entry a server would publish after CudaUploadTable.
+std::shared_ptr<const core::ResidentTensor> UploadedTable(core::Tensor tensor) {
+  absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, tensor);
+  EXPECT_THAT(copy, IsOk());
+  if (!copy.ok()) return nullptr;
+  auto entry = std::make_shared<core::ResidentTensor>();
+  entry->name = "table";
+  entry->tensor = std::move(tensor);
+  entry->device = "gpu:0";
+  entry->device_copy = *std::move(copy);
+  return entry;
+}
+
+TEST_F(CudaExecutorTest, UploadTableRefusesStringsAndMissingDevices) {
+  EXPECT_THAT(CudaUploadTable(0, MakeStrings({1}, {"a"})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("string")));
+  EXPECT_THAT(CudaUploadTable(CudaDeviceCount(), MakeTensor<float>({1}, {1})),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("does not exist")));
+  absl::StatusOr<core::DeviceCopy> empty = CudaUploadTable(0, MakeTensor<float>({0, 4}, {}));
+  ASSERT_THAT(empty, IsOk());
+  EXPECT_EQ(empty->gpu, 0);
+  EXPECT_NE(empty->data, nullptr);
+}
+
+// Tasks on uploaded tables read the device copy: their params views point at zeroed host
+// tensors of the same shape, and max_task_bytes is below the tables' size, so a task whose
+// params travelled (or that ran on the CPU) would come back wrong. Inline tasks, a bad index
+// and a cancelled task share the batch.
+TEST_F(CudaExecutorTest, TasksOnAResidentTableGatherFromItsDeviceCopy) {
+  CudaExecutorOptions options;
+  options.max_task_bytes = 16 << 10;
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  Rng rng(0x7ab1e);
+  struct Resident {
+    std::shared_ptr<const core::ResidentTensor> table;
+    core::Tensor zeros;  // what the tasks' params views show on the host
+  };
+  std::vector<Resident> tables;
+  for (core::DataType dtype :
+       {core::DataType::kFloat32, core::DataType::kInt8, core::DataType::kComplex128}) {
+    core::Tensor t = RandomTensor(dtype, {2048, 16}, rng);
+    core::Tensor zeros = t.Clone();
+    std::memset(zeros.mutable_bytes().data(), 0, zeros.mutable_bytes().size());
+    ASSERT_GT(static_cast<int64_t>(t.bytes().size()), options.max_task_bytes);
+    tables.push_back({UploadedTable(std::move(t)), std::move(zeros)});
+    ASSERT_NE(tables.back().table, nullptr);
+  }
+  std::vector<std::unique_ptr<Case>> cases;
+  std::vector<int> table_of;  // -1: inline
+  for (int i = 0; i < 48; ++i) {
+    const int t = i % 4 == 3 ? -1 : i % 3;
+    if (t < 0) {
+      cases.push_back(
+          MakeCase(RandomGatherRequest(core::DataType::kInt16, core::DataType::kInt64, rng)));
+    } else {
+      GatherRequest req;
+      req.params = tables[t].table->tensor.Clone();
+      const core::DataType index_dtype = i % 2 ? core::DataType::kInt32 : core::DataType::kInt64;
+      if (i % 5 == 0) {
+        req.nd = true;
+        req.indices = RandomIndices(index_dtype, {8, 2}, {2048, 16}, rng);
+      } else {
+        req.axis = 0;
+        req.indices = RandomIndices(index_dtype, {UniformInt(rng, 1, 16)}, {2048}, rng);
+      }
+      if (i == 4) InjectOutOfRangeIndices(req, 1, rng);
+      cases.push_back(MakeCase(std::move(req)));
+    }
+    table_of.push_back(t);
+  }
+  batching::Batch batch;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::unique_ptr<batching::Task> task = MakeTask(*cases[i]);
+    if (table_of[i] >= 0) {
+      task->params = tables[table_of[i]].zeros.view();
+      task->table = tables[table_of[i]].table;
+    }
+    if (i == 7) task->cancel->Cancel();
+    batch.push_back(std::move(task));
+  }
+  absl::Notification finished;
+  executor->Run(std::move(batch), [&finished] { finished.Notify(); });
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (i == 7) {
+      EXPECT_THAT(cases[i]->got, StatusIs(absl::StatusCode::kCancelled));
+      EXPECT_TRUE(SentinelIntact(cases[i]->output));
+      continue;
+    }
+    ASSERT_TRUE(AgreesWithCpuAndReference(*cases[i])) << "task " << i;
+  }
+  EXPECT_THAT(cases[4]->got, StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The CUDA batch path without a GPU: PlanBatch's layout, PackInput / UnpackTask, and
 // RunBatchOnHost, which runs the kernel's per-unit code (gather_unit.h) over every unit of a
 // batch on the CPU. Random batches of every fixed-size dtype must agree with the reference
-// byte for byte, and bad indices must give the CPU's exact message.
+// byte for byte, and bad indices must give the CPU's exact message. Resident params (a
+// table's device copy, here a host pointer standing for the device address) take no space in
+// the input buffer and are read in place.
 
 #include "core/cuda/gather_batch.h"
 
@@ -31,9 +33,11 @@ absl::StatusOr<core::GatherPlan> Plan(const GatherRequest& r) {
 }
 
 // Runs `requests` as one batch through the host twin of the device pass; returns each task's
-// result.
+// result. Tasks marked in `resident` read their params in place, as from a resident table's
+// device copy (the host pointer stands for the device address).
 std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<GatherRequest>& requests,
-                                                   bool force_64bit = false) {
+                                                   bool force_64bit = false,
+                                                   const std::vector<bool>& resident = {}) {
   std::vector<core::GatherPlan> plans;
   std::vector<core::TensorView> params, indices;
   for (const GatherRequest& r : requests) {
@@ -48,7 +52,11 @@ std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<GatherReque
     param_ptrs.push_back(&params[i]);
     index_ptrs.push_back(&indices[i]);
   }
-  BatchLayout layout = PlanBatch(plan_ptrs);
+  std::vector<const void*> resident_ptrs;
+  for (size_t i = 0; i < resident.size(); ++i) {
+    resident_ptrs.push_back(resident[i] ? params[i].data.data() : nullptr);
+  }
+  BatchLayout layout = PlanBatch(plan_ptrs, resident_ptrs);
   if (force_64bit) layout.fits_32bit = false;
   std::vector<uint8_t> input(layout.input_bytes, 0xAB), output(layout.output_bytes, 0xCD);
   PackInput(layout, param_ptrs, index_ptrs, input.data());
@@ -154,6 +162,61 @@ TEST(RunBatchOnHost, RandomBatchesAgreeWithTheReference) {
       requests.push_back(RandomGpuRequest(rng, testing::Chance(rng, 0.2)));
     const bool force_64bit = batch % 3 == 0;
     const auto results = RunBatch(requests, force_64bit);
+    for (int i = 0; i < n; ++i) {
+      SCOPED_TRACE(requests[i].DebugString());
+      EXPECT_TRUE(testing::AgreesWithReference(results[i], testing::RunReference(requests[i])));
+    }
+  }
+}
+
+TEST(PlanBatch, ResidentParamsTakeNoSpaceInTheInputBuffer) {
+  Rng rng(12);
+  std::vector<GatherRequest> requests;
+  for (int i = 0; i < 6; ++i) requests.push_back(RandomGpuRequest(rng, false));
+  std::vector<core::GatherPlan> plans;
+  std::vector<const core::GatherPlan*> ptrs;
+  std::vector<core::TensorView> params, indices;
+  std::vector<const core::TensorView*> param_ptrs, index_ptrs;
+  std::vector<const void*> resident;
+  for (const auto& r : requests) {
+    plans.push_back(*Plan(r));
+    params.push_back(r.params.view());
+    indices.push_back(r.indices.view());
+  }
+  for (size_t i = 0; i < plans.size(); ++i) {
+    ptrs.push_back(&plans[i]);
+    param_ptrs.push_back(&params[i]);
+    index_ptrs.push_back(&indices[i]);
+    resident.push_back(params[i].data.data());
+  }
+  const BatchLayout layout = PlanBatch(ptrs, resident);
+  uint64_t expected =
+      (layout.dims_offset + layout.dims.size() * sizeof(int64_t) + kRegionAlignment - 1) /
+      kRegionAlignment * kRegionAlignment;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    EXPECT_EQ(layout.descs[i].params_address, reinterpret_cast<uint64_t>(resident[i]));
+    EXPECT_EQ(layout.descs[i].indices_offset, expected);
+    expected += (requests[i].indices.bytes().size() + kRegionAlignment - 1) / kRegionAlignment *
+                kRegionAlignment;
+  }
+  EXPECT_EQ(layout.input_bytes, expected);  // descriptors, dims and indices only
+  const std::vector<uint8_t> tables = PackTables(layout);
+  for (const Piece& piece : InputPieces(layout, tables, param_ptrs, index_ptrs)) {
+    for (const core::TensorView& p : params) EXPECT_NE(piece.src, p.data.data());
+  }
+}
+
+TEST(RunBatchOnHost, ResidentAndCopiedParamsMixedAgreeWithTheReference) {
+  Rng rng(2025);
+  for (int batch = 0; batch < 300; ++batch) {
+    std::vector<GatherRequest> requests;
+    std::vector<bool> resident;
+    const int n = static_cast<int>(testing::UniformInt(rng, 1, 8));
+    for (int i = 0; i < n; ++i) {
+      requests.push_back(RandomGpuRequest(rng, testing::Chance(rng, 0.2)));
+      resident.push_back(testing::Chance(rng, 0.5));
+    }
+    const auto results = RunBatch(requests, batch % 3 == 0, resident);
     for (int i = 0; i < n; ++i) {
       SCOPED_TRACE(requests[i].DebugString());
       EXPECT_TRUE(testing::AgreesWithReference(results[i], testing::RunReference(requests[i])));

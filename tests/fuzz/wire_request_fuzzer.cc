@@ -1,7 +1,8 @@
-// wire_request_fuzzer: bytes -> a GatherRequest or GatherNdRequest -> the server's request path
-// without gRPC.
+// wire_request_fuzzer: bytes -> a GatherRequest, GatherNdRequest or KServe v2 ModelInferRequest
+// -> the server's request path without gRPC.
 //
-// The first byte picks the message (even: GatherRequest, odd: GatherNdRequest); the rest is
+// The first byte picks the message (bit 7 set: a ModelInferRequest; else even: GatherRequest,
+// odd: GatherNdRequest); the rest is
 // parsed with ParseFromArray, so garbage simply fails to parse. A parsed request then goes the
 // way server/compute_service.cc's Submit and the CPU executor send it: proto::ViewTensor for
 // params and indices, core::PlanGather/PlanGatherNd with the server's default limits (max_rank
@@ -16,6 +17,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+#include "inference/grpc_predict_v2.pb.h"
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
 #include "core/dtype.h"
@@ -23,6 +25,7 @@
 #include "core/gather_plan.h"
 #include "core/tensor.h"
 #include "proto/tensor_codec.h"
+#include "server/kserve_codec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace tensorcompute::fuzz {
@@ -83,6 +86,51 @@ void Serve(const v1::Tensor& params_pb, const v1::Tensor& indices_pb, bool nd,
   CheckAgainstReference(*plan, *params, *indices, axis, batch_dims, executed, *output_view);
 }
 
+// KServe v2: ModelInfer's decode (server/kserve_codec.h; no resident tables), the executor,
+// and the response's completion, as compute_service.cc runs them.
+void ServeInfer(const inference::ModelInferRequest& request) {
+  server::kserve::InferJob job;
+  const absl::Status prepared =
+      server::kserve::PrepareInfer(request, nullptr, ServerPlanOptions(), &job);
+  if (!prepared.ok()) {
+    Check(!prepared.message().empty(), "PrepareInfer: empty error message");
+    Check(prepared.code() == absl::StatusCode::kInvalidArgument ||
+              prepared.code() == absl::StatusCode::kNotFound ||
+              prepared.code() == absl::StatusCode::kResourceExhausted,
+          "PrepareInfer: unexpected code " + prepared.ToString());
+    return;
+  }
+  // The axis and batch_dims the plan was made with, as the reference wants them.
+  std::optional<int64_t> axis;
+  int64_t batch_dims = 0;
+  for (const auto& [name, value] : request.parameters()) {
+    const int64_t v = value.parameter_choice_case() == inference::InferParameter::kInt64Param
+                          ? value.int64_param()
+                          : static_cast<int64_t>(value.uint64_param());
+    if (name == "axis") axis = v;
+    if (name == "batch_dims") batch_dims = v;
+  }
+  CheckPlan(job.plan, job.params, batch_dims);
+  inference::ModelInferResponse response;
+  const core::MutableTensorView output = server::kserve::PrepareInferOutput(&job, &response);
+  const absl::Status executed = core::ExecuteGather(job.plan, job.params, job.indices, output);
+  core::TensorView output_view;
+  output_view.dtype = output.dtype;
+  output_view.shape = output.shape;
+  output_view.data = output.data;
+  std::vector<const std::string*> strings(output.strings.begin(), output.strings.end());
+  output_view.strings = strings;
+  CheckAgainstReference(job.plan, job.params, job.indices, axis, batch_dims, executed, output_view);
+  if (!executed.ok()) return;
+  server::kserve::CompleteInferResponse(request, &job, &response);
+  Check(response.outputs_size() == 1 && response.raw_output_contents_size() == 1,
+        "response: one output with raw contents");
+  if (job.plan.dtype != core::DataType::kString) {
+    Check(static_cast<int64_t>(response.raw_output_contents(0).size()) == job.plan.output_bytes,
+          "response: raw output size != plan's output bytes");
+  }
+}
+
 }  // namespace
 }  // namespace tensorcompute::fuzz
 
@@ -92,6 +140,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool nd = (data[0] & 1) != 0;
   const auto* body = data + 1;
   const int body_size = static_cast<int>(size - 1);
+  if ((data[0] & 0x80) != 0) {
+    inference::ModelInferRequest request;
+    if (!request.ParseFromArray(body, body_size)) return 0;
+    fuzz::ServeInfer(request);
+    return 0;
+  }
   if (!nd) {
     v1::GatherRequest request;
     if (!request.ParseFromArray(body, body_size)) return 0;

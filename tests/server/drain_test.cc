@@ -109,7 +109,8 @@ class ServerProcess {
   void Signal(int signal) { kill(pid_, signal); }
 
   // Waits for the process to exit; returns its exit code (128 + n if killed by signal n), or
-  // nullopt if it is still running after `timeout`.
+  // nullopt if it is still running after `timeout`. Once it has exited, output() holds all it
+  // wrote: the reader has read the pipe to its end.
   std::optional<int> WaitForExit(absl::Duration timeout) {
     WaitFor(
         [&] {
@@ -119,6 +120,7 @@ class ServerProcess {
           return true;
         },
         timeout);
+    if (exit_code_.has_value() && reader_.joinable()) reader_.join();
     return exit_code_;
   }
 

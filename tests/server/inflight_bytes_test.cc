@@ -1,11 +1,14 @@
-// max_inflight_bytes: each accepted request holds its message's and its output's bytes until
-// its answer is sent; one that does not fit is refused at once with UNAVAILABLE ("server
-// overloaded"), and the budget is given back when answers go out.
+// max_inflight_bytes: a call is read only with a receive credit of the largest message; each
+// accepted request then holds its message's and its output's bytes until its answer is sent;
+// one that does not fit is refused at once with UNAVAILABLE ("server overloaded"), and the
+// budget is given back when answers go out (server/byte_budget.h).
 
 #include <memory>
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
 #include "server/byte_budget.h"
@@ -19,6 +22,7 @@ namespace {
 using ::tensorcompute::server::test_support::AsyncGather;
 using ::tensorcompute::server::test_support::IsLargeGatherAnswer;
 using ::tensorcompute::server::test_support::LargeGatherRequest;
+using ::tensorcompute::server::test_support::MakeChannel;
 using ::tensorcompute::server::test_support::MakeStub;
 using ::tensorcompute::server::test_support::SendGather;
 using ::tensorcompute::server::test_support::SmallGather;
@@ -26,9 +30,17 @@ using ::tensorcompute::server::test_support::TestOptions;
 using ::tensorcompute::server::test_support::WaitFor;
 using ::tensorcompute::testing::IsOk;
 using ::tensorcompute::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-TEST(ByteBudgetTest, ReservesWithinTheLimitAndAlwaysAdmitsALoneRequest) {
+// A waiter that records its grant.
+class Recorder : public ByteBudget::Waiter {
+ public:
+  void OnGranted() override { ++granted; }
+  int granted = 0;
+};
+
+TEST(ByteBudgetTest, WorkReservationsStayWithinTheLimitAndALoneRequestIsAlwaysAdmitted) {
   ByteBudget budget(100);
   EXPECT_TRUE(budget.TryReserve(60));
   EXPECT_TRUE(budget.TryReserve(40));
@@ -39,39 +51,206 @@ TEST(ByteBudgetTest, ReservesWithinTheLimitAndAlwaysAdmitsALoneRequest) {
   budget.Release(100);
   EXPECT_EQ(budget.used(), 0);
   EXPECT_TRUE(budget.TryReserve(1000));  // alone: admitted even over the limit
-  EXPECT_FALSE(budget.TryReserve(0 + 1));
-  budget.Release(1000);
+  EXPECT_FALSE(budget.TryReserve(1));
+  EXPECT_TRUE(budget.TryGrow(1000, 5));  // still alone: may grow
+  budget.Release(1005);
   EXPECT_EQ(budget.used(), 0);
 }
 
-TEST(InflightBytesTest, RequestBeyondTheBudgetIsRefusedUntilTheFirstIsAnswered) {
-  // The first request (1 MiB of params, 2 MiB of output) waits for its batch to fill
-  // (max_queue_delay 2 s) while holding its bytes; a second one does not fit a 4 MiB budget.
+TEST(ByteBudgetTest, ReadingNeedsACreditOfTheLargestMessage) {
+  ByteBudget budget(/*limit=*/100, /*max_message_bytes=*/30, /*max_waiting=*/2);
+  EXPECT_EQ(budget.receive_credit(), 30);
+  Recorder a, b, c, d, e, f;
+  EXPECT_EQ(budget.AcquireReceive(&a), ByteBudget::Admission::kGranted);
+  EXPECT_EQ(budget.AcquireReceive(&b), ByteBudget::Admission::kGranted);
+  EXPECT_EQ(budget.AcquireReceive(&c), ByteBudget::Admission::kGranted);
+  EXPECT_EQ(budget.used(), 90);
+  // Room for work, but credits fill it: d and e wait in line; the line holds 2.
+  EXPECT_EQ(budget.AcquireReceive(&d), ByteBudget::Admission::kQueued);
+  EXPECT_EQ(budget.AcquireReceive(&e), ByteBudget::Admission::kQueued);
+  EXPECT_EQ(budget.AcquireReceive(&f), ByteBudget::Admission::kRefused);
+  EXPECT_EQ(budget.waiting(), 2);
+  // a's message was 5 bytes: its credit becomes 5 bytes of work, and d gets the room.
+  budget.ReceiveDone(5);
+  EXPECT_EQ(d.granted, 1);
+  EXPECT_EQ(e.granted, 0);
+  EXPECT_EQ(budget.used(), 5 + 90);
+  // e leaves the line (its deadline passed): no grant comes, and it cannot leave twice.
+  EXPECT_TRUE(budget.CancelWait(&e));
+  EXPECT_FALSE(budget.CancelWait(&e));
+  EXPECT_FALSE(budget.CancelWait(&d));  // already granted
+  // Work of 5 + 70 of the output, accepted: 75 + 3 credits of 30 > 100.
+  budget.ReceiveDone(0);  // b's read failed
+  budget.ReceiveDone(0);  // c's too
+  EXPECT_TRUE(budget.TryGrow(5, 40));
+  EXPECT_EQ(budget.used(), 45 + 30);
+  EXPECT_FALSE(budget.TryGrow(45, 30));  // 75 + 30 > 100, and not alone
+  // Accepted work alone leaves no room for one more message: refused at once, not queued.
+  budget.ReceiveDone(0);               // d's read failed
+  EXPECT_TRUE(budget.TryReserve(30));  // 75 of work: no room for a 30-byte credit
+  Recorder g;
+  EXPECT_EQ(budget.AcquireReceive(&g), ByteBudget::Admission::kRefused);
+  EXPECT_EQ(g.granted, 0);
+  budget.Release(75);
+  EXPECT_EQ(budget.used(), 0);
+}
+
+TEST(ByteBudgetTest, TheLineIsServedInArrivalOrderAsBytesComeBack) {
+  ByteBudget budget(/*limit=*/60, /*max_message_bytes=*/30);
+  Recorder first, second, w1, w2, w3;
+  ASSERT_EQ(budget.AcquireReceive(&first), ByteBudget::Admission::kGranted);
+  ASSERT_EQ(budget.AcquireReceive(&second), ByteBudget::Admission::kGranted);
+  ASSERT_EQ(budget.AcquireReceive(&w1), ByteBudget::Admission::kQueued);
+  ASSERT_EQ(budget.AcquireReceive(&w2), ByteBudget::Admission::kQueued);
+  ASSERT_EQ(budget.AcquireReceive(&w3), ByteBudget::Admission::kQueued);
+  budget.ReceiveDone(0);  // first's read failed: room for one credit, w1's
+  EXPECT_EQ(w1.granted, 1);
+  EXPECT_EQ(w2.granted + w3.granted, 0);
+  budget.ReceiveDone(10);  // second's message: 10 of work + w1's 30, no room for 30 more
+  EXPECT_EQ(w2.granted, 0);
+  budget.Release(10);  // its answer went out
+  EXPECT_EQ(w2.granted, 1);
+  EXPECT_EQ(w3.granted, 0);
+  EXPECT_TRUE(budget.CancelWait(&w3));
+  budget.ReceiveDone(0);  // w1
+  budget.ReceiveDone(0);  // w2
+  EXPECT_EQ(budget.used(), 0);
+  EXPECT_EQ(budget.waiting(), 0);
+}
+
+TEST(ByteBudgetTest, ACreditNeverExceedsTheLimit) {
+  ByteBudget budget(/*limit=*/10, /*max_message_bytes=*/1000);
+  EXPECT_EQ(budget.receive_credit(), 10);
+}
+
+// The first request of these tests (0.625 MiB of params, 1.875 MiB of output; messages of at
+// most 2 MiB, so reading one needs 4 MiB free) waits for its batch to fill (max_queue_delay 4 s)
+// while it holds its 2.5 MiB.
+ServerOptions HeldRequestOptions(int64_t budget) {
   ServerOptions options = TestOptions();
-  options.max_inflight_bytes = int64_t{4} << 20;
+  options.max_inflight_bytes = budget;
+  options.max_message_bytes = int64_t{2} << 20;
   options.max_batch_size = 64;
-  options.max_queue_delay_us = 2'000'000;
-  auto server = Server::Start(options);
+  options.max_queue_delay_us = 4'000'000;
+  return options;
+}
+constexpr int64_t kHeldRowBytes = 640 << 10;
+
+TEST(InflightBytesTest, WhenAcceptedWorkLeavesNoRoomNewCallsAreRefusedUnreadUntilItIsAnswered) {
+  // 2.5 MiB held of a 6 MiB budget: no 4 MiB free, so any new call, large or small, is refused
+  // at once, its message never read.
+  auto server = Server::Start(HeldRequestOptions(int64_t{6} << 20));
   ASSERT_THAT(server.status(), IsOk());
   auto stub = MakeStub((*server)->port());
-  const int64_t row_bytes = 1 << 20;
-  AsyncGather held(*stub, LargeGatherRequest(row_bytes, 2));
+  AsyncGather held(*stub, LargeGatherRequest(kHeldRowBytes, 3));
   ASSERT_TRUE(WaitFor([&] { return (*server)->batcher().queue_depth() == 1; }));
-
-  EXPECT_THAT(SendGather(*stub, LargeGatherRequest(row_bytes, 2)),
+  const std::string refusal =
+      "of the max_inflight_bytes budget of 6291456 bytes are in use, and reading a request "
+      "needs 4194304 bytes free (twice max_message_bytes); retry with backoff";
+  EXPECT_THAT(SendGather(*stub, LargeGatherRequest(kHeldRowBytes, 3)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr(refusal)));
+  EXPECT_THAT(SendGather(*stub, SmallGather()),
               StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("server overloaded: this request needs ")));
-  // A small request still fits beside it.
-  AsyncGather small(*stub, SmallGather());
+                       AllOf(HasSubstr("server overloaded: "), HasSubstr(refusal))));
 
   ASSERT_TRUE(held.Wait());
   ASSERT_TRUE(held.status().ok()) << held.status().error_message();
-  EXPECT_TRUE(IsLargeGatherAnswer(held.response(), row_bytes, 2));
-  ASSERT_TRUE(small.Wait());
-  EXPECT_TRUE(small.status().ok()) << small.status().error_message();
-  // Answered and sent: the budget is free again, and the same request now runs.
+  EXPECT_TRUE(IsLargeGatherAnswer(held.response(), kHeldRowBytes, 3));
+  // Answered and sent: the budget is free again, and the same requests now run.
   EXPECT_TRUE(WaitFor([&] { return (*server)->inflight_budget().used() == 0; }));
-  EXPECT_THAT(SendGather(*stub, LargeGatherRequest(row_bytes, 2)), IsOk());
+  EXPECT_THAT(SendGather(*stub, LargeGatherRequest(kHeldRowBytes, 3)), IsOk());
+  // Its bytes come back when the server's side of the call is done, a moment after the client
+  // has the answer (under load, long enough for the next call to find them still held).
+  EXPECT_TRUE(WaitFor([&] { return (*server)->inflight_budget().used() == 0; }));
+  EXPECT_THAT(SendGather(*stub, SmallGather()), IsOk());
+}
+
+TEST(InflightBytesTest, WithRoomLeftTheNextCallIsReadAndAnsweredBesideTheFirst) {
+  // 2.5 MiB held of a 7 MiB budget: 4.5 MiB free, enough to read another call.
+  auto server = Server::Start(HeldRequestOptions(int64_t{7} << 20));
+  ASSERT_THAT(server.status(), IsOk());
+  auto stub = MakeStub((*server)->port());
+  AsyncGather held(*stub, LargeGatherRequest(kHeldRowBytes, 3));
+  ASSERT_TRUE(WaitFor([&] { return (*server)->batcher().queue_depth() == 1; }));
+  AsyncGather second(*stub, LargeGatherRequest(kHeldRowBytes, 3));
+  ASSERT_TRUE(second.Wait());
+  ASSERT_TRUE(held.Wait());
+  EXPECT_TRUE(held.status().ok()) << held.status().error_message();
+  EXPECT_TRUE(second.status().ok()) << second.status().error_message();
+  EXPECT_TRUE(IsLargeGatherAnswer(second.response(), kHeldRowBytes, 3));
+  EXPECT_TRUE(WaitFor([&] { return (*server)->inflight_budget().used() == 0; }));
+}
+
+TEST(InflightBytesTest, ACallWaitingForRoomToBeReadEndsAtItsDeadline) {
+  // One credit only (budget = max message = 2 MiB), held by a call whose client sends its
+  // headers and then nothing: the next call waits in line, and its deadline ends it there.
+  ServerOptions options = TestOptions();
+  options.max_inflight_bytes = int64_t{2} << 20;
+  options.max_message_bytes = int64_t{2} << 20;
+  auto server = Server::Start(options);
+  ASSERT_THAT(server.status(), IsOk());
+  auto channel = MakeChannel((*server)->port());
+  grpc::GenericStub generic(channel);
+  // A streaming call on the Gather method: headers go out, no message follows.
+  grpc::ClientContext silent_context;
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> silent =
+      generic.PrepareCall(&silent_context, "/tensorcompute.v1.TensorCompute/Gather", &cq);
+  silent->StartCall(reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  ASSERT_TRUE(ok);
+  ASSERT_TRUE(WaitFor([&] { return (*server)->inflight_budget().used() == (int64_t{2} << 20); }));
+
+  auto stub = MakeStub((*server)->port());
+  EXPECT_THAT(SendGather(*stub, SmallGather(), absl::Milliseconds(300)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_TRUE(WaitFor([&] {
+    return (*server)->metrics().requests(Rpc::kGather, absl::StatusCode::kDeadlineExceeded) == 1;
+  }));
+  EXPECT_EQ((*server)->inflight_budget().waiting(), 0);
+
+  // The silent client hangs up: its credit comes back and calls are read again.
+  silent_context.TryCancel();
+  grpc::Status finish_status;
+  silent->Finish(&finish_status, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  EXPECT_TRUE(WaitFor([&] { return (*server)->inflight_budget().used() == 0; }));
+  EXPECT_THAT(SendGather(*stub, SmallGather()), IsOk());
+}
+
+TEST(InflightBytesTest, ACallThatEndsWithoutAMessageIsInvalidArgument) {
+  ServerOptions options = TestOptions();
+  auto server = Server::Start(options);
+  ASSERT_THAT(server.status(), IsOk());
+  grpc::GenericStub generic(MakeChannel((*server)->port()));
+  grpc::ClientContext context;
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareCall(&context, "/tensorcompute.v1.TensorCompute/GatherNd", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  call->WritesDone(reinterpret_cast<void*>(2));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            "the call carried no tensorcompute.v1.GatherNdRequest message (a unary RPC sends "
+            "exactly one)");
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    return (*server)->metrics().requests(Rpc::kGatherNd, absl::StatusCode::kInvalidArgument) == 1;
+  }));
+  EXPECT_EQ((*server)->inflight_budget().used(), 0);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 The binary's startup line ("... listening on HOST:PORT port=N ...") gives the port (and, with
 --health_listen, its "security: ... plaintext health on port N" line `server.health_port`;
+with --http_listen, `server.http_port`, the KServe v2 HTTP/REST port;
 `server.signal(signal.SIGHUP)` reloads --auth_token_file). Its output
 is drained on a thread (kept in `server.output`) so that a full pipe never stalls it; on exit
 the server gets SIGTERM and must exit within `stop_timeout` seconds.
@@ -29,6 +30,7 @@ class ServerProcess:
         self.port = None
         self.metrics_port = None
         self.health_port = None
+        self.http_port = None
         self._process = None
 
     @property
@@ -46,6 +48,8 @@ class ServerProcess:
                 self.port = int(match.group(1))
                 metrics = re.search(r"\bmetrics_port=(\d+)", line)
                 self.metrics_port = int(metrics.group(1)) if metrics else None
+                http = re.search(r"\bhttp_port=(\d+)", line)
+                self.http_port = int(http.group(1)) if http else None
                 if not any(f.startswith("--health_listen=") for f in self.flags):
                     break
             match = re.search(r"plaintext health on port (\d+)", line)
@@ -59,6 +63,14 @@ class ServerProcess:
         self._drain = threading.Thread(target=self._read_rest, daemon=True)
         self._drain.start()
         return self
+
+    def status_kib(self, field):
+        """A kibibyte field of the server's /proc/PID/status, e.g. "VmRSS" or "VmHWM"."""
+        with open(f"/proc/{self._process.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        raise KeyError(field)
 
     def signal(self, signum):
         self._process.send_signal(signum)

@@ -58,9 +58,29 @@ root_certificates the system's roots are used. tls_server_name overrides the nam
 against the server's certificate (gRPC's ssl_target_name_override). auth_token (str) is sent
 on every call as "authorization: Bearer <token>"; a missing or wrong one gets UNAUTHENTICATED.
 A TLS mismatch (plaintext to a TLS server, an untrusted server certificate, no client
-certificate for an mTLS server) shows as UNAVAILABLE.
+certificate for an mTLS server) shows as UNAVAILABLE. admin_token (str), when set, is sent
+instead of auth_token by put_tensor and delete_tensor (the server's --admin_token_file; without
+it they answer PERMISSION_DENIED).
+
+Resident tensors: a table stored on the server once, then gathered from by name, so that
+each call carries only its indices:
+
+    client.put_tensor("emb", table)                   # uploaded in 1 MiB chunks
+    client.gather(None, ids, params_name="emb")       # == client.gather(table, ids), bit for bit
+    client.list_tensors()                             # [TensorInfo(name='emb', ...)]
+    client.delete_tensor("emb")
+
+Every server replica holds its own copy; nothing is shared between replicas. With a target
+that lists several addresses ("ipv4:10.0.0.1:50051,10.0.0.2:50051"), put_tensor and
+delete_tensor with all_targets=True reach each address in turn; otherwise they reach one
+address, the one the channel picks. A "dns:///name" target is one target whatever it resolves
+to, so for a Kubernetes Deployment preload the table on every pod from a volume (the server's
+`--preload NAME=PATH.npy`), or list the pods' addresses. A gather by name that reaches a
+replica without the table raises NOT_FOUND.
 """
 
+import collections
+import datetime
 import json
 import operator
 import os
@@ -74,7 +94,19 @@ import numpy as np
 from tensorcompute.v1 import tensorcompute_pb2 as pb
 from tensorcompute.v1 import tensorcompute_pb2_grpc as pb_grpc
 
-__all__ = ["Client", "TensorComputeError"]
+__all__ = ["Client", "TensorComputeError", "TensorInfo"]
+
+_DEFAULT_CHUNK_BYTES = 1 << 20
+
+TensorInfo = collections.namedtuple(
+    "TensorInfo", ["name", "dtype", "shape", "bytes", "device", "version", "created"])
+TensorInfo.__doc__ = """A resident tensor as the server describes it.
+
+name (str); dtype (str: "float32", "string", ... as numpy names it; "bfloat16"); shape (tuple
+of ints); bytes (int: what it counts against the server's --max_resident_bytes); device (str:
+"cpu" or "gpu:N"); version (int: 1 for a name's first tensor, one more per replacement);
+created (datetime.datetime, UTC: when this version became visible).
+"""
 
 _INITIAL_BACKOFF_S = 0.1
 # round_robin over every address the target resolves to, skipping servers whose health
@@ -120,6 +152,9 @@ _WIRE_TO_NUMPY = {
     pb.DT_COMPLEX64: np.dtype(np.complex64),
     pb.DT_COMPLEX128: np.dtype(np.complex128),
 }
+
+_ELEMENT_SIZES = {wire: dtype.itemsize for wire, dtype in _WIRE_TO_NUMPY.items()}
+_ELEMENT_SIZES[pb.DT_BFLOAT16] = 2
 
 _SUPPORTED = ("bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, "
               "float32, float64, complex64, complex128, ml_dtypes.bfloat16, and bytes/str "
@@ -221,6 +256,84 @@ def _from_tensor(tensor):
     return out.reshape(shape)
 
 
+_WIRE_NAMES = {value: pb.DataType.Name(value)[3:].lower() for value in pb.DataType.values()}
+
+
+def _tensor_info(info):
+    """A TensorInfo from a tensorcompute.v1.TensorInfo message."""
+    created = datetime.datetime.fromtimestamp(info.created.seconds, tz=datetime.timezone.utc)
+    created += datetime.timedelta(microseconds=info.created.nanos // 1000)
+    return TensorInfo(name=info.name, dtype=_WIRE_NAMES.get(info.dtype, str(info.dtype)),
+                      shape=tuple(info.shape), bytes=info.bytes, device=info.device,
+                      version=info.version, created=created)
+
+
+def _put_requests(name, tensor, device, replace, chunk_bytes):
+    """The messages of a PutTensor upload of `tensor` (a tensorcompute.v1.Tensor), lazily.
+
+    The first one describes the tensor; each carries the next chunk: at most chunk_bytes bytes
+    of data, in whole elements, at byte `offset`; or for strings consecutive elements whose wire
+    size (bytes + tag + length) stays within chunk_bytes (one larger string alone), `offset`
+    being the element index of the first. An empty tensor is the description alone.
+    """
+    first = pb.PutTensorRequest(name=name, dtype=tensor.dtype, shape=tensor.shape,
+                                device=device, replace=replace)
+    if tensor.dtype == pb.DT_STRING:
+        strings = tensor.strings
+        total = len(strings)
+        begin = 0
+        message = first
+        while begin < total or message is first:
+            end, size = begin, 0
+            while end < total:
+                item = 1 + _varint_size(len(strings[end])) + len(strings[end])
+                if end > begin and size + item > chunk_bytes:
+                    break
+                size += item
+                end += 1
+            if end > begin:
+                message.offset = begin
+                message.strings.extend(strings[begin:end])
+            yield message
+            begin = end
+            message = pb.PutTensorRequest()
+        return
+    data = tensor.data
+    element = _ELEMENT_SIZES[tensor.dtype]
+    chunk = max(element, chunk_bytes // element * element)
+    yield pb.PutTensorRequest(name=name, dtype=tensor.dtype, shape=tensor.shape, device=device,
+                              replace=replace, offset=0, data=data[:chunk])
+    for begin in range(chunk, len(data), chunk):
+        yield pb.PutTensorRequest(offset=begin, data=data[begin:begin + chunk])
+
+
+def _varint_size(value):
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def _replica_targets(target):
+    """The addresses of an "ipv4:a,b" / "ipv6:a,b" target, one target each; else [target]."""
+    for scheme in ("ipv4:", "ipv6:"):
+        if target.startswith(scheme):
+            addresses = [a.strip() for a in target[len(scheme):].split(",") if a.strip()]
+            return [scheme + a for a in addresses] or [target]
+    return [target]
+
+
+def _set_params(request, params, params_name):
+    """Sets exactly one of request.params and request.params_name."""
+    if (params is None) == (params_name is None):
+        raise ValueError("expected exactly one of params and params_name")
+    if params_name is not None:
+        request.params_name = params_name
+    else:
+        request.params.CopyFrom(_to_tensor(params, "params"))
+
+
 def _pem(value, name):
     """PEM bytes as they are; a str or os.PathLike names a file to read; None stays None."""
     if value is None or isinstance(value, bytes):
@@ -236,13 +349,13 @@ class Client:
 
     def __init__(self, target="localhost:50051", timeout=30.0, max_message_bytes=64 << 20,
                  retries=0, tls=False, root_certificates=None, certificate_chain=None,
-                 private_key=None, tls_server_name=None, auth_token=None):
+                 private_key=None, tls_server_name=None, auth_token=None, admin_token=None):
         """target: "host:port" or a gRPC target URI (dns:///h:p, ipv4:a:p,b:p, unix:path).
         timeout: default seconds per call, retries included (None = no deadline).
         max_message_bytes: largest message sent or received.
         retries: extra attempts on UNAVAILABLE, with exponential backoff and jitter (0 = off).
-        tls, root_certificates, certificate_chain, private_key, tls_server_name, auth_token:
-        see "TLS and tokens" in the module docstring.
+        tls, root_certificates, certificate_chain, private_key, tls_server_name, auth_token,
+        admin_token: see "TLS and tokens" in the module docstring.
         """
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
@@ -254,7 +367,11 @@ class Client:
         tls = bool(tls or root_certificates or certificate_chain or tls_server_name)
         if auth_token is not None and ("\n" in auth_token or "\r" in auth_token):
             raise ValueError("auth_token must be one line")
+        if admin_token is not None and ("\n" in admin_token or "\r" in admin_token):
+            raise ValueError("admin_token must be one line")
         self._metadata = (("authorization", f"Bearer {auth_token}"),) if auth_token else None
+        self._admin_metadata = ((("authorization", f"Bearer {admin_token}"),) if admin_token
+                                else self._metadata)
         self.target = target
         self.timeout = timeout
         self.retries = int(retries)
@@ -275,42 +392,100 @@ class Client:
         if tls:
             credentials = grpc.ssl_channel_credentials(root_certificates, private_key,
                                                        certificate_chain)
-            make_channel = lambda opts: grpc.secure_channel(target, credentials, options=opts)
+            make_channel = lambda to, opts: grpc.secure_channel(to, credentials, options=opts)
         else:
-            make_channel = lambda opts: grpc.insecure_channel(target, options=opts)
-        self._channel = make_channel(options)
+            make_channel = lambda to, opts: grpc.insecure_channel(to, options=opts)
+        self._channel = make_channel(target, options)
         self._stub = pb_grpc.TensorComputeStub(self._channel)
+        # put_tensor/delete_tensor(all_targets=True): one channel per address of the target,
+        # made on first use.
+        self._make_channel = make_channel
+        self._options = options
+        self._replica_channels = None
         # health() asks on a channel of its own that does not watch health: the call channel
         # would not call a server that is not SERVING (UNAVAILABLE, not "NOT_SERVING").
         # (Channels connect lazily: this one costs nothing until health() is called.)
         health_options = [
             (key, json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
              if key == "grpc.service_config" else value) for key, value in options]
-        self._health_channel = make_channel(health_options)
+        self._health_channel = make_channel(target, health_options)
         self._health_stub = None
 
-    def gather(self, params, indices, axis=None, batch_dims=0, timeout=None):
+    def gather(self, params, indices, axis=None, batch_dims=0, timeout=None, params_name=None):
         """tf.gather(params, indices, axis, batch_dims) on the server; returns a numpy array.
 
         axis=None leaves it unset: the server then uses batch_dims, as TensorFlow does.
+        params_name: gather from that resident tensor (see put_tensor) instead; pass
+        params=None then. Exactly one of params and params_name (else ValueError).
         """
         request = pb.GatherRequest(
-            params=_to_tensor(params, "params"),
             indices=_to_tensor(indices, "indices", default_dtype=np.int64),
             batch_dims=operator.index(batch_dims))
+        _set_params(request, params, params_name)
         if axis is not None:
             request.axis = operator.index(axis)
         response = self._call(self._stub.Gather, request, timeout)
         return _from_tensor(response.output)
 
-    def gather_nd(self, params, indices, batch_dims=0, timeout=None):
-        """tf.gather_nd(params, indices, batch_dims) on the server; returns a numpy array."""
+    def gather_nd(self, params, indices, batch_dims=0, timeout=None, params_name=None):
+        """tf.gather_nd(params, indices, batch_dims) on the server; returns a numpy array.
+
+        params_name: gather from that resident tensor instead of params (as in gather).
+        """
         request = pb.GatherNdRequest(
-            params=_to_tensor(params, "params"),
             indices=_to_tensor(indices, "indices", default_dtype=np.int64),
             batch_dims=operator.index(batch_dims))
+        _set_params(request, params, params_name)
         response = self._call(self._stub.GatherNd, request, timeout)
         return _from_tensor(response.output)
+
+    def put_tensor(self, name, array, device="", replace=False, chunk_bytes=_DEFAULT_CHUNK_BYTES,
+                   all_targets=False, timeout=None):
+        """Stores `array` (anything np.asarray accepts; dtypes as for params) on the server as
+        the resident tensor `name`, uploaded in messages of at most chunk_bytes tensor bytes
+        (so it may be larger than max_message_bytes). Returns its TensorInfo.
+
+        device: "" (the server's --device), "cpu", "gpu" or "gpu:N". replace: replace a
+        tensor of that name (else ALREADY_EXISTS). all_targets: store a copy on every address
+        of an "ipv4:a,b" target, one after the other (see the module docstring); the
+        TensorInfo is the first one's. Sends admin_token when set. Raises TensorComputeError:
+        ALREADY_EXISTS, RESOURCE_EXHAUSTED (over --max_resident_bytes), PERMISSION_DENIED,
+        INVALID_ARGUMENT (a bad name, a scalar, an unknown device), ...; with all_targets,
+        after trying every address, with the first failure's code and a message naming each
+        address that failed and those that succeeded (their copies stay).
+        """
+        chunk_bytes = operator.index(chunk_bytes)
+        if chunk_bytes <= 0:
+            raise ValueError(f"chunk_bytes must be > 0, got {chunk_bytes}")
+        tensor = _to_tensor(array, "array")
+
+        def put(stub):
+            # A fresh message iterator per attempt: a retried upload starts over.
+            response = self._call(
+                stub.PutTensor, None, timeout, metadata=self._admin_metadata,
+                make_request=lambda: _put_requests(name, tensor, device, bool(replace),
+                                                   chunk_bytes))
+            return _tensor_info(response.tensor)
+
+        return self._on_targets("put", name, all_targets, put)
+
+    def delete_tensor(self, name, all_targets=False, timeout=None):
+        """Deletes the resident tensor `name` (from every address with all_targets, as
+        put_tensor); returns the deleted tensor's TensorInfo. Sends admin_token when set.
+        Raises TensorComputeError: NOT_FOUND, PERMISSION_DENIED, ..."""
+        request = pb.DeleteTensorRequest(name=name)
+
+        def delete(stub):
+            response = self._call(stub.DeleteTensor, request, timeout,
+                                  metadata=self._admin_metadata)
+            return _tensor_info(response.tensor)
+
+        return self._on_targets("delete", name, all_targets, delete)
+
+    def list_tensors(self, timeout=None):
+        """The resident tensors of the server that answers, by name: a list of TensorInfo."""
+        response = self._call(self._stub.ListTensors, pb.ListTensorsRequest(), timeout)
+        return [_tensor_info(t) for t in response.tensors]
 
     def health(self, service="", timeout=None):
         """The grpc.health.v1 status of `service` ("" = the whole server): "SERVING",
@@ -327,6 +502,36 @@ class Client:
         """Closes the channel; later calls raise ValueError."""
         self._channel.close()
         self._health_channel.close()
+        for _, channel in self._replica_channels or []:
+            channel.close()
+
+    def _on_targets(self, what, name, all_targets, one):
+        """one(stub) on this client's channel, or with all_targets on each address's."""
+        if not all_targets:
+            return one(self._stub)
+        if self._replica_channels is None:
+            self._replica_channels = [
+                (target, self._make_channel(target, self._options))
+                for target in _replica_targets(self.target)]
+        if len(self._replica_channels) == 1:
+            return one(self._stub)
+        first, failures, succeeded = None, [], []
+        for target, channel in self._replica_channels:
+            try:
+                info = one(pb_grpc.TensorComputeStub(channel))
+            except TensorComputeError as e:
+                failures.append((target, e))
+                continue
+            first = info if first is None else first
+            succeeded.append(target)
+        if not failures:
+            return first
+        detail = "; ".join(f"{t}: {e.code.name}: {e.message}" for t, e in failures)
+        done = f"succeeded on: {', '.join(succeeded)}" if succeeded else "succeeded on none"
+        raise TensorComputeError(
+            failures[0][1].code,
+            f"{what} {name}: failed on {len(failures)} of {len(self._replica_channels)} "
+            f"targets: {detail}; {done}")
 
     def __enter__(self):
         return self
@@ -338,14 +543,19 @@ class Client:
     def __repr__(self):
         return f"Client(target={self.target!r}, timeout={self.timeout!r}, retries={self.retries})"
 
-    def _call(self, method, request, timeout):
+    def _call(self, method, request, timeout, metadata=None, make_request=None):
+        """method(request) with the retry policy; make_request() makes a fresh request (an
+        iterator for a streaming call) per attempt instead."""
         timeout = self.timeout if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
+        metadata = self._metadata if metadata is None else metadata
         attempt = 0
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                return method(request, timeout=remaining, metadata=self._metadata)
+                if make_request is not None:
+                    request = make_request()
+                return method(request, timeout=remaining, metadata=metadata)
             except grpc.RpcError as e:
                 error = TensorComputeError(e.code(), e.details())
                 if e.code() != grpc.StatusCode.UNAVAILABLE or attempt >= self.retries:

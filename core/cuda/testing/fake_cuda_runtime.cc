@@ -8,9 +8,10 @@
 // run their work in order on a thread of their own, each operation after a random delay of up
 // to 200 us, so that the host races ahead of the "device" as it does on a GPU; events that
 // mark a point in a stream; pinned and device memory from the host heap (device memory filled
-// with garbage); and a LaunchGatherBatch that runs RunBatchOnHost (gather_batch.h, the
-// kernel's per-unit code on the CPU) on the stream's timeline. Faults are injected through
-// fake_cuda_runtime.h: a sticky launch failure and out-of-memory.
+// with garbage; resident tables' cudaMalloc/cudaMemcpy/cudaFree too); and a LaunchGatherBatch that
+// runs RunBatchOnHost (gather_batch.h, the kernel's per-unit code on the CPU) on the stream's
+// timeline. Faults are injected through fake_cuda_runtime.h: a sticky launch failure and
+// out-of-memory.
 //
 // What it cannot prove: real asynchronous semantics (copies and kernels of one stream never
 // overlap here, and a missing synchronisation may go unnoticed when the delays are kind),
@@ -194,6 +195,11 @@ cudaError_t cudaGetDeviceCount(int* count) {
   return cudaSuccess;
 }
 
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int device) {
   return device >= 0 && device < kDevices ? cudaSuccess : cudaErrorInvalidDevice;
 }
@@ -259,6 +265,27 @@ cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t, cudaS
     }
   }
   *p = AlignedAlloc(256, bytes, 0xcd);  // garbage, as fresh device memory would be
+  return cudaSuccess;
+}
+
+// Resident tables (CudaUploadTable): synchronous allocation, copy and free.
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  if (sticky.load()) return cudaErrorLaunchFailure;
+  for (int n = failing_allocations.load(); n > 0;) {
+    if (failing_allocations.compare_exchange_weak(n, n - 1)) return cudaErrorMemoryAllocation;
+  }
+  *p = AlignedAlloc(256, bytes, 0xcd);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (sticky.load()) return cudaErrorLaunchFailure;
+  std::memcpy(dst, src, bytes);
   return cudaSuccess;
 }
 

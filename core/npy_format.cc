@@ -1,4 +1,4 @@
-#include "client/npy_format.h"
+#include "core/npy_format.h"
 
 #include <algorithm>
 #include <bit>
@@ -20,14 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-#include "client/utf8.h"
 #include "core/status_macros.h"
+#include "core/utf8.h"
 
-namespace tensorcompute::client {
+namespace tensorcompute::core {
 namespace {
-
-using core::DataType;
-using core::Shape;
 
 absl::Status Invalid(absl::string_view what) { return absl::InvalidArgumentError(what); }
 
@@ -370,4 +367,4 @@ absl::StatusOr<std::string> SerializeNpy(const core::TensorView& t) {
   return out;
 }
 
-}  // namespace tensorcompute::client
+}  // namespace tensorcompute::core

@@ -1,16 +1,16 @@
-// File: client/half_float.h
+// File: core/half_float.h
 //
-// float16 and bfloat16 <-> float conversions for the tensor file formats (NumPy and JSON
+// float16 and bfloat16 <-> float conversions for the tensor file formats and the KServe JSON
 // carry these types as numbers). Pure bit manipulation, round to nearest even; NaN stays NaN
 // (made quiet), values beyond the range become infinity, subnormals are exact.
 // Thread-safety: pure functions.
 
-#ifndef TENSORCOMPUTE_CLIENT_HALF_FLOAT_H_
-#define TENSORCOMPUTE_CLIENT_HALF_FLOAT_H_
+#ifndef TENSORCOMPUTE_CORE_HALF_FLOAT_H_
+#define TENSORCOMPUTE_CORE_HALF_FLOAT_H_
 
 #include <cstdint>
 
-namespace tensorcompute::client {
+namespace tensorcompute::core {
 
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
@@ -21,6 +21,6 @@ uint16_t FloatToBFloat16(float f);
 // out-of-range value: magnitudes from halfway between FLT_MAX and 2^128 on become infinity.
 float DoubleToFloat(double d);
 
-}  // namespace tensorcompute::client
+}  // namespace tensorcompute::core
 
-#endif  // TENSORCOMPUTE_CLIENT_HALF_FLOAT_H_
+#endif  // TENSORCOMPUTE_CORE_HALF_FLOAT_H_

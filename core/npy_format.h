@@ -1,4 +1,4 @@
-// File: client/npy_format.h
+// File: core/npy_format.h
 //
 // NumPy's .npy format <-> core tensors.
 //
@@ -16,8 +16,8 @@
 // Errors: every parse error is INVALID_ARGUMENT naming what was wrong and what was expected.
 // Thread-safety: pure functions.
 
-#ifndef TENSORCOMPUTE_CLIENT_NPY_FORMAT_H_
-#define TENSORCOMPUTE_CLIENT_NPY_FORMAT_H_
+#ifndef TENSORCOMPUTE_CORE_NPY_FORMAT_H_
+#define TENSORCOMPUTE_CORE_NPY_FORMAT_H_
 
 #include <string>
 
@@ -26,13 +26,13 @@
 
 #include "core/tensor.h"
 
-namespace tensorcompute::client {
+namespace tensorcompute::core {
 
 absl::StatusOr<core::Tensor> ParseNpy(absl::string_view bytes);
 // Returns INVALID_ARGUMENT for bfloat16 (NumPy has no such dtype) and for a malformed `t`
 // (core::ValidateTensor); every other dtype works.
 absl::StatusOr<std::string> SerializeNpy(const core::TensorView& t);
 
-}  // namespace tensorcompute::client
+}  // namespace tensorcompute::core
 
-#endif  // TENSORCOMPUTE_CLIENT_NPY_FORMAT_H_
+#endif  // TENSORCOMPUTE_CORE_NPY_FORMAT_H_

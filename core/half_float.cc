@@ -1,10 +1,10 @@
-#include "client/half_float.h"
+#include "core/half_float.h"
 
 #include <bit>
 #include <cmath>
 #include <limits>
 
-namespace tensorcompute::client {
+namespace tensorcompute::core {
 namespace {
 
 uint32_t FloatBits(float f) { return std::bit_cast<uint32_t>(f); }
@@ -77,4 +77,4 @@ uint16_t FloatToBFloat16(float f) {
   return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
 }
 
-}  // namespace tensorcompute::client
+}  // namespace tensorcompute::core

@@ -1,8 +1,8 @@
-#include "client/utf8.h"
+#include "core/utf8.h"
 
 #include <cstdint>
 
-namespace tensorcompute::client {
+namespace tensorcompute::core {
 
 bool DecodeUtf8(absl::string_view s, std::vector<char32_t>* out) {
   size_t i = 0;
@@ -54,4 +54,4 @@ void AppendUtf8(char32_t cp, std::string* out) {
   }
 }
 
-}  // namespace tensorcompute::client
+}  // namespace tensorcompute::core

@@ -1,0 +1,66 @@
+#include "client/put_chunker.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "google/protobuf/io/coded_stream.h"
+
+#include "core/dtype.h"
+#include "proto/tensor_codec.h"
+
+namespace tensorcompute::client {
+namespace {
+
+// The bytes one entry of `repeated bytes strings = 8` takes on the wire: a one-byte tag, the
+// varint length and the string itself.
+int64_t StringWireBytes(const std::string& s) {
+  return 1 + static_cast<int64_t>(google::protobuf::io::CodedOutputStream::VarintSize64(s.size())) +
+         static_cast<int64_t>(s.size());
+}
+
+}  // namespace
+
+PutChunker::PutChunker(std::string name, const core::TensorView& tensor, PutChunkerOptions options)
+    : name_(std::move(name)),
+      tensor_(tensor),
+      options_(std::move(options)),
+      total_(tensor.dtype == core::DataType::kString ? static_cast<int64_t>(tensor.strings.size())
+                                                     : static_cast<int64_t>(tensor.data.size())) {}
+
+bool PutChunker::Next(v1::PutTensorRequest* message) {
+  if (messages_ > 0 && offset_ >= total_) return false;
+  message->Clear();
+  if (messages_ == 0) {
+    message->set_name(name_);
+    message->set_dtype(proto::ToProtoDataType(tensor_.dtype));
+    for (int64_t d : tensor_.shape) message->add_shape(d);
+    message->set_device(options_.device);
+    message->set_replace(options_.replace);
+  }
+  ++messages_;
+  if (offset_ >= total_) return true;  // an empty tensor: the description alone
+  message->set_offset(offset_);
+  if (tensor_.dtype == core::DataType::kString) {
+    int64_t bytes = 0;
+    int64_t end = offset_;
+    // At least one string per message, then as many as fit.
+    do {
+      bytes += StringWireBytes(*tensor_.strings[end]);
+      ++end;
+    } while (end < total_ &&
+             bytes + StringWireBytes(*tensor_.strings[end]) <= options_.chunk_bytes);
+    for (int64_t i = offset_; i < end; ++i) message->add_strings(*tensor_.strings[i]);
+    offset_ = end;
+    return true;
+  }
+  // Whole elements per chunk, so that no element straddles two messages.
+  const int64_t element = static_cast<int64_t>(core::ElementSize(tensor_.dtype));
+  const int64_t chunk = std::max(element, options_.chunk_bytes / element * element);
+  const int64_t n = std::min(chunk, total_ - offset_);
+  message->set_data(reinterpret_cast<const char*>(tensor_.data.data() + offset_),
+                    static_cast<size_t>(n));
+  offset_ += n;
+  return true;
+}
+
+}  // namespace tensorcompute::client

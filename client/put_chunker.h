@@ -1,0 +1,70 @@
+// File: client/put_chunker.h
+//
+// Splits one tensor into the messages of a PutTensor upload (tensorcompute.proto,
+// PutTensorRequest), one message at a time, so that an upload never holds more than one chunk
+// beyond the tensor itself:
+//
+//   PutChunker chunker(name, tensor.view(), {.device = "", .replace = false,
+//                                             .chunk_bytes = 1 << 20});
+//   v1::PutTensorRequest message;
+//   while (chunker.Next(&message)) writer->Write(message);
+//
+// The first message carries the description (name, dtype, shape, device, replace) and the
+// first chunk; later messages carry only a chunk. Chunks come in order:
+//   - fixed-size dtypes: `data` holds at most chunk_bytes bytes, rounded down to whole
+//     elements (at least one element), and `offset` is the byte offset of data[0];
+//   - DT_STRING: `strings` holds consecutive elements whose wire size (each string's bytes
+//     plus its field tag and length prefix) stays within chunk_bytes; a single string larger
+//     than that travels alone in its own message. `offset` is the element index of strings[0].
+// An empty tensor (zero elements) is one message with the description and no chunk.
+//
+// Thread-safety: a PutChunker is used by one thread at a time. It views `tensor` without
+// copying it: the tensor's storage must outlive the chunker (caller's duty).
+
+#ifndef TENSORCOMPUTE_CLIENT_PUT_CHUNKER_H_
+#define TENSORCOMPUTE_CLIENT_PUT_CHUNKER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "tensorcompute/v1/tensorcompute.pb.h"
+
+#include "core/tensor.h"
+
+namespace tensorcompute::client {
+
+struct PutChunkerOptions {
+  // Where the server keeps the tensor: "" (its --device), "cpu", "gpu" or "gpu:N".
+  std::string device;
+  // Replace a resident tensor of the same name (else the server answers ALREADY_EXISTS).
+  bool replace = false;
+  // Largest chunk per message, in bytes (see the file comment). REQUIRES: > 0.
+  int64_t chunk_bytes = int64_t{1} << 20;
+};
+
+class PutChunker {
+ public:
+  // REQUIRES: `tensor` is well-formed (core::ValidateTensor accepts it);
+  // options.chunk_bytes > 0.
+  PutChunker(std::string name, const core::TensorView& tensor, PutChunkerOptions options);
+
+  // Fills `*message` (cleared first) with the next message and returns true, or returns false
+  // when every message has been produced. The first call always returns true.
+  bool Next(v1::PutTensorRequest* message);
+
+  // The number of messages produced so far.
+  int64_t messages() const { return messages_; }
+
+  // --- implementation details below ---
+ private:
+  const std::string name_;
+  const core::TensorView tensor_;
+  const PutChunkerOptions options_;
+  const int64_t total_;  // bytes (fixed-size dtypes) or elements (strings)
+  int64_t offset_ = 0;   // of the next chunk, in the same unit
+  int64_t messages_ = 0;
+};
+
+}  // namespace tensorcompute::client
+
+#endif  // TENSORCOMPUTE_CLIENT_PUT_CHUNKER_H_

@@ -1,0 +1,142 @@
+#include "core/tensor_registry.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace tensorcompute::core {
+namespace {
+
+constexpr size_t kMaxNameBytes = 256;
+
+// An entry and the bytes it holds, freed together when the last user lets go.
+struct Held {
+  ResidentTensor entry;
+  TensorRegistry::Reservation reservation;
+};
+
+}  // namespace
+
+int64_t ResidentBytes(DataType dtype, int64_t num_elements, int64_t string_payload_bytes) {
+  if (dtype == DataType::kString) {
+    return string_payload_bytes + num_elements * static_cast<int64_t>(sizeof(std::string));
+  }
+  return num_elements * static_cast<int64_t>(ElementSize(dtype));
+}
+
+TensorRegistry::Reservation& TensorRegistry::Reservation::operator=(Reservation&& other) noexcept {
+  if (this != &other) {
+    if (counter_ != nullptr) counter_->fetch_sub(bytes_, std::memory_order_relaxed);
+    counter_ = std::move(other.counter_);
+    bytes_ = other.bytes_;
+    other.counter_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+TensorRegistry::Reservation::~Reservation() {
+  if (counter_ != nullptr) counter_->fetch_sub(bytes_, std::memory_order_relaxed);
+}
+
+TensorRegistry::TensorRegistry(int64_t max_resident_bytes) : max_bytes_(max_resident_bytes) {}
+
+absl::Status TensorRegistry::ValidateName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor name has ", name.size(), " bytes; expected 1 to ", kMaxNameBytes));
+  }
+  for (char c : name) {
+    if (c <= ' ' || c > '~') {
+      return absl::InvalidArgumentError(
+          "tensor name must be printable ASCII without spaces (e.g. user_embeddings)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorRegistry::Reservation> TensorRegistry::Reserve(absl::string_view name,
+                                                                    int64_t bytes) {
+  int64_t used = counter_->load(std::memory_order_relaxed);
+  do {
+    if (bytes < 0 || used + bytes > max_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tensor '", name, "' needs ", bytes, " bytes but ", used, " of max_resident_bytes = ",
+          max_bytes_, " are in use; delete a tensor or raise --max_resident_bytes"));
+    }
+  } while (!counter_->compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return Reservation(counter_, bytes);
+}
+
+absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(std::string name,
+                                                                          Tensor tensor,
+                                                                          DeviceCopy device_copy,
+                                                                          bool replace,
+                                                                          Reservation reservation) {
+  if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
+  auto held = std::make_shared<Held>();
+  held->entry.name = name;
+  held->entry.tensor = std::move(tensor);
+  held->entry.device =
+      device_copy.gpu >= 0 ? absl::StrCat("gpu:", device_copy.gpu) : std::string("cpu");
+  held->entry.device_copy = std::move(device_copy);
+  held->entry.created = absl::Now();
+  held->entry.bytes = reservation.bytes();
+  held->reservation = std::move(reservation);
+  std::shared_ptr<const ResidentTensor> entry(held, &held->entry);
+  std::shared_ptr<const ResidentTensor> old;  // freed, if last, after the lock is let go
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(name);
+    if (it != entries_.end() && !replace) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("tensor '", name, "' exists (version ", it->second->version,
+                       "); delete it first or put with replace = true"));
+    }
+    held->entry.version = ++last_version_[name];
+    if (it != entries_.end()) {
+      old = std::move(it->second);
+      it->second = entry;
+    } else {
+      entries_.emplace(std::move(name), entry);
+    }
+  }
+  return entry;
+}
+
+std::shared_ptr<const ResidentTensor> TensorRegistry::Find(absl::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : it->second;
+}
+
+absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Delete(
+    absl::string_view name) {
+  std::shared_ptr<const ResidentTensor> old;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) {
+      return absl::NotFoundError(absl::StrCat("no tensor named '", name, "'"));
+    }
+    old = std::move(it->second);
+    entries_.erase(it);
+  }
+  return old;
+}
+
+std::vector<std::shared_ptr<const ResidentTensor>> TensorRegistry::List() const {
+  std::vector<std::shared_ptr<const ResidentTensor>> list;
+  {
+    absl::MutexLock lock(&mu_);
+    list.reserve(entries_.size());
+    for (const auto& [name, entry] : entries_) list.push_back(entry);
+  }
+  std::sort(list.begin(), list.end(),
+            [](const auto& a, const auto& b) { return a->name < b->name; });
+  return list;
+}
+
+}  // namespace tensorcompute::core

@@ -1,0 +1,133 @@
+// File: core/tensor_registry.h
+//
+// Resident tensors: named tables stored once on the server, so that callers send only indices
+// (issue 9). The registry maps a name to an immutable, reference-counted entry:
+//
+//   - Find hands out a shared_ptr to the entry, so a gather in flight keeps the version it
+//     started with however the name changes meanwhile; an entry's memory is freed when its last
+//     user is done, and only then leaves the resident byte count.
+//   - Put publishes a complete tensor under a name atomically: a reader sees the old entry or
+//     the new one, never a mix. Replacing needs `replace`, else ALREADY_EXISTS.
+//   - Memory is reserved before anything is allocated (Reserve: RESOURCE_EXHAUSTED past
+//     max_resident_bytes); a reservation not put is given back when it is destroyed, so an
+//     aborted upload leaves nothing.
+//
+// Uploads build their tensor without any lock; the registry's mutex guards only the map, held
+// for a lookup or a swap (never across an allocation, a copy or a free).
+//
+// Thread-safety: every method may be called from any thread.
+
+#ifndef TENSORCOMPUTE_CORE_TENSOR_REGISTRY_H_
+#define TENSORCOMPUTE_CORE_TENSOR_REGISTRY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+#include "core/tensor.h"
+
+namespace tensorcompute::core {
+
+// A tensor's copy in a GPU's memory (made by core/cuda, CudaUploadTable); empty on the CPU.
+struct DeviceCopy {
+  int gpu = -1;                         // the CUDA ordinal; -1: none
+  const void* data = nullptr;           // the tensor's packed bytes in that GPU's memory
+  std::shared_ptr<const void> storage;  // owns `data`; frees it when the last user is done
+};
+
+// One stored version of a named tensor. Immutable once published. A GPU tensor keeps its host
+// copy in `tensor` too (the CPU executor serves what the GPU does not, e.g. a lost device).
+struct ResidentTensor {
+  std::string name;
+  Tensor tensor;
+  std::string device;  // where its bytes live: "cpu", or "gpu:N"
+  DeviceCopy device_copy;
+  int64_t version = 0;  // 1 for a name's first tensor, +1 for each replacement
+  absl::Time created;
+  int64_t bytes = 0;  // what it counts against max_resident_bytes
+};
+
+// The bytes a tensor of `dtype` and `shape` counts against the cap: its data, or for strings
+// the given payload plus one std::string per element.
+int64_t ResidentBytes(DataType dtype, int64_t num_elements, int64_t string_payload_bytes);
+
+class TensorRegistry {
+ public:
+  // Bytes held for an upload until it is put or abandoned (then they are given back).
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(Reservation&& other) noexcept { *this = std::move(other); }
+    Reservation& operator=(Reservation&& other) noexcept;
+    ~Reservation();
+
+    int64_t bytes() const { return bytes_; }
+
+    // Takes over `other`'s bytes (a later Reserve of the same registry, e.g. an upload's next
+    // chunk of strings).
+    void Absorb(Reservation other) {
+      bytes_ += other.bytes_;
+      other.bytes_ = 0;
+    }
+
+   private:
+    friend class TensorRegistry;
+    Reservation(std::shared_ptr<std::atomic<int64_t>> counter, int64_t bytes)
+        : counter_(std::move(counter)), bytes_(bytes) {}
+    std::shared_ptr<std::atomic<int64_t>> counter_;
+    int64_t bytes_ = 0;
+  };
+
+  // `max_resident_bytes` > 0.
+  explicit TensorRegistry(int64_t max_resident_bytes);
+
+  // Reserves `bytes` (>= 0) if the total stays within the cap, else RESOURCE_EXHAUSTED saying
+  // how much is resident and what the cap is.
+  absl::StatusOr<Reservation> Reserve(absl::string_view name, int64_t bytes);
+
+  // Publishes `tensor` as `name`, keeping `reservation`'s bytes until the entry is freed.
+  // ALREADY_EXISTS if the name is taken and `replace` is false; INVALID_ARGUMENT for a name
+  // that is empty, longer than 256 bytes, or not printable ASCII. Returns the entry.
+  // `device_copy` (optional) is the tensor's copy in a GPU's memory: device "gpu:N", else "cpu".
+  absl::StatusOr<std::shared_ptr<const ResidentTensor>> Put(std::string name, Tensor tensor,
+                                                            DeviceCopy device_copy, bool replace,
+                                                            Reservation reservation);
+
+  // The current entry of `name`, or null.
+  std::shared_ptr<const ResidentTensor> Find(absl::string_view name) const;
+
+  // Removes `name` and returns the entry removed (NOT_FOUND if absent). Gathers holding it
+  // finish on it.
+  absl::StatusOr<std::shared_ptr<const ResidentTensor>> Delete(absl::string_view name);
+
+  // Every current entry, by name.
+  std::vector<std::shared_ptr<const ResidentTensor>> List() const;
+
+  // Bytes reserved or held by entries, including removed ones still in use.
+  int64_t resident_bytes() const { return counter_->load(std::memory_order_relaxed); }
+  int64_t max_resident_bytes() const { return max_bytes_; }
+
+  static absl::Status ValidateName(absl::string_view name);
+
+ private:
+  const int64_t max_bytes_;
+  const std::shared_ptr<std::atomic<int64_t>> counter_ = std::make_shared<std::atomic<int64_t>>(0);
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const ResidentTensor>> entries_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> last_version_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tensorcompute::core
+
+#endif  // TENSORCOMPUTE_CORE_TENSOR_REGISTRY_H_

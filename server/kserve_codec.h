@@ -1,0 +1,106 @@
+// File: server/kserve_codec.h
+//
+// The Open Inference Protocol (KServe v2, package `inference`) in terms of core: which models
+// there are, what a ModelInferRequest asks for (a plan and views of its tensors), and how the
+// output goes back into a ModelInferResponse. Both front ends use it: the gRPC service
+// (`inference.GRPCInferenceService`, compute_service.cc) and the HTTP/REST one, which turns
+// its JSON into a ModelInferRequest first. docs/kserve.md is the user's view of the same rules.
+//
+// Models:
+//   gather      inputs params, indices; parameters axis (default 0), batch_dims (default 0)
+//   gather_nd   inputs params, indices; parameter batch_dims (default 0)
+//   <table>     every resident tensor (core/tensor_registry.h) under its own name: input
+//               indices only; parameters axis and batch_dims as above, and op = "gather"
+//               (default) or "gather_nd". The built-in names win over a table of that name.
+//   Versions: "" or "1" (a table's replacements keep its model version "1").
+//
+// Datatypes: BOOL, UINT8..64, INT8..64, FP16, BF16, FP32, FP64 and BYTES (strings). complex64
+// and complex128 have no v2 datatype: a request that would need one is INVALID_ARGUMENT.
+// Inputs come as raw_input_contents (for every input, or for none; little-endian, BYTES as a
+// 4-byte little-endian length before each element) or as typed `contents` (FP16 and BF16 have
+// none: raw only). The output is "output", always in raw_output_contents.
+//
+// Errors are our status table's (INVALID_ARGUMENT for a malformed request, NOT_FOUND for an
+// unknown model or version, and the plan's own codes and messages, e.g. "indices[1] = 7 is not
+// in [-3, 3)"), each message naming the input or parameter at fault.
+//
+// Lifetimes: the views in an InferJob point into the request (raw contents) or into the job's
+// own storage (decoded typed contents and BYTES), and into the resident table it holds; keep
+// the request and the job alive, unchanged, until the task is done.
+//
+// Thread-safety: pure functions over their arguments; the registry is thread-safe.
+
+#ifndef TENSORCOMPUTE_SERVER_KSERVE_CODEC_H_
+#define TENSORCOMPUTE_SERVER_KSERVE_CODEC_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "inference/grpc_predict_v2.pb.h"
+
+#include "core/dtype.h"
+#include "core/gather_plan.h"
+#include "core/tensor.h"
+#include "core/tensor_registry.h"
+
+namespace tensorcompute::server::kserve {
+
+inline constexpr absl::string_view kGatherModel = "gather";
+inline constexpr absl::string_view kGatherNdModel = "gather_nd";
+inline constexpr absl::string_view kModelVersion = "1";
+inline constexpr absl::string_view kOutputName = "output";
+
+// The v2 datatype of `dtype` ("FP32", "BYTES", ...), or nullopt for complex and unknown types.
+std::optional<absl::string_view> DatatypeOf(core::DataType dtype);
+
+// The core type of a v2 datatype name, or INVALID_ARGUMENT naming `what` (e.g. "input
+// 'params'") and listing the datatypes accepted.
+absl::StatusOr<core::DataType> DataTypeOf(absl::string_view datatype, absl::string_view what);
+
+// One inference request, decoded: what a batching::Task needs, and the storage its views use.
+struct InferJob {
+  std::string model_name;
+  core::GatherPlan plan;
+  core::TensorView params;
+  core::TensorView indices;
+  std::shared_ptr<const core::ResidentTensor> table;  // set for a table's model
+
+  // Storage behind views that are not the request's own bytes.
+  std::vector<std::unique_ptr<core::Tensor>> decoded;  // typed contents and BYTES inputs
+  core::Tensor output_strings;                         // a BYTES output, before encoding
+};
+
+// Decodes and plans `request`: the model (`registry` may be null: then only the built-in
+// models exist), its version, parameters, inputs and requested outputs. On success `job` holds
+// the plan and views, ready for a Task.
+absl::Status PrepareInfer(const inference::ModelInferRequest& request,
+                          const core::TensorRegistry* registry, const core::PlanOptions& options,
+                          InferJob* job);
+
+// The output slot for a Task of `job`: for fixed-size types, the bytes of a new
+// raw_output_contents entry of `response`; for BYTES, job->output_strings.
+core::MutableTensorView PrepareInferOutput(InferJob* job, inference::ModelInferResponse* response);
+
+// After the task computed OK: fills the response's model name and version, id and the output's
+// name, datatype and shape; for BYTES, encodes job->output_strings into raw_output_contents.
+void CompleteInferResponse(const inference::ModelInferRequest& request, InferJob* job,
+                           inference::ModelInferResponse* response);
+
+// The models' metadata, readiness and the server's. `name`/`version` as in the request:
+// NOT_FOUND for an unknown model or version; INVALID_ARGUMENT (ModelMetadata) for a table whose
+// dtype has no v2 datatype. A table's model is ready when its dtype has one.
+absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(
+    absl::string_view name, absl::string_view version, const core::TensorRegistry* registry);
+absl::StatusOr<bool> ModelReady(absl::string_view name, absl::string_view version,
+                                const core::TensorRegistry* registry);
+inference::ServerMetadataResponse ServerMetadata();
+
+}  // namespace tensorcompute::server::kserve
+
+#endif  // TENSORCOMPUTE_SERVER_KSERVE_CODEC_H_

@@ -1,0 +1,141 @@
+// The resident-tensor registry: names, versions, the byte cap, and that readers keep the
+// version they hold while the name is replaced or deleted.
+
+#include "core/tensor_registry.h"
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "tests/testing/status_matchers.h"
+
+namespace tensorcompute::core {
+namespace {
+
+using ::tensorcompute::testing::IsOk;
+using ::tensorcompute::testing::StatusIs;
+using ::testing::HasSubstr;
+
+Tensor Filled(int32_t value, int64_t n) {
+  std::vector<int32_t> values(n, value);
+  return Tensor::FromValues<int32_t>(DataType::kInt32, {n}, values);
+}
+
+std::shared_ptr<const ResidentTensor> PutOrDie(TensorRegistry& registry, const std::string& name,
+                                               int32_t value, int64_t n, bool replace = false) {
+  auto reservation = registry.Reserve(name, n * 4);
+  EXPECT_THAT(reservation.status(), IsOk());
+  auto entry = registry.Put(name, Filled(value, n), DeviceCopy{}, replace, *std::move(reservation));
+  EXPECT_THAT(entry.status(), IsOk());
+  return entry.ok() ? *entry : nullptr;
+}
+
+TEST(TensorRegistryTest, PutFindListDelete) {
+  TensorRegistry registry(1 << 20);
+  EXPECT_EQ(registry.Find("t"), nullptr);
+  auto t = PutOrDie(registry, "t", 7, 10);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->version, 1);
+  EXPECT_EQ(t->bytes, 40);
+  EXPECT_EQ(t->device, "cpu");
+  EXPECT_EQ(registry.Find("t"), t);
+  PutOrDie(registry, "a", 1, 1);
+  auto list = registry.List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0]->name, "a");
+  EXPECT_EQ(list[1]->name, "t");
+  EXPECT_EQ(registry.resident_bytes(), 44);
+  EXPECT_THAT(registry.Delete("t"), IsOk());
+  EXPECT_THAT(registry.Delete("t"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no tensor named 't'")));
+  EXPECT_EQ(registry.Find("t"), nullptr);
+  // `t` is still held here (and in `list`): its bytes stay counted until it is let go.
+  EXPECT_EQ(registry.resident_bytes(), 44);
+  list.clear();
+  t.reset();
+  EXPECT_EQ(registry.resident_bytes(), 4);
+}
+
+TEST(TensorRegistryTest, ReplacingNeedsReplaceAndBumpsTheVersion) {
+  TensorRegistry registry(1 << 20);
+  PutOrDie(registry, "t", 1, 4);
+  auto reservation = registry.Reserve("t", 16);
+  ASSERT_THAT(reservation.status(), IsOk());
+  EXPECT_THAT(
+      registry.Put("t", Filled(2, 4), DeviceCopy{}, /*replace=*/false, *std::move(reservation))
+          .status(),
+      StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("exists (version 1)")));
+  // The refused upload's bytes were given back.
+  EXPECT_EQ(registry.resident_bytes(), 16);
+  auto v2 = PutOrDie(registry, "t", 2, 4, /*replace=*/true);
+  EXPECT_EQ(v2->version, 2);
+  EXPECT_EQ(registry.Find("t")->tensor.values<int32_t>()[0], 2);
+  EXPECT_EQ(registry.resident_bytes(), 16);  // version 1 was freed: nobody held it
+}
+
+TEST(TensorRegistryTest, TheCapIsCheckedBeforeAllocating) {
+  TensorRegistry registry(100);
+  PutOrDie(registry, "a", 1, 20);  // 80 bytes
+  EXPECT_THAT(registry.Reserve("b", 24).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("tensor 'b' needs 24 bytes but 80 of max_resident_bytes = 100 "
+                                 "are in use")));
+  {
+    auto r = registry.Reserve("b", 20);
+    ASSERT_THAT(r.status(), IsOk());
+    EXPECT_EQ(registry.resident_bytes(), 100);
+  }  // abandoned upload: nothing left
+  EXPECT_EQ(registry.resident_bytes(), 80);
+}
+
+TEST(TensorRegistryTest, NamesAreValidated) {
+  TensorRegistry registry(100);
+  EXPECT_THAT(TensorRegistry::ValidateName(""), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(TensorRegistry::ValidateName("a b"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(TensorRegistry::ValidateName(std::string(257, 'x')),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(TensorRegistry::ValidateName("user_embeddings.v2"), IsOk());
+}
+
+TEST(TensorRegistryTest, ReadersSeeWholeVersionsWhileTheNameIsReplaced) {
+  // 4 readers look the name up and check that every element of what they got is the same
+  // value (never a mix of versions), while a writer replaces it 300 times.
+  TensorRegistry registry(int64_t{64} << 20);
+  constexpr int64_t kElements = 4096;
+  PutOrDie(registry, "t", 0, kElements);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> reads{0}, torn{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        auto entry = registry.Find("t");
+        if (entry == nullptr) {
+          ++torn;
+          continue;
+        }
+        auto values = entry->tensor.values<int32_t>();
+        for (int32_t v : values) {
+          if (v != values[0] || v + 1 != entry->version) ++torn;
+        }
+        ++reads;
+      }
+    });
+  }
+  // The readers first (on a loaded machine the writer could otherwise finish before they start).
+  while (reads.load() < 4) std::this_thread::yield();
+  for (int32_t v = 1; v <= 300; ++v) PutOrDie(registry, "t", v, kElements, /*replace=*/true);
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_EQ(registry.Find("t")->version, 301);
+  EXPECT_EQ(registry.resident_bytes(), kElements * 4);
+}
+
+}  // namespace
+}  // namespace tensorcompute::core
