@@ -221,7 +221,8 @@ absl::StatusOr<core::Shape> ParseShape(const std::string& text) {
 int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
   LoadRequestSpec spec;
   spec.nd = f.op == "gather-nd";
-  spec.kserve = f.protocol == "kserve";
+  spec.kserve = f.protocol != "native";
+  spec.http = f.protocol == "kserve-http";
   const std::optional<core::DataType> dtype = core::DataTypeFromName(f.dtype);
   if (!dtype.has_value()) {
     std::fprintf(stderr, "error: --dtype %s is not a dtype (e.g. float32, int64, string)\n",
@@ -249,7 +250,14 @@ int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
     std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
     return kUsage;
   }
-  if (!f.params_name.empty()) {
+  if (spec.http && (common.tls || !common.tls_ca.empty() || !common.tls_cert.empty())) {
+    std::fprintf(stderr, "error: --protocol kserve-http is plaintext HTTP: no TLS flags\n");
+    return kUsage;
+  }
+  if (spec.http && !f.params_name.empty()) {
+    // No ListTensors over HTTP: --dtype and --rows/--slice or --params-shape describe it.
+    spec.params_name = f.params_name;
+  } else if (!f.params_name.empty()) {
     // The table's dtype and shape (for the index ranges) from the first target's list.
     absl::StatusOr<std::vector<TensorInfo>> list = (*client)->ListTensors();
     if (!list.ok()) {
@@ -295,9 +303,10 @@ int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
     std::fflush(stderr);
   };
   std::fprintf(stderr, "load: %s to %s, %d requests of ~%d bytes\n", requests->method.c_str(),
-               common.target.c_str(), static_cast<int>(requests->bodies.size()),
+               common.target.c_str(), static_cast<int>(requests->valid.size()),
                static_cast<int>(requests->request_bytes));
-  auto report = RunLoad((*client)->channels(), *requests, options);
+  auto report = spec.http ? RunHttpLoad((*client)->targets(), *requests, options)
+                          : RunLoad((*client)->channels(), *requests, options);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!report.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(report.status().message()).c_str());
@@ -469,9 +478,12 @@ int Main(int argc, char** argv) {
                        "shape replace --dtype, --rows, --slice and --params-shape");
   load_cmd
       ->add_option("--protocol", load.protocol,
-                   "native (tensorcompute.v1) or kserve (KServe v2 ModelInfer on the same port)")
+                   "native (tensorcompute.v1), kserve (KServe v2 ModelInfer on the same port) "
+                   "or kserve-http (KServe v2 over HTTP/1.1 to the server's --http_listen "
+                   "address, closed loop only; with --params-name, give the table's --dtype "
+                   "and shape)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"native", "kserve"}));
+      ->check(CLI::IsMember({"native", "kserve", "kserve-http"}));
 
   try {
     app.parse(argc, argv);

@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -17,6 +19,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/slice.h"
+#include "httplib.h"
 #include "inference/grpc_predict_v2.pb.h"
 #include "nlohmann/json.hpp"
 #include "tensorcompute/v1/tensorcompute.pb.h"
@@ -129,6 +132,10 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
   // name; field 5 of GatherRequest, 4 of GatherNdRequest) are serialized once and shared by
   // every request (one reference-counted slice); each request adds only its own indices.
   std::string params_bytes;
+  std::string http_header, http_params, http_path;  // spec.http
+  if (spec.http && !spec.kserve) {
+    return absl::InvalidArgumentError("HTTP load speaks KServe v2 only: set kserve too");
+  }
   const core::Shape index_shape =
       spec.nd ? core::Shape{spec.num_indices, depth} : core::Shape{spec.num_indices};
   if (spec.kserve) {
@@ -154,6 +161,31 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
     if (spec.params_name.empty()) {
       TC_ASSIGN_OR_RETURN(core::Tensor params, RandomParams(spec, rng));
       head.add_raw_input_contents(RawContents(params));
+    }
+    if (spec.http) {
+      // The same request as JSON with binary data: each input's bytes follow the header in
+      // input order (binary_data_size), and the output comes back as binary.
+      const int64_t index_bytes =
+          spec.num_indices * depth * static_cast<int64_t>(core::ElementSize(spec.index_dtype));
+      nlohmann::json header = {{"inputs", nlohmann::json::array()},
+                               {"parameters", {{"binary_data_output", true}}}};
+      for (const auto& [name, value] : head.parameters()) {
+        if (value.has_int64_param()) header["parameters"][name] = value.int64_param();
+        if (value.has_string_param()) header["parameters"][name] = value.string_param();
+      }
+      for (const auto& input : head.inputs()) {
+        const int64_t size = input.name() == "params"
+                                 ? static_cast<int64_t>(head.raw_input_contents(0).size())
+                                 : index_bytes;
+        header["inputs"].push_back(
+            {{"name", input.name()},
+             {"datatype", input.datatype()},
+             {"shape", std::vector<int64_t>(input.shape().begin(), input.shape().end())},
+             {"parameters", {{"binary_data_size", size}}}});
+      }
+      http_header = header.dump();
+      http_params = head.raw_input_contents().empty() ? "" : head.raw_input_contents(0);
+      http_path = absl::StrCat("/v2/models/", head.model_name(), "/infer");
     }
     params_bytes = Serialize(head);
   } else if (!spec.params_name.empty()) {
@@ -199,7 +231,13 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
       }
     }
     std::string rest;
-    if (spec.kserve) {
+    if (spec.http) {
+      out.http_bodies.push_back(absl::StrCat(http_header, http_params, RawContents(indices)));
+      out.http_header_bytes.push_back(static_cast<int64_t>(http_header.size()));
+      out.valid.push_back(!invalid);
+      total_bytes += static_cast<int64_t>(out.http_bodies.back().size());
+      continue;
+    } else if (spec.kserve) {
       inference::ModelInferRequest r;
       r.add_raw_input_contents(RawContents(indices));
       rest = Serialize(r);
@@ -219,6 +257,10 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
     total_bytes += static_cast<int64_t>(params_slice.size() + rest.size());
   }
   out.request_bytes = total_bytes / spec.distinct_requests;
+  if (spec.http) {
+    out.method = "POST " + http_path;
+    out.http_path = std::move(http_path);
+  }
   return out;
 }
 
@@ -230,11 +272,14 @@ namespace {
 // threads.
 class Run {
  public:
-  Run(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const LoadRequests& requests,
+  // gRPC: `channels`; HTTP: `http_targets` (then channels is empty).
+  Run(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+      std::vector<std::string> http_targets, const LoadRequests& requests,
       const LoadOptions& options)
       : requests_(requests),
         options_(options),
-        authorization_(options.auth_token.empty() ? "" : "Bearer " + options.auth_token) {
+        authorization_(options.auth_token.empty() ? "" : "Bearer " + options.auth_token),
+        http_targets_(std::move(http_targets)) {
     for (const auto& c : channels) stubs_.push_back(std::make_unique<grpc::GenericStub>(c));
     for (auto& c : by_code_) c.store(0);
   }
@@ -257,8 +302,14 @@ class Run {
   // Sends one attempt of `call` on the channel after `channel`; retries UNAVAILABLE on the
   // next channel while attempts and the deadline last, then counts and runs `done`.
   void Attempt(std::unique_ptr<Call> call, uint64_t channel, std::function<void()> done);
-  void Count(const Call& call, const grpc::Status& status);
+  // Counts a measured call's answer: `code` (a grpc::StatusCode), the response's bytes.
+  void Count(absl::Time start, size_t body, int code, int64_t response_bytes);
+  // Claims the next call of a closed-loop slot started at `now`: false when the run's
+  // duration or request count is used up; *measured says whether it counts.
+  bool NextClosedLoopCall(absl::Time now, bool* measured);
   void ClosedLoopSlot();
+  // One HTTP closed-loop slot on the calling thread (slot `index`), until the run is over.
+  void HttpSlot(int index);
   void OpenLoop();
   void ReportProgress();
   bool Finished() const;
@@ -267,6 +318,7 @@ class Run {
   const LoadOptions& options_;
   const std::string authorization_;  // "Bearer <token>", or empty
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
+  const std::vector<std::string> http_targets_;
   absl::Time begin_, measure_start_, measure_end_;
 
   std::atomic<uint64_t> next_{0};    // request and channel picker
@@ -285,18 +337,101 @@ class Run {
 
 // One closed-loop slot: starts a call whose completion starts the next, until the run's
 // duration or request count is used up.
+bool Run::NextClosedLoopCall(absl::Time now, bool* measured) {
+  *measured = false;
+  if (now < measure_start_) return true;  // warmup
+  if (options_.requests > 0) {
+    if (tickets_.fetch_add(1) >= options_.requests) return false;
+  } else if (now >= measure_end_) {
+    return false;
+  }
+  *measured = true;
+  return true;
+}
+
 void Run::ClosedLoopSlot() {
   auto call = std::make_unique<Call>();
   call->start = absl::Now();
-  if (call->start >= measure_start_) {
-    if (options_.requests > 0) {
-      if (tickets_.fetch_add(1) >= options_.requests) return;  // slot ends
-    } else if (call->start >= measure_end_) {
-      return;
-    }
-    call->measured = true;
-  }
+  if (!NextClosedLoopCall(call->start, &call->measured)) return;  // slot ends
   Start(std::move(call), [this] { ClosedLoopSlot(); });
+}
+
+// The gRPC code the server's HTTP front end answers with `http_status` (server/kserve_json.cc,
+// HttpStatusOf, and the front end's own 413 for a body over max_message_bytes).
+int CodeOfHttpStatus(int http_status) {
+  switch (http_status) {
+    case 200:
+      return static_cast<int>(grpc::StatusCode::OK);
+    case 400:
+      return static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT);
+    case 401:
+      return static_cast<int>(grpc::StatusCode::UNAUTHENTICATED);
+    case 403:
+      return static_cast<int>(grpc::StatusCode::PERMISSION_DENIED);
+    case 404:
+      return static_cast<int>(grpc::StatusCode::NOT_FOUND);
+    case 413:
+    case 429:
+      return static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED);
+    case 501:
+      return static_cast<int>(grpc::StatusCode::UNIMPLEMENTED);
+    case 503:
+      return static_cast<int>(grpc::StatusCode::UNAVAILABLE);
+    case 504:
+      return static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED);
+    default:
+      return static_cast<int>(grpc::StatusCode::INTERNAL);
+  }
+}
+
+void Run::HttpSlot(int index) {
+  // One keep-alive connection per target, made on first use.
+  std::vector<std::unique_ptr<httplib::Client>> clients(http_targets_.size());
+  const auto seconds =
+      std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(options_.timeout, absl::Seconds(1))));
+  auto client_for = [&](size_t t) -> httplib::Client& {
+    if (clients[t] == nullptr) {
+      std::string target = http_targets_[t];
+      if (!absl::StartsWith(target, "http://")) target = "http://" + target;
+      clients[t] = std::make_unique<httplib::Client>(target);
+      clients[t]->set_keep_alive(true);
+      clients[t]->set_tcp_nodelay(true);  // headers and body go in separate writes
+      clients[t]->set_connection_timeout(seconds);
+      clients[t]->set_read_timeout(seconds);
+      clients[t]->set_write_timeout(seconds);
+    }
+    return *clients[t];
+  };
+  uint64_t turn = static_cast<uint64_t>(index);  // this slot's starting target
+  while (true) {
+    const absl::Time start = absl::Now();
+    bool measured;
+    if (!NextClosedLoopCall(start, &measured)) return;
+    const size_t body = next_.fetch_add(1) % requests_.http_bodies.size();
+    if (measured) sent_.fetch_add(1, std::memory_order_relaxed);
+    const absl::Time deadline = start + options_.timeout;
+    httplib::Headers headers = {
+        {"Inference-Header-Content-Length", absl::StrCat(requests_.http_header_bytes[body])}};
+    if (!authorization_.empty()) headers.emplace("Authorization", authorization_);
+    for (int attempt = 1;; ++attempt) {
+      httplib::Result result = client_for(turn % http_targets_.size())
+                                   .Post(requests_.http_path, headers, requests_.http_bodies[body],
+                                         "application/octet-stream");
+      const int code = result ? CodeOfHttpStatus(result->status)
+                              : static_cast<int>(grpc::StatusCode::UNAVAILABLE);
+      if (code == static_cast<int>(grpc::StatusCode::UNAVAILABLE) &&
+          attempt < options_.max_attempts && absl::Now() < deadline) {
+        if (measured) retries_.fetch_add(1, std::memory_order_relaxed);
+        ++turn;  // the next target
+        continue;
+      }
+      if (measured) {
+        Count(start, body, code,
+              result && code == 0 ? static_cast<int64_t>(result->body.size()) : 0);
+      }
+      break;
+    }
+  }
 }
 
 void Run::Start(std::unique_ptr<Call> call, std::function<void()> done) {
@@ -336,7 +471,10 @@ void Run::Attempt(std::unique_ptr<Call> call, uint64_t channel, std::function<vo
                       Attempt(std::move(retry), channel + 1, std::move(done));
                       return;
                     }
-                    Count(*owned, status);
+                    if (owned->measured) {
+                      Count(owned->start, owned->body, static_cast<int>(status.error_code()),
+                            static_cast<int64_t>(owned->response.Length()));
+                    }
                     owned.reset();
                     done();
                     absl::MutexLock lock(&mu_);
@@ -344,23 +482,23 @@ void Run::Attempt(std::unique_ptr<Call> call, uint64_t channel, std::function<vo
                   });
 }
 
-void Run::Count(const Call& call, const grpc::Status& status) {
-  if (!call.measured) return;
+void Run::Count(absl::Time start, size_t body, int code, int64_t response_bytes) {
   const absl::Time now = absl::Now();
-  latency_.Record(absl::ToInt64Nanoseconds(now - call.start));
-  const int code = std::clamp(static_cast<int>(status.error_code()), 0, kNumCodes - 1);
+  latency_.Record(absl::ToInt64Nanoseconds(now - start));
+  code = std::clamp(code, 0, kNumCodes - 1);
+  const bool ok = code == 0;
   by_code_[code].fetch_add(1, std::memory_order_relaxed);
-  bytes_sent_.fetch_add(static_cast<int64_t>(requests_.bodies[call.body].Length()),
+  bytes_sent_.fetch_add(requests_.http_bodies.empty()
+                            ? static_cast<int64_t>(requests_.bodies[body].Length())
+                            : static_cast<int64_t>(requests_.http_bodies[body].size()),
                         std::memory_order_relaxed);
-  if (status.ok()) {
-    bytes_received_.fetch_add(static_cast<int64_t>(call.response.Length()),
-                              std::memory_order_relaxed);
+  if (ok) {
+    bytes_received_.fetch_add(response_bytes, std::memory_order_relaxed);
   } else {
     errors_.fetch_add(1, std::memory_order_relaxed);
   }
-  const bool valid = requests_.valid[call.body];
-  if ((valid && code == static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT)) ||
-      (!valid && status.ok())) {
+  const bool valid = requests_.valid[body];
+  if ((valid && code == static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT)) || (!valid && ok)) {
     unexpected_.fetch_add(1, std::memory_order_relaxed);
   }
   answered_.fetch_add(1, std::memory_order_relaxed);
@@ -426,7 +564,11 @@ LoadReport Run::Execute() {
   measure_end_ = measure_start_ + options_.duration;
   std::thread progress;
   if (options_.on_progress) progress = std::thread([this] { ReportProgress(); });
-  if (options_.rate > 0) {
+  if (!http_targets_.empty()) {
+    std::vector<std::thread> slots;
+    for (int i = 0; i < options_.concurrency; ++i) slots.emplace_back([this, i] { HttpSlot(i); });
+    for (std::thread& slot : slots) slot.join();
+  } else if (options_.rate > 0) {
     OpenLoop();
   } else {
     for (int i = 0; i < options_.concurrency; ++i) ClosedLoopSlot();
@@ -471,19 +613,16 @@ LoadReport Run::Execute() {
   r.latency_us_mean = latency_.mean() / 1e3;
   r.mode = options_.rate > 0 ? absl::StrFormat("open (%g QPS)", options_.rate)
                              : absl::StrFormat("closed (concurrency %d)", options_.concurrency);
-  r.channels = static_cast<int>(stubs_.size());
+  r.channels = static_cast<int>(http_targets_.empty() ? stubs_.size() : http_targets_.size());
   r.targets = r.channels;
   return r;
 }
 
 }  // namespace
 
-absl::StatusOr<LoadReport> RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
-                                   const LoadRequests& requests, const LoadOptions& options) {
-  if (channels.empty()) return absl::InvalidArgumentError("no target to load");
-  if (requests.bodies.empty() || requests.valid.size() != requests.bodies.size()) {
-    return absl::InvalidArgumentError("no requests to send");
-  }
+namespace {
+
+absl::Status CheckLoadOptions(const LoadOptions& options) {
   if (options.rate < 0 || !std::isfinite(options.rate)) {
     return absl::InvalidArgumentError("rate must be >= 0 (0: closed loop)");
   }
@@ -498,7 +637,34 @@ absl::StatusOr<LoadReport> RunLoad(const std::vector<std::shared_ptr<grpc::Chann
         "warmup >= 0, "
         "timeout > 0");
   }
-  Run run(channels, requests, options);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LoadReport> RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                                   const LoadRequests& requests, const LoadOptions& options) {
+  if (channels.empty()) return absl::InvalidArgumentError("no target to load");
+  if (requests.bodies.empty() || requests.valid.size() != requests.bodies.size()) {
+    return absl::InvalidArgumentError("no requests to send (HTTP ones go to RunHttpLoad)");
+  }
+  TC_RETURN_IF_ERROR(CheckLoadOptions(options));
+  Run run(channels, {}, requests, options);
+  return run.Execute();
+}
+
+absl::StatusOr<LoadReport> RunHttpLoad(const std::vector<std::string>& targets,
+                                       const LoadRequests& requests, const LoadOptions& options) {
+  if (targets.empty()) return absl::InvalidArgumentError("no target to load");
+  if (requests.http_bodies.empty() || requests.valid.size() != requests.http_bodies.size() ||
+      requests.http_header_bytes.size() != requests.http_bodies.size()) {
+    return absl::InvalidArgumentError("no HTTP requests to send (build them with spec.http)");
+  }
+  if (options.rate > 0) {
+    return absl::InvalidArgumentError("HTTP load is closed loop only: use concurrency, not rate");
+  }
+  TC_RETURN_IF_ERROR(CheckLoadOptions(options));
+  Run run({}, targets, requests, options);
   return run.Execute();
 }
 

@@ -64,14 +64,24 @@ struct LoadRequestSpec {
   // the native ones: model "gather" or "gather_nd" with params and indices in
   // raw_input_contents, or the resident tensor's model (params_name) with indices only.
   bool kserve = false;
+  // With kserve: the HTTP/REST form instead of gRPC (POST /v2/models/NAME/infer on the
+  // server's --http_listen port), with the binary-data extension as tritonclient.http sends
+  // large tensors: a JSON header, then the inputs' raw bytes; the output is asked for as
+  // binary too. RunHttpLoad sends them.
+  bool http = false;
 };
 
 struct LoadRequests {
   std::string
       method;  // "/tensorcompute.v1.TensorCompute/Gather", ...GatherNd or KServe's ModelInfer
-  std::vector<grpc::ByteBuffer> bodies;  // serialized requests, used in turn
+  std::vector<grpc::ByteBuffer> bodies;  // serialized requests, used in turn (gRPC)
   std::vector<bool> valid;               // per body: expected to succeed
   int64_t request_bytes = 0;             // mean serialized size
+  // HTTP (spec.http): the path, and per request its body and the JSON header's length (the
+  // Inference-Header-Content-Length header); `bodies` is then empty.
+  std::string http_path;
+  std::vector<std::string> http_bodies;
+  std::vector<int64_t> http_header_bytes;
 };
 
 // Returns the requests, or INVALID_ARGUMENT for an impossible spec (string dtype with no
@@ -135,6 +145,17 @@ struct LoadReport {
 // Runs the load and returns the report, or INVALID_ARGUMENT for bad options / no channels.
 absl::StatusOr<LoadReport> RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
                                    const LoadRequests& requests, const LoadOptions& options);
+
+// The same over HTTP/1.1 (requests built with spec.http) to `targets` ("host:port" or
+// "http://host:port", round-robin per connection): closed loop only, each of `concurrency`
+// threads with one keep-alive connection per target and one call outstanding. An answer's
+// HTTP status is counted as the gRPC code the server mapped to it (200 OK, 400
+// INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 413 and 429
+// RESOURCE_EXHAUSTED, 501 UNIMPLEMENTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, others
+// INTERNAL); no answer (connection refused or reset, or `timeout` passed) is UNAVAILABLE.
+// INVALID_ARGUMENT for rate > 0, no targets, or requests without HTTP bodies.
+absl::StatusOr<LoadReport> RunHttpLoad(const std::vector<std::string>& targets,
+                                       const LoadRequests& requests, const LoadOptions& options);
 
 }  // namespace tensorcompute::client
 

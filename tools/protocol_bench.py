@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Native API versus KServe v2 over gRPC, measured the same way in one run (docs/performance.md).
+"""Native API versus KServe v2 over gRPC and over HTTP, measured the same way in one run
+(docs/performance.md).
 
 usage: tools/protocol_bench.py [--build build] [--repetitions 3] [--seconds 3]
 
 Starts build/server/tensorcompute-server (CPU, defaults) on free ports, then for each case and
 concurrency runs `tensorcompute load` once per protocol per repetition, interleaved (native,
-kserve, native, kserve, ...) so that drift on a shared machine hits both alike, and prints the
-medians of QPS, received bytes/s and p50/p99 latency, and KServe's QPS as a ratio to native's.
+kserve, kserve-http, native, ...) so that drift on a shared machine hits all alike, and prints
+the medians of QPS and p50/p99 latency, and each KServe form's QPS as a ratio to native's. HTTP
+sends tensors with the binary-data extension (as tritonclient.http does) over one keep-alive
+connection per client thread.
 Cases: a small gather (16 rows of 256 B out of a 256 KiB params tensor sent inline), a large one
 (4096 rows of 256 B: 1 MiB out, params 1 MiB inline), and the same lookups from a resident
 table (only indices travel).
@@ -49,30 +52,37 @@ def main():
         "np.random.default_rng(1).standard_normal((262144, 64)).astype(np.float32))"), table],
         check=True)
     server = subprocess.Popen([server_bin, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                               f"--preload=tbl={table}"],
+                               "--http_listen=127.0.0.1:0", f"--preload=tbl={table}"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    port = None
+    port = http_port = None
     for line in server.stdout:
         m = re.search(r"\bport=(\d+)", line)
-        if m:
-            port = m.group(1)
+        port = m.group(1) if m else port
+        m = re.search(r"\bhttp_port=(\d+)", line)
+        http_port = m.group(1) if m else http_port
+        if port and http_port:
             break
+    targets = {"native": f"127.0.0.1:{port}", "kserve": f"127.0.0.1:{port}",
+               "kserve-http": f"127.0.0.1:{http_port}"}
+    table_shape = ["--dtype", "float32", "--params-shape", "262144,64"]  # no ListTensors on HTTP
     for _ in range(600):  # SERVING once the table is loaded
         if subprocess.run([cli, "health", "--target", f"127.0.0.1:{port}"],
                           capture_output=True).returncode == 0:
             break
         time.sleep(0.1)
     try:
-        print(f"| case | C | native QPS | KServe QPS | KServe / native | native p50 / p99 ms "
-              f"| KServe p50 / p99 ms |")
-        print("|---|---|---|---|---|---|---|")
+        print("| case | C | native QPS | gRPC QPS | gRPC / native | HTTP QPS | HTTP / native "
+              "| p50 / p99 ms: native | gRPC | HTTP |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for name, flags in CASES:
             for c in args.concurrency.split(","):
-                runs = {"native": [], "kserve": []}
+                runs = {"native": [], "kserve": [], "kserve-http": []}
                 for _ in range(args.repetitions):
                     for protocol in runs:
+                        extra = (table_shape if protocol == "kserve-http" and
+                                 "--params-name" in flags else [])
                         out = subprocess.run(
-                            [cli, "load", "--target", f"127.0.0.1:{port}", *flags,
+                            [cli, "load", "--target", targets[protocol], *flags, *extra,
                              "--concurrency", c, "--duration", str(args.seconds),
                              "--warmup", "0.5", "--protocol", protocol, "--json", "-"],
                             capture_output=True, text=True, check=True)
@@ -83,11 +93,13 @@ def main():
                 med = {p: {k: statistics.median(r[k] for r in rs)
                            for k in ("qps", "latency_us_p50", "latency_us_p99")}
                        for p, rs in runs.items()}
-                n, k = med["native"], med["kserve"]
-                print(f"| {name} | {c} | {n['qps']:.0f} | {k['qps']:.0f} | "
-                      f"{k['qps'] / n['qps']:.2f} | {n['latency_us_p50'] / 1e3:.2f} / "
-                      f"{n['latency_us_p99'] / 1e3:.2f} | {k['latency_us_p50'] / 1e3:.2f} / "
-                      f"{k['latency_us_p99'] / 1e3:.2f} |", flush=True)
+                n, g, h = med["native"], med["kserve"], med["kserve-http"]
+
+                def lat(m):
+                    return f"{m['latency_us_p50'] / 1e3:.2f} / {m['latency_us_p99'] / 1e3:.2f}"
+                print(f"| {name} | {c} | {n['qps']:.0f} | {g['qps']:.0f} | "
+                      f"{g['qps'] / n['qps']:.2f} | {h['qps']:.0f} | {h['qps'] / n['qps']:.2f} | "
+                      f"{lat(n)} | {lat(g)} | {lat(h)} |", flush=True)
     finally:
         server.terminate()
         server.wait(30)

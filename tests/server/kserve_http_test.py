@@ -298,6 +298,37 @@ class KserveHttpTest(unittest.TestCase):
             self.assertIn("draining", reply["error"])
             self.assertEqual(self.get("/v2/health/live", url=url)[0], 200)
 
+    def test_the_load_tester_over_http(self):
+        """`tensorcompute load --protocol kserve-http`: inline params and the preloaded table,
+        with one request in four carrying an out-of-range index; every answer as expected."""
+        cli = os.environ.get("TC_CLI_BINARY", "")
+        if not cli or not os.path.exists(cli):
+            self.skipTest(f"TC_CLI_BINARY not set or missing: {cli!r}")
+        cases = {
+            "inline": (["--rows", "64", "--slice", "16", "--indices", "8"], 8 * 16 * 4),
+            "table": (["--params-name", "table", "--dtype", "float32", "--params-shape", "4,3",
+                       "--indices", "5"], 5 * 3 * 4),
+        }
+        for name, (flags, output_bytes) in cases.items():
+            with self.subTest(name):
+                run = subprocess.run(
+                    [cli, "load", "--protocol", "kserve-http", "--target", self.http_url,
+                     "--requests", "200", "--concurrency", "3", "--warmup", "0", "--distinct",
+                     "4", "--invalid-fraction", "0.25", "--json", "-", *flags],
+                    capture_output=True, text=True, timeout=120)
+                self.assertEqual(run.returncode, 0, run.stderr)
+                report = json.loads(run.stdout)
+                self.assertEqual(report["sent"], 200)
+                self.assertEqual(report["by_code"], {"OK": 150, "INVALID_ARGUMENT": 50})
+                self.assertEqual(report["unexpected"], 0)
+                # Each OK answer: a JSON header, then the output's raw bytes.
+                self.assertGreater(report["bytes_received"], 150 * output_bytes)
+        refused = subprocess.run(
+            [cli, "load", "--protocol", "kserve-http", "--target", self.http_url, "--rate", "10",
+             "--requests", "5"], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertIn("closed loop only", refused.stderr)
+
     def test_curl_examples_in_the_docs(self):
         """Every ```sh block of docs/kserve.md's HTTP/REST section, run against this server,
         prints the ```output block below it (JSON compared as JSON)."""
