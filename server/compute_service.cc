@@ -338,18 +338,16 @@ void ComputeService::SetRegistry(core::TensorRegistry* registry, Placer place,
   admin_ = admin;
 }
 
-absl::StatusOr<inference::ModelInferResponse> ComputeService::InferBlocking(
-    const inference::ModelInferRequest& request, int64_t message_bytes, absl::Time deadline) {
+absl::Status ComputeService::InferBlocking(const inference::ModelInferRequest& request,
+                                           int64_t message_bytes, absl::Time deadline,
+                                           inference::ModelInferResponse* response) {
   const absl::Time start = absl::Now();
   metrics_->RequestStarted();
-  inference::ModelInferResponse response;
-  const absl::Status status = RunInfer(request, message_bytes, deadline, &response);
+  response->Clear();
+  const absl::Status status = RunInfer(request, message_bytes, deadline, response);
   metrics_->CountRequest(Rpc::kModelInfer, status.code(), absl::Now() - start);
-  if (!status.ok()) {
-    errors_->Log(RpcName(Rpc::kModelInfer), status);
-    return status;
-  }
-  return response;
+  if (!status.ok()) errors_->Log(RpcName(Rpc::kModelInfer), status);
+  return status;
 }
 
 absl::Status ComputeService::RunInfer(const inference::ModelInferRequest& request,

@@ -114,12 +114,13 @@ class ComputeService final : public v1::TensorCompute::CallbackService {
   // (kserve_codec.h), budget, batcher, executors, metrics (as ModelInfer) and error log as the
   // gRPC ModelInfer, but the calling thread waits for the answer. `message_bytes`, the size of
   // the request as received, is held in the budget with the output's bytes until this returns.
-  // The caller checks the token (Authorize). Returns the response as CompleteInferResponse
-  // leaves it, or: UNAVAILABLE while draining ("server is draining; ...") or when the budget or
-  // the batcher's queue has no room; DEADLINE_EXCEEDED when `deadline` passes in the queue;
-  // and the codec's and plan's errors.
-  absl::StatusOr<inference::ModelInferResponse> InferBlocking(
-      const inference::ModelInferRequest& request, int64_t message_bytes, absl::Time deadline);
+  // The caller checks the token (Authorize). Fills `*response` (cleared first; a caller that
+  // reuses one keeps its buffers' pages) as CompleteInferResponse leaves it, or returns:
+  // UNAVAILABLE while draining ("server is draining; ...") or when the budget or the batcher's
+  // queue has no room; DEADLINE_EXCEEDED when `deadline` passes in the queue; and the codec's
+  // and plan's errors.
+  absl::Status InferBlocking(const inference::ModelInferRequest& request, int64_t message_bytes,
+                             absl::Time deadline, inference::ModelInferResponse* response);
 
  private:
   template <typename Request, typename Response>

@@ -1,10 +1,14 @@
 #include "server/kserve_http.h"
 
+#include <algorithm>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "httplib.h"
 
@@ -33,6 +37,32 @@ std::string ModelPattern(absl::string_view suffix) {
   return absl::StrCat(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)", suffix);
 }
 
+// One HTTP thread's buffers for /infer: the body, the decoded request and the response, kept
+// from call to call so that a steady stream of large requests reuses pages already faulted in
+// (a fresh 1 MiB buffer costs several times its copy to fault in; 55% of a 1 MiB call's server
+// time went to growing and faulting fresh body strings). A call that moved more than
+// kKeepBytes releases them afterwards: at most about 3 x 4 MiB stay with each HTTP thread.
+// httplib runs a connection's request and its response on one thread, so a response that
+// refers to these is written before the thread reads its next request.
+struct InferScratch {
+  static constexpr size_t kKeepBytes = size_t{4} << 20;
+  std::string body;
+  inference::ModelInferRequest request;
+  inference::ModelInferResponse response;
+
+  void TrimAfter(size_t call_bytes) {
+    if (call_bytes <= kKeepBytes) return;
+    std::string().swap(body);
+    request = inference::ModelInferRequest();
+    response = inference::ModelInferResponse();
+  }
+};
+
+InferScratch& ThreadScratch() {
+  thread_local InferScratch scratch;
+  return scratch;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KserveHttp>> KserveHttp::Start(const Options& options,
@@ -59,8 +89,8 @@ absl::StatusOr<std::unique_ptr<KserveHttp>> KserveHttp::Start(const Options& opt
   // cpp-httplib writes a response's headers and body separately: with Nagle's algorithm the
   // body of a small answer waits for the client's delayed ACK (~40 ms on Linux).
   http->http_->set_tcp_nodelay(true);
-  http->http_->set_payload_max_length(
-      static_cast<size_t>(std::max<int64_t>(0, options.max_body_bytes)));
+  http->payload_max_ = static_cast<size_t>(std::max<int64_t>(0, options.max_body_bytes));
+  http->http_->set_payload_max_length(http->payload_max_);
   http->Route();
   const int max_body = static_cast<int>(std::min<int64_t>(options.max_body_bytes, INT32_MAX));
   http->http_->set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
@@ -153,43 +183,94 @@ void KserveHttp::Route() {
              if (!ready.ok()) return Reply(res, ready.status());
              ready_reply(res, *ready && ready_());
            });
-  http.Post(
-      ModelPattern("/infer"), [this, admit](const httplib::Request& req, httplib::Response& res) {
-        if (!admit(req, res)) return;
-        std::optional<int64_t> header_length;
-        if (req.has_header(kHeaderLength)) {
-          int64_t n = 0;
-          if (!absl::SimpleAtoi(req.get_header_value(kHeaderLength), &n)) {
-            return Reply(res, absl::InvalidArgumentError(
-                                  absl::StrCat(kHeaderLength, " is not a number of bytes")));
+  http.Post(ModelPattern("/infer"), [this, admit](const httplib::Request& req,
+                                                  httplib::Response& res,
+                                                  const httplib::ContentReader& read) {
+    InferScratch& scratch = ThreadScratch();
+    scratch.body.clear();
+    // Read the body ourselves (httplib would grow a fresh string 4 KiB at a time): into this
+    // thread's buffer, sized once from Content-Length (httplib has already refused one over
+    // max_message_bytes with 413 before any byte is read).
+    size_t expected = 0;
+    if (absl::SimpleAtoi(req.get_header_value("Content-Length"), &expected) &&
+        expected <= payload_max_) {
+      scratch.body.reserve(expected);
+    }
+    const bool read_all = read([&scratch](const char* data, size_t n) {
+      scratch.body.append(data, n);
+      return true;
+    });
+    if (!read_all) {  // too large (httplib set 413; the error handler words it) or cut short
+      if (res.status < 400) res.status = 400;
+      scratch.TrimAfter(scratch.body.capacity());
+      return;
+    }
+    const size_t body_bytes = scratch.body.size();
+    auto fail = [&](const absl::Status& status) {
+      Reply(res, status);
+      scratch.TrimAfter(body_bytes);
+    };
+    if (!admit(req, res)) return scratch.TrimAfter(body_bytes);
+    std::optional<int64_t> header_length;
+    if (req.has_header(kHeaderLength)) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(req.get_header_value(kHeaderLength), &n)) {
+        return fail(
+            absl::InvalidArgumentError(absl::StrCat(kHeaderLength, " is not a number of bytes")));
+      }
+      header_length = n;
+    }
+    inference::ModelInferRequest& request = scratch.request;
+    request.Clear();  // keeps its raw_input_contents' buffers for reuse
+    kserve::HttpInferOptions options;
+    if (absl::Status parsed =
+            kserve::ParseHttpInferRequest(scratch.body, header_length, &request, &options);
+        !parsed.ok()) {
+      return fail(parsed);
+    }
+    request.set_model_name(req.matches[1].str());
+    request.set_model_version(req.matches[2].str());
+    const absl::Time deadline = options.timeout_us.has_value()
+                                    ? absl::Now() + absl::Microseconds(*options.timeout_us)
+                                    : absl::InfiniteFuture();
+    inference::ModelInferResponse& response = scratch.response;
+    if (absl::Status status =
+            service_->InferBlocking(request, static_cast<int64_t>(body_bytes), deadline, &response);
+        !status.ok()) {
+      return fail(status);
+    }
+    size_t output_bytes = 0;
+    for (const std::string& raw : response.raw_output_contents()) output_bytes += raw.size();
+    const size_t call_bytes = std::max(body_bytes, output_bytes);
+    if (!options.binary_output) {
+      res.set_content(kserve::WriteHttpInferResponse(response, false).body, kJson);
+      return scratch.TrimAfter(call_bytes);
+    }
+    // Binary output: the JSON, then the outputs' bytes sent from the response itself, which
+    // this thread keeps until httplib has written it (it writes before its next request).
+    auto body = std::make_shared<kserve::HttpBody>(
+        kserve::WriteHttpInferResponse(response, true, /*append_binary=*/false));
+    size_t total = body->body.size();
+    for (absl::string_view part : body->binary) total += part.size();
+    res.set_header(kHeaderLength, absl::StrCat(*body->header_length));
+    res.set_content_provider(
+        total, "application/octet-stream",
+        [body](size_t offset, size_t, httplib::DataSink& sink) {
+          // Everything from `offset` on, part by part (httplib calls again if a write stops short).
+          std::vector<absl::string_view> parts = {body->body};
+          parts.insert(parts.end(), body->binary.begin(), body->binary.end());
+          for (absl::string_view part : parts) {
+            if (offset >= part.size()) {
+              offset -= part.size();
+              continue;
+            }
+            if (!sink.write(part.data() + offset, part.size() - offset)) return false;
+            offset = 0;
           }
-          header_length = n;
-        }
-        inference::ModelInferRequest request;
-        kserve::HttpInferOptions options;
-        if (absl::Status parsed =
-                kserve::ParseHttpInferRequest(req.body, header_length, &request, &options);
-            !parsed.ok()) {
-          return Reply(res, parsed);
-        }
-        request.set_model_name(req.matches[1].str());
-        request.set_model_version(req.matches[2].str());
-        const absl::Time deadline = options.timeout_us.has_value()
-                                        ? absl::Now() + absl::Microseconds(*options.timeout_us)
-                                        : absl::InfiniteFuture();
-        absl::StatusOr<inference::ModelInferResponse> response =
-            service_->InferBlocking(request, static_cast<int64_t>(req.body.size()), deadline);
-        if (!response.ok()) return Reply(res, response.status());
-        kserve::HttpBody body = kserve::WriteHttpInferResponse(*response, options.binary_output);
-        *response = inference::ModelInferResponse();  // hold the output once, in the body
-        if (body.header_length.has_value()) {
-          res.set_header(kHeaderLength, absl::StrCat(*body.header_length));
-          res.set_header("Content-Type", "application/octet-stream");
-        } else {
-          res.set_header("Content-Type", kJson);
-        }
-        res.body = std::move(body.body);  // set_content would copy it
-      });
+          return true;
+        },
+        [&scratch, call_bytes](bool) { scratch.TrimAfter(call_bytes); });
+  });
 }
 
 }  // namespace tensorcompute::server

@@ -82,6 +82,7 @@ class KserveHttp {
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};
   int port_ = 0;
+  size_t payload_max_ = 0;  // max_body_bytes
 };
 
 }  // namespace tensorcompute::server

@@ -434,7 +434,8 @@ absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t
   return ParseJson(root, binary, request, options);
 }
 
-HttpBody WriteHttpInferResponse(const inference::ModelInferResponse& response, bool binary_output) {
+HttpBody WriteHttpInferResponse(const inference::ModelInferResponse& response, bool binary_output,
+                                bool append_binary) {
   Json root = Json::object();
   root["model_name"] = response.model_name();
   root["model_version"] = response.model_version();
@@ -462,7 +463,13 @@ HttpBody WriteHttpInferResponse(const inference::ModelInferResponse& response, b
   out.body = Dump(root);
   if (binary_output) {
     out.header_length = static_cast<int64_t>(out.body.size());
-    for (const std::string* raw : binary) out.body.append(*raw);
+    for (const std::string* raw : binary) {
+      if (append_binary) {
+        out.body.append(*raw);
+      } else {
+        out.binary.emplace_back(*raw);
+      }
+    }
   }
   return out;
 }

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -61,11 +62,16 @@ absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t
 struct HttpBody {
   std::string body;
   std::optional<int64_t> header_length;
+  // With binary output and append_binary false: the outputs' bytes, in order, still in the
+  // response (they follow `body` on the wire; the caller sends them from there).
+  std::vector<absl::string_view> binary;
 };
 
 // The HTTP form of `response` (as kserve::CompleteInferResponse leaves it: every output's bytes
-// in raw_output_contents). With `binary_output`, outputs are binary data after the JSON.
-HttpBody WriteHttpInferResponse(const inference::ModelInferResponse& response, bool binary_output);
+// in raw_output_contents). With `binary_output`, outputs are binary data after the JSON: appended
+// to `body`, or with `append_binary` false only viewed in HttpBody::binary (no copy).
+HttpBody WriteHttpInferResponse(const inference::ModelInferResponse& response, bool binary_output,
+                                bool append_binary = true);
 
 // JSON of the server's and of a model's metadata (KServe v2 REST shapes).
 std::string ServerMetadataJson(const inference::ServerMetadataResponse& metadata);

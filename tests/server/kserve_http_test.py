@@ -196,6 +196,22 @@ class KserveHttpTest(unittest.TestCase):
                                   {"op": "gather_nd"})
             self.check_equal(out, gather_nd_reference(self.table, nd, 0), "table gather_nd")
 
+    def test_large_and_small_answers_alternate_on_one_connection(self):
+        # The front end keeps each thread's buffers between calls and releases them after one
+        # of more than 4 MiB (server/kserve_http.cc, InferScratch); answers are sent from the
+        # response in place. Sizes that grow, shrink and cross that line, on one keep-alive
+        # connection, each checked against NumPy.
+        rng = np.random.default_rng(7)
+        params = rng.standard_normal((8192, 256)).astype(np.float32)  # 8 MiB, rows of 1 KiB
+        for rows in (6000, 16, 6000, 6000, 3, 1500, 0, 7000, 1):
+            indices = rng.integers(-8192, 8192, rows).astype(np.int64)
+            for binary in (True, False) if rows <= 16 else (True,):
+                with self.subTest(rows=rows, binary=binary):
+                    out = self.infer_both(
+                        "gather", {"params": ("FP32", params), "indices": ("INT64", indices)},
+                        binary)
+                    self.check_equal(out, params[indices], f"{rows} rows")
+
     def test_out_of_range_index_is_400_with_the_plan_message(self):
         tensors = {"params": ("INT32", np.array([1, 2, 3], dtype=np.int32)),
                    "indices": ("INT64", np.array([0, 7], dtype=np.int64))}

@@ -221,6 +221,20 @@ TEST(KserveJson, ResponseAsBinary) {
   EXPECT_EQ(body.body.substr(static_cast<size_t>(*body.header_length)), raw);
 }
 
+TEST(KserveJson, ResponseAsBinaryViewedInPlace) {
+  const std::string raw = Raw<int32_t>({7, 8, 9});
+  const inference::ModelInferResponse response = Response("INT32", {3}, raw);
+  const HttpBody body = WriteHttpInferResponse(response, true, /*append_binary=*/false);
+  ASSERT_TRUE(body.header_length.has_value());
+  EXPECT_EQ(static_cast<size_t>(*body.header_length), body.body.size());  // the JSON only
+  EXPECT_EQ(Json::parse(body.body)["outputs"][0]["parameters"]["binary_data_size"], 12);
+  ASSERT_EQ(body.binary.size(), 1u);
+  EXPECT_EQ(body.binary[0], raw);
+  EXPECT_EQ(body.binary[0].data(), response.raw_output_contents(0).data());  // not a copy
+  // JSON output has nothing to view.
+  EXPECT_TRUE(WriteHttpInferResponse(response, false, false).binary.empty());
+}
+
 TEST(KserveJson, MetadataAndErrors) {
   inference::ServerMetadataResponse server;
   server.set_name("tensorcompute");
