@@ -116,4 +116,35 @@ core::MutableTensorView PrepareOutput(core::DataType dtype, const core::Shape& s
   return view;
 }
 
+namespace {
+
+void PutVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+constexpr char kLengthDelimited = 2;  // protobuf wire type of messages and bytes
+static_assert(static_cast<int>(v1::GatherResponse::kOutputFieldNumber) ==
+              static_cast<int>(v1::GatherNdResponse::kOutputFieldNumber));
+
+}  // namespace
+
+std::string ResponsePrefix(core::DataType dtype, const core::Shape& shape, int64_t num_bytes) {
+  v1::Tensor head;  // Tensor's fields 1 (dtype) and 2 (shape); data (3) follows, then nothing
+  head.set_dtype(ToProtoDataType(dtype));
+  head.mutable_shape()->Assign(shape.begin(), shape.end());
+  std::string tensor = head.SerializeAsString();
+  tensor.push_back(static_cast<char>((v1::Tensor::kDataFieldNumber << 3) | kLengthDelimited));
+  PutVarint(static_cast<uint64_t>(num_bytes), &tensor);
+  std::string prefix;
+  prefix.push_back(
+      static_cast<char>((v1::GatherResponse::kOutputFieldNumber << 3) | kLengthDelimited));
+  PutVarint(tensor.size() + static_cast<uint64_t>(num_bytes), &prefix);
+  prefix += tensor;
+  return prefix;
+}
+
 }  // namespace tensorcompute::proto

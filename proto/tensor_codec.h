@@ -22,6 +22,7 @@
 #define TENSORCOMPUTE_PROTO_TENSOR_CODEC_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -78,6 +79,15 @@ absl::StatusOr<core::Tensor> FromProto(const v1::Tensor& t, absl::string_view na
 // The view is valid while `*out` lives and its data/strings fields are not otherwise mutated.
 core::MutableTensorView PrepareOutput(core::DataType dtype, const core::Shape& shape,
                                       int64_t num_elements, int64_t num_bytes, v1::Tensor* out);
+
+// The wire form of a GatherResponse or GatherNdResponse (both: `Tensor output = 1`) whose output
+// has fixed-size `dtype`, `shape` and `num_bytes` of data, up to the data: the whole message is
+// this prefix followed by the data's `num_bytes` bytes, byte for byte what protobuf would
+// serialize. The server writes an output straight into a buffer that starts with this (no
+// zero fill, no serialization copy).
+// REQUIRES: dtype is a known type other than kString; num_bytes > 0 (protobuf omits empty
+//   data, and so must the caller: use PrepareOutput then).
+std::string ResponsePrefix(core::DataType dtype, const core::Shape& shape, int64_t num_bytes);
 
 }  // namespace tensorcompute::proto
 

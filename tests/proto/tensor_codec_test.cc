@@ -184,6 +184,40 @@ TEST(PrepareOutput, BytesAreWrittenStraightIntoTheMessage) {
   EXPECT_TRUE(back.ok()) << back.status();
 }
 
+// The head the server writes an output after is exactly protobuf's serialization up to the
+// data, for every fixed-size dtype, scalars, zero-free shapes, high ranks, large dimensions
+// (multi-byte varints) and sizes across the 1-, 2- and 3-byte length varints.
+TEST(ResponsePrefix, PlusTheDataIsProtobufsOwnSerialization) {
+  struct Case {
+    core::DataType dtype;
+    core::Shape shape;
+  };
+  const std::vector<Case> cases = {
+      {core::DataType::kInt8, {}},          {core::DataType::kBool, {3}},
+      {core::DataType::kFloat32, {2, 3}},   {core::DataType::kFloat16, {1, 1, 1, 1, 1, 1, 1, 70}},
+      {core::DataType::kUint64, {4, 2}},    {core::DataType::kComplex128, {5}},
+      {core::DataType::kInt32, {3, 10000}}, {core::DataType::kBfloat16, {129, 1}},
+      {core::DataType::kFloat64, {16384}},  {core::DataType::kComplex64, {1, 300000}},
+  };
+  for (const Case& c : cases) {
+    int64_t elements = 1;
+    for (int64_t d : c.shape) elements *= d;
+    const int64_t bytes = elements * static_cast<int64_t>(core::ElementSize(c.dtype));
+    std::string data(static_cast<size_t>(bytes), '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 1);
+    v1::GatherResponse expected;
+    expected.mutable_output()->set_dtype(ToProtoDataType(c.dtype));
+    expected.mutable_output()->mutable_shape()->Assign(c.shape.begin(), c.shape.end());
+    expected.mutable_output()->set_data(data);
+    const std::string wire = ResponsePrefix(c.dtype, c.shape, bytes) + data;
+    EXPECT_EQ(wire, expected.SerializeAsString()) << c.shape.size() << " dims, " << bytes;
+    v1::GatherNdResponse parsed;
+    ASSERT_TRUE(parsed.ParseFromString(wire));
+    EXPECT_EQ(parsed.output().data(), data);
+    EXPECT_EQ(parsed.output().shape_size(), static_cast<int>(c.shape.size()));
+  }
+}
+
 TEST(PrepareOutput, StringsAreWrittenStraightIntoTheMessage) {
   v1::Tensor out;
   out.set_data("stale");
