@@ -301,10 +301,14 @@ TEST(StatusTable, FullQueueIsUnavailableAtOnceAndNeverComputed) {
 TEST(StatusTable, FloodOfLargeRequestsGetsOkOrOverloadedAndOnlyOkOnesAreComputed) {
   // One executor thread, batches of one, one queue slot: concurrent large requests overflow.
   // Every answer is a correct output or "server overloaded"; the executor saw only the OK ones.
+  // The byte budget must not be what refuses them: 12 reads in progress, each holding a credit
+  // of twice max_message_bytes, filled the default 1 GiB in about one run of ten. 16 MiB
+  // messages (these are 8 MiB) keep the credits at 384 MiB.
   ServerOptions options = TestOptions();
   options.cpu_threads = 1;
   options.max_batch_size = 1;
   options.queue_capacity = 1;
+  options.max_message_bytes = int64_t{16} << 20;
   auto server = StartOrDie(options);
   ASSERT_NE(server, nullptr);
   auto stub = MakeStub(server->port());
