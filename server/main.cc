@@ -84,7 +84,7 @@ ABSL_FLAG(std::string, health_listen, "",
 ABSL_FLAG(std::string, auth_token_file, "",
           "file of accepted bearer tokens, one per line; every RPC but health then needs "
           "'authorization: Bearer <token>'; re-read on SIGHUP");
-ABSL_FLAG(int64_t, inline_compute_bytes, 16 << 10,
+ABSL_FLAG(int64_t, inline_compute_bytes, 1 << 20,
           "requests with outputs up to this many bytes that find the server idle are computed "
           "on the receiving thread, without a hand-off to the pool; 0 = never");
 ABSL_FLAG(std::string, admin_token_file, "",

@@ -78,6 +78,9 @@ ABSL_FLAG(std::string, only, "",
           "then shows 0 for the other");
 ABSL_FLAG(int, cpu_threads, 0,
           "tensorcompute-server's cpu_threads (0, the default: one per core); for diagnosis");
+ABSL_FLAG(int64_t, inline_compute_bytes, -1,
+          "tensorcompute-server's inline_compute_bytes (-1, the default: the server's default); "
+          "for diagnosis");
 ABSL_FLAG(int, repetitions, 3, "times each point is measured; the table shows medians");
 ABSL_FLAG(int, channels, 4, "client channels (HTTP/2 connections) per server");
 ABSL_FLAG(std::vector<std::string>, concurrency, std::vector<std::string>({"1", "16", "64"}),
@@ -503,6 +506,9 @@ absl::StatusOr<std::unique_ptr<server::Server>> StartWithTable(server::ServerOpt
                                                                int64_t rows) {
   options.listen = "127.0.0.1:0";
   options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  if (absl::GetFlag(FLAGS_inline_compute_bytes) >= 0) {
+    options.inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
+  }
   options.max_resident_bytes = rows * kRowFloats * 4 + 1;
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(options);
   if (!s.ok()) return s.status();
@@ -687,6 +693,9 @@ int Main() {
   server::ServerOptions options;
   options.listen = "127.0.0.1:0";
   options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  if (absl::GetFlag(FLAGS_inline_compute_bytes) >= 0) {
+    options.inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
+  }
   absl::StatusOr<std::unique_ptr<server::Server>> tc = server::Server::Start(options);
   if (!tc.ok()) {
     std::fprintf(stderr, "tensorcompute-server: %s\n", tc.status().ToString().c_str());
