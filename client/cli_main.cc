@@ -46,6 +46,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include <unistd.h>
 
@@ -375,6 +376,10 @@ void AddGatherFlags(CLI::App* app, GatherFlags* f, bool nd) {
 }
 
 int Main(int argc, char** argv) {
+  // Debian's Abseil has absl::Mutex deadlock detection on (no NDEBUG): a global lock graph
+  // updated on every lock, gRPC's included, a cost the load tester must not pay per call
+  // (server/main.cc says more).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app(
       "tensorcompute: Gather and GatherNd on a tensorcompute server, resident tensors, and a "
       "load tester",

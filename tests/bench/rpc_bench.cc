@@ -81,6 +81,9 @@ ABSL_FLAG(int, cpu_threads, 0,
 ABSL_FLAG(int64_t, inline_compute_bytes, -1,
           "tensorcompute-server's inline_compute_bytes (-1, the default: the server's default); "
           "for diagnosis");
+ABSL_FLAG(bool, mutex_deadlock_detection, false,
+          "leave absl::Mutex deadlock detection on, as Debian's Abseil has it by default (the "
+          "server and CLI turn it off); for A/B runs");
 ABSL_FLAG(int, repetitions, 3, "times each point is measured; the table shows medians");
 ABSL_FLAG(int, channels, 4, "client channels (HTTP/2 connections) per server");
 ABSL_FLAG(std::vector<std::string>, concurrency, std::vector<std::string>({"1", "16", "64"}),
@@ -837,5 +840,10 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  // As in tensorcompute-server's main (server/main.cc): Debian's Abseil has deadlock
+  // detection on, which production turns off; the benchmark measures production's setting.
+  if (!absl::GetFlag(FLAGS_mutex_deadlock_detection)) {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  }
   return tensorcompute::bench::Main();
 }
