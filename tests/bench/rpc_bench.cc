@@ -504,14 +504,20 @@ EmbeddingCase MakeEmbeddingCase(const core::Tensor& table, int64_t lookups) {
   return c;
 }
 
+// The diagnosis flags that set tensorcompute-server's options (--cpu_threads,
+// --inline_compute_bytes), for every server the benchmark starts.
+void ApplyServerFlags(server::ServerOptions* options) {
+  options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  if (absl::GetFlag(FLAGS_inline_compute_bytes) >= 0) {
+    options->inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
+  }
+}
+
 // A server with the table resident.
 absl::StatusOr<std::unique_ptr<server::Server>> StartWithTable(server::ServerOptions options,
                                                                int64_t rows) {
   options.listen = "127.0.0.1:0";
-  options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
-  if (absl::GetFlag(FLAGS_inline_compute_bytes) >= 0) {
-    options.inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
-  }
+  ApplyServerFlags(&options);
   options.max_resident_bytes = rows * kRowFloats * 4 + 1;
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(options);
   if (!s.ok()) return s.status();
@@ -695,10 +701,7 @@ int Main() {
 
   server::ServerOptions options;
   options.listen = "127.0.0.1:0";
-  options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
-  if (absl::GetFlag(FLAGS_inline_compute_bytes) >= 0) {
-    options.inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
-  }
+  ApplyServerFlags(&options);
   absl::StatusOr<std::unique_ptr<server::Server>> tc = server::Server::Start(options);
   if (!tc.ok()) {
     std::fprintf(stderr, "tensorcompute-server: %s\n", tc.status().ToString().c_str());
