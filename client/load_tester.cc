@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cctype>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
@@ -27,6 +28,7 @@
 #include "client/latency_histogram.h"
 #include "core/status_macros.h"
 #include "core/tensor.h"
+#include "proto/kserve_wire.h"
 #include "proto/tensor_codec.h"
 
 namespace tensorcompute::client {
@@ -50,55 +52,22 @@ absl::StatusOr<core::Tensor> RandomParams(const LoadRequestSpec& spec, std::mt19
 
 std::string Serialize(const google::protobuf::Message& m) { return m.SerializeAsString(); }
 
-// The KServe v2 datatype of `dtype`; empty for the complex types, which have none.
-std::string KserveDatatype(core::DataType dtype) {
-  switch (dtype) {
-    case core::DataType::kBool:
-      return "BOOL";
-    case core::DataType::kFloat16:
-      return "FP16";
-    case core::DataType::kBfloat16:
-      return "BF16";
-    case core::DataType::kFloat32:
-      return "FP32";
-    case core::DataType::kFloat64:
-      return "FP64";
-    case core::DataType::kString:
-      return "BYTES";
-    case core::DataType::kComplex64:
-    case core::DataType::kComplex128:
-    case core::DataType::kUnspecified:
-      return "";
-    default: {
-      std::string name = core::DataTypeName(dtype);  // "int8", "uint64", ...
-      for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-      return name;
-    }
-  }
-}
-
-// raw_input_contents' form of a tensor: its bytes, or for strings a 4-byte little-endian
-// length before each.
+// raw_input_contents' form of a tensor: its bytes, or for strings the BYTES framing
+// (proto/kserve_wire.h).
 std::string RawContents(const core::Tensor& t) {
   if (t.dtype() != core::DataType::kString) {
     return std::string(reinterpret_cast<const char*>(t.bytes().data()), t.bytes().size());
   }
   std::string out;
-  for (const std::string& s : t.strings()) {
-    const auto n = static_cast<uint32_t>(s.size());
-    const char length[4] = {static_cast<char>(n), static_cast<char>(n >> 8),
-                            static_cast<char>(n >> 16), static_cast<char>(n >> 24)};
-    out.append(length, 4);
-    out.append(s);
-  }
+  for (const std::string& s : t.strings()) proto::AppendKserveBytesElement(s, &out);
   return out;
 }
 
-void AddInput(const char* name, const std::string& datatype, const core::Shape& shape,
+void AddInput(const char* name, absl::string_view datatype, const core::Shape& shape,
               inference::ModelInferRequest* r) {
   inference::ModelInferRequest::InferInputTensor* input = r->add_inputs();
   input->set_name(name);
-  input->set_datatype(datatype);
+  input->set_datatype(std::string(datatype));
   for (int64_t d : shape) input->add_shape(d);
 }
 
@@ -142,8 +111,8 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
     // Everything but the indices' bytes: the model, both inputs' descriptions, the
     // parameters and the params' raw contents (raw_input_contents is repeated: each request
     // appends the indices' entry after it).
-    const std::string datatype = KserveDatatype(spec.dtype);
-    if (datatype.empty()) {
+    const std::optional<absl::string_view> datatype = proto::KserveDatatypeName(spec.dtype);
+    if (!datatype.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s has no KServe v2 datatype", core::DataTypeName(spec.dtype)));
     }
@@ -153,10 +122,9 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
       if (spec.nd) (*head.mutable_parameters())["op"].set_string_param("gather_nd");
     } else {
       head.set_model_name(spec.nd ? "gather_nd" : "gather");
-      AddInput("params", datatype, spec.params_shape, &head);
+      AddInput("params", *datatype, spec.params_shape, &head);
     }
-    AddInput("indices", spec.index_dtype == core::DataType::kInt64 ? "INT64" : "INT32", index_shape,
-             &head);
+    AddInput("indices", *proto::KserveDatatypeName(spec.index_dtype), index_shape, &head);
     if (!spec.nd) (*head.mutable_parameters())["axis"].set_int64_param(0);
     if (spec.params_name.empty()) {
       TC_ASSIGN_OR_RETURN(core::Tensor params, RandomParams(spec, rng));
@@ -356,34 +324,6 @@ void Run::ClosedLoopSlot() {
   Start(std::move(call), [this] { ClosedLoopSlot(); });
 }
 
-// The gRPC code the server's HTTP front end answers with `http_status` (server/kserve_json.cc,
-// HttpStatusOf, and the front end's own 413 for a body over max_message_bytes).
-int CodeOfHttpStatus(int http_status) {
-  switch (http_status) {
-    case 200:
-      return static_cast<int>(grpc::StatusCode::OK);
-    case 400:
-      return static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT);
-    case 401:
-      return static_cast<int>(grpc::StatusCode::UNAUTHENTICATED);
-    case 403:
-      return static_cast<int>(grpc::StatusCode::PERMISSION_DENIED);
-    case 404:
-      return static_cast<int>(grpc::StatusCode::NOT_FOUND);
-    case 413:
-    case 429:
-      return static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED);
-    case 501:
-      return static_cast<int>(grpc::StatusCode::UNIMPLEMENTED);
-    case 503:
-      return static_cast<int>(grpc::StatusCode::UNAVAILABLE);
-    case 504:
-      return static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED);
-    default:
-      return static_cast<int>(grpc::StatusCode::INTERNAL);
-  }
-}
-
 void Run::HttpSlot(int index) {
   // One keep-alive connection per target, made on first use.
   std::vector<std::unique_ptr<httplib::Client>> clients(http_targets_.size());
@@ -433,8 +373,8 @@ void Run::HttpSlot(int index) {
       httplib::Error error = httplib::Error::Success;
       const bool answered = client_for(turn % http_targets_.size()).send(req, res, error);
       req.body.swap(send_buffer);
-      const int code =
-          answered ? CodeOfHttpStatus(res.status) : static_cast<int>(grpc::StatusCode::UNAVAILABLE);
+      const int code = answered ? static_cast<int>(proto::StatusCodeOfHttp(res.status))
+                                : static_cast<int>(grpc::StatusCode::UNAVAILABLE);
       if (code == static_cast<int>(grpc::StatusCode::UNAVAILABLE) &&
           attempt < options_.max_attempts && absl::Now() < deadline) {
         if (measured) retries_.fetch_add(1, std::memory_order_relaxed);
