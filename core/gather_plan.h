@@ -5,7 +5,11 @@
 // written in this file's .cc: the kernels report only positions, and BadIndexError() turns a
 // position into words, so the CPU and the GPU say exactly the same thing.
 //
-// Semantics implemented (docs in shared/reference/):
+// Semantics implemented, as documented at
+//   https://www.tensorflow.org/api_docs/python/tf/gather
+//   https://www.tensorflow.org/api_docs/python/tf/gather_nd
+//   https://onnx.ai/onnx/operators/onnx__Gather.html
+//   https://onnx.ai/onnx/operators/onnx__GatherND.html
 //   Gather   = tf.gather(params, indices, axis, batch_dims) = ONNX Gather-13 when
 //              batch_dims == 0. Negative axis counts from params' rank; negative batch_dims
 //              from indices' rank; an unset axis means batch_dims. Output shape

@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include <sys/mman.h>
 
+#include "core/status_macros.h"
+
 namespace tensorcompute::core {
 namespace {
 
@@ -45,16 +47,19 @@ std::string KnownTypeNames() {
 
 }  // namespace
 
-absl::Status ValidateTensor(const TensorView& t, absl::string_view name, int64_t max_rank) {
-  if (!DataTypeFromInt(static_cast<int32_t>(t.dtype))) {
-    if (t.dtype == DataType::kUnspecified) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ": dtype is unspecified; expected one of ", KnownTypeNames()));
-    }
-    return absl::InvalidArgumentError(absl::StrCat(name, ": unknown dtype ",
-                                                   static_cast<int32_t>(t.dtype),
-                                                   "; expected one of ", KnownTypeNames()));
+absl::Status ValidateDataType(DataType dtype, absl::string_view name) {
+  if (DataTypeFromInt(static_cast<int32_t>(dtype))) return absl::OkStatus();
+  if (dtype == DataType::kUnspecified) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": dtype is unspecified; expected one of ", KnownTypeNames()));
   }
+  return absl::InvalidArgumentError(absl::StrCat(name, ": unknown dtype ",
+                                                 static_cast<int32_t>(dtype), "; expected one of ",
+                                                 KnownTypeNames()));
+}
+
+absl::Status ValidateTensor(const TensorView& t, absl::string_view name, int64_t max_rank) {
+  TC_RETURN_IF_ERROR(ValidateDataType(t.dtype, name));
   if (t.rank() > max_rank) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": rank ", t.rank(), " exceeds the maximum rank ", max_rank));

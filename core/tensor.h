@@ -50,10 +50,16 @@ struct MutableTensorView {
   absl::Span<std::string* const> strings;  // kString only; one existing string per element
 };
 
-// Checks that `t` is a well-formed tensor: a known dtype, at most `max_rank` dimensions, none
-// negative, an element count that fits int64 (CheckedNumElements), and storage that matches:
-// data of exactly elements x element-size bytes (and no strings), or exactly one string per
-// element (and no data) for kString.
+// Checks that `dtype` is one of kAllDataTypes. Returns OK, or INVALID_ARGUMENT whose message
+// starts with `name` and lists the known types: "params: dtype is unspecified; expected one of
+// bool, int8, ..., string" for kUnspecified, "params: unknown dtype 99; expected one of ..."
+// for a number that names no type.
+absl::Status ValidateDataType(DataType dtype, absl::string_view name);
+
+// Checks that `t` is a well-formed tensor: a known dtype (ValidateDataType), at most
+// `max_rank` dimensions, none negative, an element count that fits int64 (CheckedNumElements),
+// and storage that matches: data of exactly elements x element-size bytes (and no strings), or
+// exactly one string per element (and no data) for kString.
 // Returns OK or INVALID_ARGUMENT whose message starts with `name` ("params", "indices") and
 // states what was found and what was expected.
 absl::Status ValidateTensor(const TensorView& t, absl::string_view name, int64_t max_rank);

@@ -1,10 +1,13 @@
 #include "core/tensor_registry.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+
+#include "core/status_macros.h"
 
 namespace tensorcompute::core {
 namespace {
@@ -24,6 +27,37 @@ int64_t ResidentBytes(DataType dtype, int64_t num_elements, int64_t string_paylo
     return string_payload_bytes + num_elements * static_cast<int64_t>(sizeof(std::string));
   }
   return num_elements * static_cast<int64_t>(ElementSize(dtype));
+}
+
+absl::StatusOr<ResidentSize> ValidateResidentDescription(absl::string_view name, DataType dtype,
+                                                         absl::Span<const int64_t> shape,
+                                                         int64_t max_rank) {
+  TC_RETURN_IF_ERROR(TensorRegistry::ValidateName(name));
+  TC_RETURN_IF_ERROR(ValidateDataType(dtype, absl::StrCat("tensor '", name, "'")));
+  if (shape.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' is a scalar; gathers need rank >= 1 (e.g. shape [1])"));
+  }
+  if (static_cast<int64_t>(shape.size()) > max_rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' has rank ", shape.size(), "; at most ", max_rank));
+  }
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name, "' has a negative dimension ", d));
+    }
+  }
+  const std::optional<int64_t> elements = CheckedNumElements(shape);
+  const std::optional<int64_t> bytes =
+      elements && dtype != DataType::kString
+          ? CheckedMul(*elements, static_cast<int64_t>(ElementSize(dtype)))
+          : std::optional<int64_t>(0);
+  if (!elements || !bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "': the element count of its shape overflows int64"));
+  }
+  return ResidentSize{*elements, *bytes};
 }
 
 TensorRegistry::Reservation& TensorRegistry::Reservation::operator=(Reservation&& other) noexcept {

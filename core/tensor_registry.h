@@ -33,6 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "core/tensor.h"
 
@@ -60,6 +61,26 @@ struct ResidentTensor {
 // The bytes a tensor of `dtype` and `shape` counts against the cap: its data, or for strings
 // the given payload plus one std::string per element.
 int64_t ResidentBytes(DataType dtype, int64_t num_elements, int64_t string_payload_bytes);
+
+// What a resident tensor's description (PutTensor's first message, --preload) holds.
+struct ResidentSize {
+  int64_t elements = 0;    // product of the shape
+  int64_t data_bytes = 0;  // elements x element size; 0 for DT_STRING
+};
+
+// Checks the description of a tensor to be made resident, before anything is reserved or
+// allocated. Returns its size, or INVALID_ARGUMENT for the first of these faults:
+//   a bad name (ValidateName's message);
+//   an unspecified or unknown dtype (ValidateDataType's, e.g. "tensor 'NAME': unknown dtype 99;
+//     expected one of bool, ..., string");
+//   an empty shape: "tensor 'NAME' is a scalar; gathers need rank >= 1 (e.g. shape [1])";
+//   more than `max_rank` dimensions: "tensor 'NAME' has rank R; at most MAX_RANK";
+//   a negative dimension: "tensor 'NAME' has a negative dimension D";
+//   an element count or byte count (not for DT_STRING) above int64: "tensor 'NAME': the element
+//     count of its shape overflows int64".
+absl::StatusOr<ResidentSize> ValidateResidentDescription(absl::string_view name, DataType dtype,
+                                                         absl::Span<const int64_t> shape,
+                                                         int64_t max_rank);
 
 class TensorRegistry {
  public:

@@ -45,8 +45,8 @@ struct CpuExecutorOptions {
   // A batch of one task whose output is at most this many bytes is computed on the thread
   // that calls Run (the batcher's fast path: the RPC's own thread, with the queue empty and a
   // slot free) instead of being handed to the pool: the hand-off to a pool thread and the
-  // answer sent from there cost more than a copy of up to about a MiB (4 KiB answers at 1
-  // client: 0.64 -> 0.92 of a bare gRPC echo; 64 KiB answers at 16 clients: 0.60 -> 0.78).
+  // answer sent from there cost more than a copy of up to about a MiB (figures in
+  // docs/performance.md, "Inline compute up to 1 MiB").
   // It runs on that thread alone (no pool split). Such a Run returns after the task's done.
   // Default 0: never (the server sets 1 MiB).
   int64_t inline_task_bytes = 0;

@@ -1,7 +1,7 @@
 // File: core/batching/executor.h
 //
 // The seam between the batcher and the hardware: an Executor runs batches of Tasks. The CPU
-// executor (cpu_executor.h) and the CUDA executor (core/cuda/, a later issue) implement it;
+// executor (cpu_executor.h) and the CUDA executor (core/cuda/cuda_executor.h) implement it;
 // tests use fakes. The batcher never knows which one it has.
 //
 // Thread-safety: Run may be called from any thread, including concurrently with itself.

@@ -8,8 +8,7 @@
 // an executor (or drops it as expired/cancelled, calling done itself); the executor then owns
 // it until it calls done. Whoever calls done must not touch the views afterwards: done is the
 // signal that the memory behind them (request and response messages) may be released.
-// `pin` keeps any other storage the views point into alive (e.g. a resident tensor) until the
-// Task is destroyed.
+// `table` keeps a resident tensor that `params` views alive until the Task is destroyed.
 //
 // Thread-safety: a Task is used by one thread at a time, except `cancel`, which any thread may
 // set at any time (the RPC layer's OnCancel) and which the batcher and executors poll.
@@ -46,7 +45,6 @@ struct Task {
   core::TensorView params;
   core::TensorView indices;
   core::MutableTensorView output;
-  std::shared_ptr<const void> pin;  // optional: keeps storage behind the views alive
 
   // Set when `params` views a resident tensor (core/tensor_registry.h: params is a view of
   // table->tensor) instead of request bytes. Executors compute a batch's tasks on one table in

@@ -6,7 +6,7 @@
 // slot runs one batch at a time, so batches on different slots overlap their copies and
 // kernels.
 //
-// A batch's round trip (StreamSlot.cc explains the details):
+// A batch's round trip (stream_slot.cc explains the details):
 //   PlanBatch -> one device allocation (input and output buffers) from the device's pool ->
 //   input pieces (indices, and params unless the task's table has a copy on this device)
 //   memcpy'd into a staging half and sent host -> device, half by half ->

@@ -23,16 +23,19 @@ using ::testing::IsEmpty;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
-// A task that carries `id` in its pin; done is a no-op (BatchQueue never calls it).
+// A task that carries `id` as its table's version (BatchQueue never looks at the table); done
+// is a no-op (BatchQueue never calls it).
 std::unique_ptr<Task> NewTask(int id, absl::Time deadline = absl::InfiniteFuture()) {
   auto task = std::make_unique<Task>();
-  task->pin = std::make_shared<int>(id);
+  auto tag = std::make_shared<core::ResidentTensor>();
+  tag->version = id;
+  task->table = std::move(tag);
   task->deadline = deadline;
   task->done = [](absl::Status) {};
   return task;
 }
 
-int IdOf(const Task& task) { return *static_cast<const int*>(task.pin.get()); }
+int IdOf(const Task& task) { return static_cast<int>(task.table->version); }
 
 std::vector<int> Ids(const Batch& batch) {
   std::vector<int> ids;

@@ -38,7 +38,9 @@ using ::testing::StartsWith;
 
 const absl::Duration kLong = absl::Seconds(30);  // "never" on a loaded machine
 
-int IdOf(const Task& task) { return *static_cast<const int*>(task.pin.get()); }
+// A task's id: NewTask keeps it as the version of the task's table, which neither the batcher
+// nor FakeExecutor looks at.
+int IdOf(const Task& task) { return static_cast<int>(task.table->version); }
 
 // Collects the statuses that done callbacks receive, by task id.
 class Recorder {
@@ -84,7 +86,9 @@ class Recorder {
 
 std::unique_ptr<Task> NewTask(int id, Recorder& recorder) {
   auto task = std::make_unique<Task>();
-  task->pin = std::make_shared<int>(id);
+  auto tag = std::make_shared<core::ResidentTensor>();
+  tag->version = id;
+  task->table = std::move(tag);
   task->done = recorder.Done(id);
   return task;
 }

@@ -225,7 +225,8 @@ TEST(CpuExecutor, BatchDoneRunsOnceAfterEveryDoneAndTaskIsGone) {
   std::atomic<int> batch_dones{0};
   std::atomic<int> answered_at_batch_done{-1};
   std::atomic<int> alive_at_batch_done{-1};
-  std::vector<std::weak_ptr<const void>> pins;
+  // Each task's cancel flag, which only the task holds: expired once the task is destroyed.
+  std::vector<std::weak_ptr<CancelFlag>> flags;
   {
     core::ThreadPool pool(2);
     CpuExecutorOptions options;
@@ -234,13 +235,12 @@ TEST(CpuExecutor, BatchDoneRunsOnceAfterEveryDoneAndTaskIsGone) {
     Batch batch;
     for (std::unique_ptr<Case>& c : cases) {
       batch.push_back(MakeTask(*c, [&answered] { answered.fetch_add(1); }));
-      batch.back()->pin = std::make_shared<int>(0);
-      pins.push_back(batch.back()->pin);
+      flags.push_back(batch.back()->cancel);
     }
     executor.Run(std::move(batch), [&] {
       answered_at_batch_done.store(answered.load());
       int alive = 0;
-      for (const std::weak_ptr<const void>& pin : pins) alive += pin.expired() ? 0 : 1;
+      for (const std::weak_ptr<CancelFlag>& flag : flags) alive += flag.expired() ? 0 : 1;
       alive_at_batch_done.store(alive);
       batch_dones.fetch_add(1);
     });

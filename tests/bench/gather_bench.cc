@@ -3,10 +3,11 @@
 // Every case reports `vs_memcpy`: its output bytes/s divided by the bytes/s of a memcpy of the
 // same number of bytes into a reused buffer, measured at start-up (median of 15) in this run.
 // 1.00 means the gather moved its output as fast as memcpy moves the same bytes.
-// The shapes follow ../shared/reference/peers.md: params 256 MiB float32, output 64 MiB, random
-// int64 indices. Each case runs on one thread ("/threads:1") and split over a ThreadPool with
-// one worker per core ("/threads:pool"), with the output reused ("reuse") or allocated per
-// call ("alloc", which pays for faulting fresh pages, as a library that allocates would).
+// The shapes are those of docs/performance.md's peer comparison: params 256 MiB float32,
+// output 64 MiB, random int64 indices. Each case runs on one thread ("/threads:1") and split
+// over a ThreadPool with one worker per core ("/threads:pool"), with the output reused
+// ("reuse") or allocated per call ("alloc", which pays for faulting fresh pages, as a library
+// that allocates would).
 //
 // Run: build/tests/bench/gather_bench --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true   (tools/bench_table.py formats the result)

@@ -26,18 +26,13 @@ namespace {
 
 using ::tensorcompute::server::Server;
 using ::tensorcompute::server::ServerOptions;
+using ::tensorcompute::server::test_support::StartServer;
 using ::tensorcompute::server::test_support::TestOptions;
 using ::tensorcompute::server::test_support::WaitFor;
 using ::tensorcompute::testing::IsOk;
 using ::tensorcompute::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::unique_ptr<Server> StartServer() {
-  auto server = Server::Start(TestOptions());
-  EXPECT_THAT(server.status(), IsOk());
-  return *std::move(server);
-}
 
 std::unique_ptr<Client> MakeClient(const std::string& target, int max_attempts = 1) {
   ClientOptions options;

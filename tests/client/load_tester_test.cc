@@ -26,6 +26,7 @@ namespace {
 
 using ::tensorcompute::server::Server;
 using ::tensorcompute::server::ServerOptions;
+using ::tensorcompute::server::test_support::StartServer;
 using ::tensorcompute::server::test_support::TestOptions;
 using ::tensorcompute::testing::IsOk;
 using ::tensorcompute::testing::StatusIs;
@@ -33,12 +34,6 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::Key;
 using ::testing::Pair;
-
-std::unique_ptr<Server> StartServer(const ServerOptions& options = TestOptions()) {
-  auto server = Server::Start(options);
-  EXPECT_THAT(server.status(), IsOk());
-  return *std::move(server);
-}
 
 std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<int>& ports) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;

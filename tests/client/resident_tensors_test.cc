@@ -25,18 +25,13 @@ namespace {
 
 using ::tensorcompute::server::Server;
 using ::tensorcompute::server::ServerOptions;
+using ::tensorcompute::server::test_support::StartServer;
 using ::tensorcompute::server::test_support::TestOptions;
 using ::tensorcompute::testing::IsOk;
 using ::tensorcompute::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-std::unique_ptr<Server> StartServer(const ServerOptions& options = TestOptions()) {
-  auto server = Server::Start(options);
-  EXPECT_THAT(server.status(), IsOk());
-  return *std::move(server);
-}
 
 std::string Local(const Server& server) { return absl::StrCat("127.0.0.1:", server.port()); }
 

@@ -1,6 +1,7 @@
-// Every Gather example of the TensorFlow and ONNX docs (shared/reference/tf.gather.txt and
-// ONNX Gather-13) as a test, checked through core::Gather and through the reference, with
-// int32 and int64 indices.
+// Every Gather example of the TensorFlow and ONNX docs
+// (https://www.tensorflow.org/api_docs/python/tf/gather and
+// https://onnx.ai/onnx/operators/onnx__Gather.html, Gather-13) as a test, checked through
+// core::Gather and through the reference, with int32 and int64 indices.
 
 #include <cstdint>
 #include <optional>

@@ -1,6 +1,8 @@
-// Every GatherNd example of the TensorFlow and ONNX docs (shared/reference/tf.gather_nd.txt,
-// tf.compat.v1.gather_nd.md, onnx.GatherND.txt) as a test, checked through core::GatherNd and
-// through the reference, with int32 and int64 indices.
+// Every GatherNd example of the TensorFlow and ONNX docs
+// (https://www.tensorflow.org/api_docs/python/tf/gather_nd,
+// https://www.tensorflow.org/api_docs/python/tf/compat/v1/gather_nd and
+// https://onnx.ai/onnx/operators/onnx__GatherND.html) as a test, checked through core::GatherNd
+// and through the reference, with int32 and int64 indices.
 
 #include <cstdint>
 #include <string>

@@ -1,13 +1,16 @@
 // The resident-tensor registry: names, versions, the byte cap, and that readers keep the
-// version they hold while the name is replaced or deleted.
+// version they hold while the name is replaced or deleted; and ValidateResidentDescription's
+// checks of an upload's description, each message exactly.
 
 #include "core/tensor_registry.h"
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,6 +21,7 @@ namespace {
 
 using ::tensorcompute::testing::IsOk;
 using ::tensorcompute::testing::StatusIs;
+using ::testing::Eq;
 using ::testing::HasSubstr;
 
 Tensor Filled(int32_t value, int64_t n) {
@@ -99,6 +103,104 @@ TEST(TensorRegistryTest, NamesAreValidated) {
   EXPECT_THAT(TensorRegistry::ValidateName(std::string(257, 'x')),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(TensorRegistry::ValidateName("user_embeddings.v2"), IsOk());
+}
+
+constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+constexpr char kKnownTypes[] =
+    "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, "
+    "float32, float64, complex64, complex128, string";
+
+TEST(ValidateResidentDescription, ReturnsTheSizeOfAValidDescription) {
+  absl::StatusOr<ResidentSize> size =
+      ValidateResidentDescription("t", DataType::kFloat32, {4, 3}, 32);
+  ASSERT_THAT(size.status(), IsOk());
+  EXPECT_EQ(size->elements, 12);
+  EXPECT_EQ(size->data_bytes, 48);
+  size = ValidateResidentDescription("t", DataType::kComplex128, {2, 0, 5}, 3);
+  ASSERT_THAT(size.status(), IsOk());
+  EXPECT_EQ(size->elements, 0);
+  EXPECT_EQ(size->data_bytes, 0);
+}
+
+TEST(ValidateResidentDescription, StringsHaveNoDataBytes) {
+  absl::StatusOr<ResidentSize> size =
+      ValidateResidentDescription("words", DataType::kString, {5}, 32);
+  ASSERT_THAT(size.status(), IsOk());
+  EXPECT_EQ(size->elements, 5);
+  EXPECT_EQ(size->data_bytes, 0);
+}
+
+TEST(ValidateResidentDescription, RefusesABadName) {
+  EXPECT_THAT(ValidateResidentDescription("", DataType::kInt32, {1}, 32).status(),
+              StatusIs(kInvalid, Eq("tensor name has 0 bytes; expected 1 to 256")));
+  EXPECT_THAT(ValidateResidentDescription("a b", DataType::kInt32, {1}, 32).status(),
+              StatusIs(kInvalid, Eq("tensor name must be printable ASCII without spaces (e.g. "
+                                    "user_embeddings)")));
+}
+
+TEST(ValidateResidentDescription, RefusesAnUnknownDtypeWithCoresText) {
+  EXPECT_THAT(ValidateResidentDescription("t", static_cast<DataType>(99), {1}, 32).status(),
+              StatusIs(kInvalid, Eq(absl::StrCat("tensor 't': unknown dtype 99; expected one of ",
+                                                 kKnownTypes))));
+  EXPECT_THAT(ValidateResidentDescription("t", static_cast<DataType>(-1), {1}, 32).status(),
+              StatusIs(kInvalid, Eq(absl::StrCat("tensor 't': unknown dtype -1; expected one of ",
+                                                 kKnownTypes))));
+}
+
+TEST(ValidateResidentDescription, RefusesAnUnspecifiedDtype) {
+  EXPECT_THAT(
+      ValidateResidentDescription("t", DataType::kUnspecified, {1}, 32).status(),
+      StatusIs(kInvalid, Eq(absl::StrCat("tensor 't': dtype is unspecified; expected one of ",
+                                         kKnownTypes))));
+}
+
+TEST(ValidateResidentDescription, RefusesAScalar) {
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt32, {}, 32).status(),
+              StatusIs(kInvalid, Eq("tensor 't' is a scalar; gathers need rank >= 1 (e.g. "
+                                    "shape [1])")));
+}
+
+TEST(ValidateResidentDescription, RefusesARankAboveMaxRank) {
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt8, {1, 1, 1}, 2).status(),
+              StatusIs(kInvalid, Eq("tensor 't' has rank 3; at most 2")));
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt8, {1, 1}, 2).status(), IsOk());
+}
+
+TEST(ValidateResidentDescription, RefusesANegativeDimension) {
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt8, {2, -3, 4}, 32).status(),
+              StatusIs(kInvalid, Eq("tensor 't' has a negative dimension -3")));
+}
+
+TEST(ValidateResidentDescription, RefusesElementAndByteCountsAboveInt64) {
+  const int64_t big = int64_t{1} << 32;
+  const std::string overflow = "tensor 't': the element count of its shape overflows int64";
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt8, {big, big}, 32).status(),
+              StatusIs(kInvalid, Eq(overflow)));
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kString, {big, big}, 32).status(),
+              StatusIs(kInvalid, Eq(overflow)));
+  // 2^62 elements fit in int64; 2^62 x 8 bytes do not (strings have no data bytes).
+  const int64_t elements = int64_t{1} << 62;
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt64, {elements}, 32).status(),
+              StatusIs(kInvalid, Eq(overflow)));
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt8, {elements}, 32).status(), IsOk());
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kString, {elements}, 32).status(), IsOk());
+}
+
+TEST(ValidateResidentDescription, ChecksNameThenDtypeThenShape) {
+  // Every fault at once: the name's is reported.
+  EXPECT_THAT(ValidateResidentDescription("", static_cast<DataType>(99), {}, 0).status(),
+              StatusIs(kInvalid, HasSubstr("tensor name has 0 bytes")));
+  // Then the dtype, before the scalar.
+  EXPECT_THAT(ValidateResidentDescription("t", static_cast<DataType>(99), {}, 0).status(),
+              StatusIs(kInvalid, HasSubstr("unknown dtype 99")));
+  // Then the scalar, the rank, and the negative dimension before the overflow.
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt8, {}, 0).status(),
+              StatusIs(kInvalid, HasSubstr("is a scalar")));
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt8, {-1, -1}, 1).status(),
+              StatusIs(kInvalid, HasSubstr("has rank 2")));
+  const int64_t big = int64_t{1} << 32;
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt8, {big, big, -1}, 32).status(),
+              StatusIs(kInvalid, HasSubstr("negative dimension -1")));
 }
 
 TEST(TensorRegistryTest, ReadersSeeWholeVersionsWhileTheNameIsReplaced) {

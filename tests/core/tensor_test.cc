@@ -1,5 +1,6 @@
-// Tests of core/tensor.h: ValidateTensor's rules and wording, IdenticalTensors, and the owning
-// Tensor (allocation, copies, moves that keep string views valid).
+// Tests of core/tensor.h: ValidateDataType's and ValidateTensor's rules and wording,
+// IdenticalTensors, and the owning Tensor (allocation, copies, moves that keep string views
+// valid).
 
 #include "core/tensor.h"
 
@@ -128,6 +129,17 @@ TEST(ValidateTensor, UnknownAndUnspecifiedDtypes) {
                                        HasSubstr("float32"))));
   EXPECT_THAT(ValidateTensor(BytesView(DataType::kUnspecified, {}, {}), "indices", 32),
               StatusIs(kInvalid, AllOf(StartsWith("indices"), HasSubstr("unspecified"))));
+}
+
+TEST(ValidateDataType, AcceptsEveryKnownTypeAndNamesTheOthers) {
+  for (DataType dtype : kAllDataTypes) EXPECT_THAT(ValidateDataType(dtype, "params"), IsOk());
+  const std::string known =
+      "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, "
+      "float32, float64, complex64, complex128, string";
+  EXPECT_THAT(ValidateDataType(static_cast<DataType>(17), "params"),
+              StatusIs(kInvalid, Eq("params: unknown dtype 17; expected one of " + known)));
+  EXPECT_THAT(ValidateDataType(DataType::kUnspecified, "indices"),
+              StatusIs(kInvalid, Eq("indices: dtype is unspecified; expected one of " + known)));
 }
 
 TEST(ValidateTensor, RankAboveMaximum) {

@@ -1,5 +1,5 @@
 // CudaExecutor under injected faults, against the fake CUDA runtime
-// (core/cuda/testing/fake_cuda_runtime.h; only in cuda_fake_test): a sticky error takes the
+// (tests/cuda/testing/fake_cuda_runtime.h; only in cuda_fake_test): a sticky error takes the
 // device out of service once, answers its batch with INTERNAL and sends every later batch to
 // the fallback, without a crash; a device out of memory sends the batch to the fallback and
 // stays in service.
@@ -16,9 +16,9 @@
 
 #include "core/batching/cpu_executor.h"
 #include "core/cuda/cuda_executor.h"
-#include "core/cuda/testing/fake_cuda_runtime.h"
 #include "core/gather_plan.h"
 #include "core/thread_pool.h"
+#include "tests/cuda/testing/fake_cuda_runtime.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
 #include "tests/testing/status_matchers.h"

@@ -146,11 +146,10 @@ class ResidentTensorTest : public ::testing::Test {
  protected:
   void SetUp() override { StartServer(TestOptions()); }
 
-  void StartServer(ServerOptions options) {
+  void StartServer(const ServerOptions& options) {
     server_.reset();
-    auto server = Server::Start(options);
-    ASSERT_THAT(server.status(), IsOk());
-    server_ = *std::move(server);
+    server_ = test_support::StartServer(options);
+    ASSERT_NE(server_, nullptr);
     stub_ = MakeStub(server_->port());
   }
 

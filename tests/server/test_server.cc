@@ -11,8 +11,10 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "gtest/gtest.h"
 
 #include "proto/tensor_codec.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tensorcompute::server::test_support {
 namespace {
@@ -39,6 +41,12 @@ ServerOptions TestOptions() {
   options.drain_timeout = absl::Seconds(30);
   options.drain_notice = absl::ZeroDuration();  // tests of the notice set it
   return options;
+}
+
+std::unique_ptr<Server> StartServer(const ServerOptions& options) {
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
+  EXPECT_THAT(server.status(), testing::IsOk());
+  return server.ok() ? *std::move(server) : nullptr;
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(int port) {

@@ -37,6 +37,10 @@ using Stub = v1::TensorCompute::Stub;
 // timeout; everything else at its default.
 ServerOptions TestOptions();
 
+// Starts an in-process server with `options`. Returns it, or, when it does not start, fails
+// the calling test (non-fatally, printing the status) and returns null.
+std::unique_ptr<Server> StartServer(const ServerOptions& options = TestOptions());
+
 // A new channel (its own connection) to 127.0.0.1:`port` with no client-side limit on
 // received messages (the default 4 MiB would refuse large outputs before the server's limits).
 std::shared_ptr<grpc::Channel> MakeChannel(int port);

@@ -1,11 +1,13 @@
 // File: tests/testing/reference_gather.h
 //
 // The slow twin of core's Gather and GatherNd (STYLE.md section 14): written straight from the
-// definitions in shared/reference/ (tf.gather, tf.gather_nd, ONNX Gather/GatherND-13), one
-// output element at a time. For every output multi-index it computes the params multi-index
-// and copies that element: bytes by ElementSize() for fixed-size types, strings by value.
-// It deliberately shares nothing with core's GatherPlan or index_math.h, so a mistake there
-// cannot hide in both.
+// published definitions (https://www.tensorflow.org/api_docs/python/tf/gather,
+// https://www.tensorflow.org/api_docs/python/tf/gather_nd,
+// https://onnx.ai/onnx/operators/onnx__Gather.html and
+// https://onnx.ai/onnx/operators/onnx__GatherND.html, opset 13), one output element at a time. For
+// every output multi-index it computes the params multi-index and copies that element: bytes by
+// ElementSize() for fixed-size types, strings by value. It deliberately shares nothing with core's
+// GatherPlan or index_math.h, so a mistake there cannot hide in both.
 //
 // It is meant for valid requests (plus out-of-range index values) and validates little else;
 // callers pass shapes that satisfy the operators' rules.

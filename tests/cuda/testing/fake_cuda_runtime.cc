@@ -1,4 +1,4 @@
-// File: core/cuda/testing/fake_cuda_runtime.cc
+// File: tests/cuda/testing/fake_cuda_runtime.cc
 //
 // A fake CUDA runtime: a TEST DOUBLE ONLY, linked into cuda_fake_test instead of cudart and
 // the kernel, so that CI runs the GPU executor's host logic (cuda_executor.cc, stream_slot.cc,
@@ -21,7 +21,7 @@
 //
 // Only the runtime functions the executor calls are here; a new call fails to link.
 
-#include "core/cuda/testing/fake_cuda_runtime.h"
+#include "tests/cuda/testing/fake_cuda_runtime.h"
 
 #include <atomic>
 #include <cstdint>

@@ -1,13 +1,13 @@
-// File: core/cuda/testing/fake_cuda_runtime.h
+// File: tests/cuda/testing/fake_cuda_runtime.h
 //
 // The controls of the fake CUDA runtime (fake_cuda_runtime.cc), a test double that lets the
 // GPU executor's host logic run on the CPU; see that file for what it fakes and what it cannot
-// prove. This header has no CUDA in it, so that tests outside core/cuda/ can inject faults.
+// prove. This header has no CUDA in it, so that any test can include it to inject faults.
 //
 // Thread-safety: every function may be called from any thread.
 
-#ifndef TENSORCOMPUTE_CORE_CUDA_TESTING_FAKE_CUDA_RUNTIME_H_
-#define TENSORCOMPUTE_CORE_CUDA_TESTING_FAKE_CUDA_RUNTIME_H_
+#ifndef TENSORCOMPUTE_TESTS_CUDA_TESTING_FAKE_CUDA_RUNTIME_H_
+#define TENSORCOMPUTE_TESTS_CUDA_TESTING_FAKE_CUDA_RUNTIME_H_
 
 #include <cstdint>
 
@@ -29,4 +29,4 @@ void Reset();
 
 }  // namespace tensorcompute::cuda::fake
 
-#endif  // TENSORCOMPUTE_CORE_CUDA_TESTING_FAKE_CUDA_RUNTIME_H_
+#endif  // TENSORCOMPUTE_TESTS_CUDA_TESTING_FAKE_CUDA_RUNTIME_H_
