@@ -6,10 +6,10 @@
 // server past max_inflight_bytes plus a small fixed overhead.
 //
 // gRPC would read a unary call's whole message before any handler runs, and the size of a
-// message is not known until it has been read. So the service reads each request itself (its
-// RPCs are registered as streamed, compute_service.h), and a call may start reading only with a
-// *receive credit* reserved: room for the largest message the server accepts and its parsed
-// copy (2 x max_message_bytes, capped to the limit):
+// message is not known until it has been read. So the gRPC front ends read each request
+// themselves (unary_call.h), and a call may start reading only with a *receive credit*
+// reserved: room for the largest message the server accepts and its parsed copy
+// (2 x max_message_bytes, capped to the limit):
 //
 //   AcquireReceive  kGranted: the credit is held; read the message now.
 //                   kQueued:  the budget has room for work, but credits of calls still reading
@@ -18,12 +18,13 @@
 //                             cancelled meanwhile (its deadline, or its client) leaves with
 //                             CancelWait.
 //                   kRefused: the bytes of accepted work alone leave no room for a message
-//                             (or the waiting line is full): answer UNAVAILABLE at once, without
-//                             reading the message.
-//   ReceiveDone     the message arrived: its credit becomes a reservation of its real size.
-//   TryGrow         the request's output: refused (UNAVAILABLE) if the total would pass the
-//                   limit, before the output is allocated.
-//   Release         the answer was sent.
+//                             (or the waiting line is full): answer UNAVAILABLE at once
+//                             (ReceiveRefusedError), without reading the message.
+//   ReceiveDone     the message arrived: its credit becomes a Reservation of its real size.
+//   TryReserve      a Reservation for a request read outside the budget's credits (HTTP).
+//   Reservation     what one request holds, given back when it is destroyed (the answer was
+//                   sent); TryGrow adds its output's bytes before the output is allocated,
+//                   and a refusal is answered UNAVAILABLE (NeedsError).
 //
 // The total reserved (work plus credits) never passes the limit, except that a request is
 // always admitted when nothing else is reserved, so one larger than the budget still runs,
@@ -32,17 +33,18 @@
 // max_message_bytes (the defaults: 16x, so 8 maximum-size messages may be read at once).
 //
 // Thread-safety: every method may be called from any thread (one mutex, held for a few
-// instructions; OnGranted is called without it).
+// instructions; OnGranted is called without it). A Reservation is used by one thread at a time.
 
 #ifndef TENSORCOMPUTE_SERVER_BYTE_BUDGET_H_
 #define TENSORCOMPUTE_SERVER_BYTE_BUDGET_H_
 
-#include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
 namespace tensorcompute::server {
@@ -57,110 +59,80 @@ class ByteBudget {
     virtual void OnGranted() = 0;
   };
 
+  // Bytes one request holds of the budget; destroying (or Reset) gives them back. Movable, not
+  // copyable; a default-constructed one holds nothing and belongs to no budget.
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(Reservation&& other) noexcept;
+    Reservation& operator=(Reservation&& other) noexcept;
+    ~Reservation() { Reset(); }
+
+    int64_t bytes() const { return bytes_; }
+
+    // Adds `more` (>= 0) bytes if the budget's total stays within its limit or this is the only
+    // reservation (a request alone always runs): true. False leaves it unchanged.
+    // REQUIRES: this reservation belongs to a budget.
+    bool TryGrow(int64_t more);
+    // Gives back `fewer` of its bytes. REQUIRES: 0 <= fewer <= bytes().
+    void Shrink(int64_t fewer);
+    // Gives back everything; it then holds nothing.
+    void Reset();
+
+   private:
+    friend class ByteBudget;
+    Reservation(ByteBudget* budget, int64_t bytes) : budget_(budget), bytes_(bytes) {}
+
+    ByteBudget* budget_ = nullptr;
+    int64_t bytes_ = 0;
+  };
+
   enum class Admission { kGranted, kQueued, kRefused };
 
   // `limit`: max_inflight_bytes. `receive_credit`: what reading one message may take at most
   // (the server: twice max_message_bytes, the message and its parsed copy), capped to `limit`.
   // `max_waiting`: the longest waiting line.
-  explicit ByteBudget(int64_t limit, int64_t receive_credit = 0, int64_t max_waiting = 1024)
-      : limit_(limit),
-        credit_(std::min(std::max<int64_t>(receive_credit, 0), limit)),
-        max_waiting_(max_waiting) {}
+  explicit ByteBudget(int64_t limit, int64_t receive_credit = 0, int64_t max_waiting = 1024);
 
   ByteBudget(const ByteBudget&) = delete;
   ByteBudget& operator=(const ByteBudget&) = delete;
 
-  Admission AcquireReceive(Waiter* waiter) {
-    absl::MutexLock lock(&mu_);
-    if (work_ > 0 && work_ + credit_ > limit_) return Admission::kRefused;
-    if (waiting_.empty() && CanGrantLocked()) {
-      receiving_ += credit_;
-      return Admission::kGranted;
-    }
-    if (static_cast<int64_t>(waiting_.size()) >= max_waiting_) return Admission::kRefused;
-    waiting_.push_back(waiter);
-    return Admission::kQueued;
-  }
+  Admission AcquireReceive(Waiter* waiter);
 
   // True if `waiter` was still waiting and has left the line (no OnGranted will come); false if
   // it was never queued or has already been granted its credit.
-  bool CancelWait(Waiter* waiter) {
-    std::vector<Waiter*> granted;
-    bool removed = false;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = std::find(waiting_.begin(), waiting_.end(), waiter);
-      if (it != waiting_.end()) {
-        waiting_.erase(it);
-        removed = true;
-        GrantLocked(&granted);  // the line may have been held up behind it
-      }
-    }
-    Notify(granted);
-    return removed;
-  }
+  bool CancelWait(Waiter* waiter);
 
-  // The message of a granted call arrived with `bytes`: its credit becomes a reservation of
-  // `bytes` (of work, until Release). `bytes` = 0 gives the credit back with nothing kept.
-  void ReceiveDone(int64_t bytes) {
-    std::vector<Waiter*> granted;
-    {
-      absl::MutexLock lock(&mu_);
-      receiving_ -= credit_;
-      work_ += bytes;
-      GrantLocked(&granted);
-    }
-    Notify(granted);
-  }
+  // The message of a granted call arrived with `bytes`: its credit becomes a Reservation of
+  // `bytes`. `bytes` = 0 gives the credit back with nothing kept.
+  [[nodiscard]] Reservation ReceiveDone(int64_t bytes);
 
-  // Grows a reservation of `own` bytes the caller already holds by `bytes` (>= 0), if the total
-  // stays within the limit or the caller's is the only reservation.
-  bool TryGrow(int64_t own, int64_t bytes) {
-    absl::MutexLock lock(&mu_);
-    const int64_t total = work_ + receiving_;
-    if (total != own && total + bytes > limit_) return false;
-    work_ += bytes;
-    return true;
-  }
-  bool TryReserve(int64_t bytes) { return TryGrow(0, bytes); }
-
-  void Release(int64_t bytes) {
-    std::vector<Waiter*> granted;
-    {
-      absl::MutexLock lock(&mu_);
-      work_ -= bytes;
-      GrantLocked(&granted);
-    }
-    Notify(granted);
-  }
+  // A Reservation of `bytes`, if the total stays within the limit or nothing else is reserved;
+  // nullopt otherwise.
+  [[nodiscard]] std::optional<Reservation> TryReserve(int64_t bytes);
 
   // Work and receive credits together.
-  int64_t used() const {
-    absl::MutexLock lock(&mu_);
-    return work_ + receiving_;
-  }
-  int64_t waiting() const {
-    absl::MutexLock lock(&mu_);
-    return static_cast<int64_t>(waiting_.size());
-  }
+  int64_t used() const;
+  int64_t waiting() const;
   int64_t limit() const { return limit_; }
   int64_t receive_credit() const { return credit_; }
 
+  // The answers to a refusal, written here once. UNAVAILABLE:
+  //   ReceiveRefusedError  "server overloaded: M of the max_inflight_bytes budget of B bytes are
+  //                        in use, and reading a request needs C bytes free (twice
+  //                        max_message_bytes); retry with backoff"
+  //   NeedsError(n)        "server overloaded: this request needs N bytes but M of the
+  //                        max_inflight_bytes budget of B are in use; retry with backoff"
+  absl::Status ReceiveRefusedError() const;
+  absl::Status NeedsError(int64_t bytes) const;
+
  private:
-  bool CanGrantLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const int64_t total = work_ + receiving_;
-    return total == 0 || total + credit_ <= limit_;
-  }
-  void GrantLocked(std::vector<Waiter*>* granted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (!waiting_.empty() && CanGrantLocked()) {
-      receiving_ += credit_;
-      granted->push_back(waiting_.front());
-      waiting_.pop_front();
-    }
-  }
-  static void Notify(const std::vector<Waiter*>& granted) {
-    for (Waiter* waiter : granted) waiter->OnGranted();
-  }
+  // Grows a reservation of `own` bytes by `bytes` under the rule of Reservation::TryGrow.
+  bool TryGrow(int64_t own, int64_t bytes);
+  void Release(int64_t bytes);
+  bool CanGrantLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GrantLocked(std::vector<Waiter*>* granted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Notify(const std::vector<Waiter*>& granted);
 
   const int64_t limit_;
   const int64_t credit_;

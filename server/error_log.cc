@@ -18,7 +18,6 @@ void ErrorLog::Log(absl::string_view rpc, const absl::Status& status) {
     }
     if (in_window_ >= per_second_) {
       ++suppressed_;
-      ++suppressed_total_;
       return;
     }
     ++in_window_;
@@ -34,11 +33,6 @@ void ErrorLog::Log(absl::string_view rpc, const absl::Status& status) {
     spdlog::warn("rpc={} code={} message=\"{}\"", std::string(rpc), code,
                  std::string(status.message()));
   }
-}
-
-int64_t ErrorLog::suppressed_total() const {
-  absl::MutexLock lock(&mu_);
-  return suppressed_total_;
 }
 
 }  // namespace tensorcompute::server

@@ -26,16 +26,12 @@ class ErrorLog {
   // REQUIRES: !status.ok().
   void Log(absl::string_view rpc, const absl::Status& status);
 
-  // Lines suppressed so far (for tests).
-  int64_t suppressed_total() const;
-
  private:
   const int64_t per_second_;
   mutable absl::Mutex mu_;
   absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int64_t in_window_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t suppressed_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t suppressed_total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tensorcompute::server

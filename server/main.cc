@@ -1,7 +1,9 @@
 // tensorcompute-server: serves tensorcompute.v1.TensorCompute (Gather, GatherNd) over gRPC,
-// with the standard health service and reflection. Runs with no flags (CPU, 0.0.0.0:50051).
+// with the standard health service and reflection, and KServe v2 over gRPC and HTTP
+// (server/kserve/). Runs with no flags (CPU, 0.0.0.0:50051).
 // The only file with flags; everything else takes ServerOptions (server_options.h documents
-// each one, its default and the status code it produces).
+// each one, its default and the status code it produces; server/kserve/front_end.h the
+// KServe ones).
 
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +22,7 @@
 #include "spdlog/spdlog.h"
 #include <signal.h>
 
+#include "server/kserve/front_end.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "host:port to serve on; port 0 picks one");
@@ -227,8 +230,6 @@ int main(int argc, char** argv) {
   options.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   options.drain_notice = absl::Milliseconds(absl::GetFlag(FLAGS_drain_notice_ms));
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-  options.http_listen = absl::GetFlag(FLAGS_http_listen);
-  options.http_threads = absl::GetFlag(FLAGS_http_threads);
   options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   options.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
@@ -250,10 +251,18 @@ int main(int argc, char** argv) {
   options.preload = absl::GetFlag(FLAGS_preload);
   options.malloc_trim_interval = absl::Seconds(absl::GetFlag(FLAGS_malloc_trim_interval_s));
 
-  auto server = tensorcompute::server::Server::Start(options);
+  tensorcompute::server::kserve::Options kserve_options;
+  kserve_options.http_listen = absl::GetFlag(FLAGS_http_listen);
+  kserve_options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  auto server = tensorcompute::server::Server::Start(
+      options, {tensorcompute::server::kserve::MakeFrontEnd(kserve_options)});
   if (!server.ok()) {
     spdlog::critical("cannot start: {}", std::string(server.status().message()));
     return 1;
+  }
+  std::string front_end_ports;  // " http_port=8000" (server_process.py reads it)
+  for (const auto& [name, port] : (*server)->front_end_ports()) {
+    absl::StrAppend(&front_end_ports, " ", name, "=", port);
   }
   const std::string gpu_line =
       (*server)->device() == "cpu"
@@ -263,13 +272,13 @@ int main(int argc, char** argv) {
   spdlog::info(
       "tensorcompute-server listening on {} port={} device={}{} cpu_threads={} "
       "max_batch_size={} max_queue_delay_us={} queue_capacity={} max_message_bytes={} "
-      "max_output_bytes={} max_inflight_bytes={} max_rank={} drain_timeout_s={} metrics_port={} "
-      "http_port={} max_connection_age_s={}",
+      "max_output_bytes={} max_inflight_bytes={} max_rank={} drain_timeout_s={} metrics_port={}"
+      "{} max_connection_age_s={}",
       BoundAddress(options.listen, (*server)->port()), (*server)->port(), (*server)->device(),
       gpu_line, (*server)->cpu_threads(), options.max_batch_size, options.max_queue_delay_us,
       options.queue_capacity, options.max_message_bytes, options.EffectiveMaxOutputBytes(),
       options.max_inflight_bytes, options.max_rank, absl::GetFlag(FLAGS_drain_timeout_s),
-      (*server)->metrics_port(), (*server)->http_port(), absl::GetFlag(FLAGS_max_connection_age_s));
+      (*server)->metrics_port(), front_end_ports, absl::GetFlag(FLAGS_max_connection_age_s));
   spdlog::info("security: {}{}{}{}{}", options.tls_cert.empty() ? "plaintext" : "tls",
                options.tls_client_ca.empty() ? "" : " mtls (client certificates required)",
                options.auth_token_file.empty() ? ", no token" : ", bearer tokens required",

@@ -4,10 +4,9 @@
 // thread that calls glibc's malloc_trim(0) every `interval` (ServerOptions::
 // malloc_trim_interval). Why: under a burst of load gRPC buffers many requests and responses
 // (up to a few hundred KiB each), on many threads, so glibc's per-thread arenas grow; once
-// they are freed, glibc keeps most of those pages (a 45 s run at twice capacity: 186 MB held
-// by malloc, 0.5 MB of it in use), and RSS steps up with each new high-water mark. Trimming
-// returns the free pages (RSS 200 -> 47 MiB in that run) at the cost of faulting them in
-// again on the next burst. Without glibc it does nothing.
+// they are freed, glibc keeps most of those pages, and RSS steps up with each new high-water
+// mark. Trimming returns the free pages at the cost of faulting them in again on the next
+// burst (docs/reliability.md has the measured figures). Without glibc it does nothing.
 //
 // Thread-safety: construct and destroy on one thread; the trimming thread touches nothing
 // else. The destructor stops and joins it.

@@ -27,6 +27,16 @@ const char* RpcName(Rpc rpc) {
       return "ListTensors";
     case Rpc::kModelInfer:
       return "ModelInfer";
+    case Rpc::kServerLive:
+      return "ServerLive";
+    case Rpc::kServerReady:
+      return "ServerReady";
+    case Rpc::kModelReady:
+      return "ModelReady";
+    case Rpc::kServerMetadata:
+      return "ServerMetadata";
+    case Rpc::kModelMetadata:
+      return "ModelMetadata";
   }
   return "?";
 }
@@ -71,16 +81,6 @@ int64_t Metrics::requests_total() const {
   int64_t n = 0;
   for (const auto& c : requests_) n += c.load(std::memory_order_relaxed);
   return n;
-}
-
-void MeteredExecutor::Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) {
-  const absl::Time start = absl::Now();
-  batches_.fetch_add(1, std::memory_order_relaxed);
-  tasks_.fetch_add(static_cast<int64_t>(batch.size()), std::memory_order_relaxed);
-  inner_->Run(std::move(batch), [this, start, done = std::move(batch_done)]() mutable {
-    busy_ns_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start), std::memory_order_relaxed);
-    std::move(done)();
-  });
 }
 
 }  // namespace tensorcompute::server

@@ -2,9 +2,9 @@
 //
 // What an operator (and an autoscaler, and the tests) sees of load, latency and batching:
 // requests by RPC and status code, requests in flight, a latency histogram per RPC, batches
-// and their sizes (a histogram), and per executor ("cpu", "cuda:0") the time batches spent on
-// it. Queue depth and batches in flight are read live from the batcher at scrape time.
-// prometheus_metrics.h serves all of it in the Prometheus text format.
+// and their sizes (a histogram), and lookups by resident tensor. The time batches spent on
+// each executor is metered_executor.h's. Queue depth and batches in flight are read live from the
+// batcher at scrape time. prometheus_metrics.h serves all of it in the Prometheus text format.
 //
 // The hot path only does relaxed atomic adds (no lock, no allocation): prometheus-cpp's own
 // Histogram takes a mutex on every Observe, so the counters live here and are converted to
@@ -24,13 +24,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-
-#include "core/batching/executor.h"
 
 namespace tensorcompute::server {
 
@@ -40,9 +37,15 @@ enum class Rpc {
   kPutTensor = 2,
   kDeleteTensor = 3,
   kListTensors = 4,
-  kModelInfer = 5,  // KServe v2 (inference.GRPCInferenceService), and its HTTP/REST form
+  // KServe v2 (inference.GRPCInferenceService), and the same calls in its HTTP/REST form.
+  kModelInfer = 5,
+  kServerLive = 6,
+  kServerReady = 7,
+  kModelReady = 8,
+  kServerMetadata = 9,
+  kModelMetadata = 10,
 };
-inline constexpr int kNumRpcs = 6;
+inline constexpr int kNumRpcs = 11;
 inline constexpr int kNumCodes = 17;  // absl::StatusCode 0..16
 
 const char* RpcName(Rpc rpc);
@@ -103,30 +106,6 @@ class Metrics {
   std::atomic<int64_t> batched_requests_{0};
   std::atomic<int64_t> max_batch_size_{0};
   std::array<std::atomic<int64_t>, kBuckets + 1> batch_buckets_{};
-};
-
-// An Executor that passes every batch to `inner` and counts, for metrics, the batches it ran
-// and their time on it: from Run to batch_done, summed over batches (so with batches running
-// side by side it grows faster than the clock; divide by the executor's slots for a
-// utilisation). `inner` is not owned and must outlive this.
-class MeteredExecutor final : public batching::Executor {
- public:
-  explicit MeteredExecutor(batching::Executor* inner) : inner_(inner) {}
-
-  void Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) override;
-  absl::string_view name() const override { return inner_->name(); }
-
-  int64_t batches() const { return batches_.load(std::memory_order_relaxed); }
-  int64_t tasks() const { return tasks_.load(std::memory_order_relaxed); }
-  absl::Duration busy() const {
-    return absl::Nanoseconds(busy_ns_.load(std::memory_order_relaxed));
-  }
-
- private:
-  batching::Executor* const inner_;
-  std::atomic<int64_t> batches_{0};
-  std::atomic<int64_t> tasks_{0};
-  std::atomic<int64_t> busy_ns_{0};
 };
 
 }  // namespace tensorcompute::server

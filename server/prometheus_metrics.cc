@@ -73,8 +73,8 @@ MetricsCollector::MetricsCollector(const Metrics* metrics, const batching::Batch
 
 std::vector<MetricFamily> MetricsCollector::Collect() const {
   std::vector<MetricFamily> families;
-  const Rpc rpcs[] = {Rpc::kGather,       Rpc::kGatherNd,    Rpc::kPutTensor,
-                      Rpc::kDeleteTensor, Rpc::kListTensors, Rpc::kModelInfer};
+  std::vector<Rpc> rpcs;
+  for (int r = 0; r < kNumRpcs; ++r) rpcs.push_back(static_cast<Rpc>(r));
 
   MetricFamily requests =
       Family("tensorcompute_requests_total", "RPCs answered, by method and gRPC status code",

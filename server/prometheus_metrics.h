@@ -39,6 +39,7 @@
 #include "core/batching/batcher.h"
 #include "core/tensor_registry.h"
 #include "server/byte_budget.h"
+#include "server/metered_executor.h"
 #include "server/metrics.h"
 
 namespace tensorcompute::server {

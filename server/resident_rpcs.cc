@@ -1,32 +1,24 @@
-// The resident-tensor RPCs of ComputeService: PutTensor (a client-streaming upload), DeleteTensor
-// and ListTensors, over core::TensorRegistry.
-//
-// An upload reserves its bytes against max_resident_bytes from the first message's description
-// (for strings: the per-element overhead first, then each chunk's payload as it arrives), before
-// allocating anything; it writes the chunks straight into the tensor it will publish, and
-// publishes it (TensorRegistry::Put, atomically) only when the client half-closes and the count
-// checks out. Any failure or cancellation drops the half-built tensor and its reservation, so
-// an aborted upload leaves nothing. Uploads take no lock that gathers take: the registry's mutex
-// is held only for the final swap.
+#include "server/resident_rpcs.h"
 
-#include <cstring>
 #include <memory>
-#include <string>
-#include <utility>
-#include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/time_util.h"
 
-#include "core/dtype.h"
-#include "core/shape.h"
 #include "proto/tensor_codec.h"
-#include "server/compute_service.h"
 #include "server/grpc_status.h"
 
 namespace tensorcompute::server {
 namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
 
 void ToInfo(const core::ResidentTensor& entry, v1::TensorInfo* info) {
   info->set_name(entry.name);
@@ -39,282 +31,38 @@ void ToInfo(const core::ResidentTensor& entry, v1::TensorInfo* info) {
       google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(entry.created));
 }
 
-bool HasDescription(const v1::PutTensorRequest& m) {
-  return !m.name().empty() || m.dtype() != v1::DT_UNSPECIFIED || m.shape_size() > 0 ||
-         !m.device().empty() || m.replace();
-}
-
-}  // namespace
-
-// One per PutTensor call; deletes itself in OnDone. Every path calls Answer (Finish) once.
-class PutCall final : public grpc::ServerReadReactor<v1::PutTensorRequest> {
- public:
-  PutCall(ComputeService* service, grpc::CallbackServerContext* context,
-          v1::PutTensorResponse* response)
-      : service_(*service), context_(*context), response_(*response), start_(absl::Now()) {
-    service_.metrics_->RequestStarted();
-  }
-
-  void Begin() {
-    if (service_.registry_ == nullptr) {
-      return Answer(absl::UnimplementedError("this server keeps no resident tensors"));
-    }
-    if (absl::Status auth = service_.Authorize(context_, /*admin=*/true); !auth.ok()) {
-      return Answer(auth);
-    }
-    if (service_.draining_.load()) {
-      return Answer(absl::UnavailableError("server is draining; retry on another replica"));
-    }
-    StartRead(&message_);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      if (context_.IsCancelled()) {
-        return Answer(absl::CancelledError("the upload was cancelled; nothing was stored"));
-      }
-      return Answer(Publish());  // the client half-closed: the upload is complete
-    }
-    absl::Status status = first_ ? Describe() : Append();
-    if (!status.ok()) return Answer(status);
-    message_.Clear();
-    StartRead(&message_);
-  }
-
-  void OnDone() override { delete this; }
-
-  void OnCancel() override {}
-
- private:
-  // The first message: the name, dtype, shape, device and replace flag, then its chunk.
-  absl::Status Describe() {
-    first_ = false;
-    if (absl::Status name = core::TensorRegistry::ValidateName(message_.name()); !name.ok()) {
-      return name;
-    }
-    name_ = message_.name();
-    dtype_ = proto::FromProtoDataType(message_.dtype());
-    if (dtype_ == core::DataType::kUnspecified) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': unknown dtype ",
-                                                     static_cast<int>(message_.dtype()),
-                                                     "; expected one of DT_BOOL..DT_STRING"));
-    }
-    shape_.assign(message_.shape().begin(), message_.shape().end());
-    if (shape_.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", name_, "' is a scalar; gathers need rank >= 1 (e.g. shape [1])"));
-    }
-    if (static_cast<int64_t>(shape_.size()) > service_.plan_options_.max_rank) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "' has rank ",
-                                                     shape_.size(), "; at most ",
-                                                     service_.plan_options_.max_rank));
-    }
-    for (int64_t d : shape_) {
-      if (d < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor '", name_, "' has a negative dimension ", d));
-      }
-    }
-    const std::optional<int64_t> elements = core::CheckedNumElements(shape_);
-    const std::optional<int64_t> bytes =
-        elements && dtype_ != core::DataType::kString
-            ? core::CheckedMul(*elements, static_cast<int64_t>(core::ElementSize(dtype_)))
-            : elements;
-    if (!elements || !bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", name_, "': the element count of its shape overflows int64"));
-    }
-    elements_ = *elements;
-    if (!message_.replace()) {
-      if (auto existing = service_.registry_->Find(name_); existing != nullptr) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("tensor '", name_, "' exists (version ", existing->version,
-                         "); delete it first or put with replace = true"));
-      }
-    }
-    replace_ = message_.replace();
-    device_ = message_.device();
-    // The bytes it will hold, reserved before anything is allocated: for strings the
-    // per-element overhead now and each payload as it arrives.
-    const int64_t reserve = core::ResidentBytes(dtype_, elements_, /*string_payload_bytes=*/0);
-    absl::StatusOr<core::TensorRegistry::Reservation> reservation =
-        service_.registry_->Reserve(name_, reserve);
-    if (!reservation.ok()) return reservation.status();
-    reservation_ = *std::move(reservation);
-    if (dtype_ == core::DataType::kString) {
-      strings_.reserve(static_cast<size_t>(elements_));
-    } else {
-      absl::StatusOr<core::Tensor> tensor = core::Tensor::Allocate(dtype_, shape_);
-      if (!tensor.ok()) return tensor.status();
-      tensor_ = *std::move(tensor);
-      total_bytes_ = *bytes;
-    }
-    return Append();
-  }
-
-  // A chunk: `data` at `offset` bytes, or `strings` from element `offset`, in order.
-  absl::Status Append() {
-    if (!first_message_ && HasDescription(message_)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", name_,
-          "': only the first PutTensor message may set name, dtype, shape, device or replace"));
-    }
-    first_message_ = false;
-    if (dtype_ == core::DataType::kString) {
-      if (!message_.data().empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor '", name_, "' is DT_STRING: send its elements in strings, not data"));
-      }
-      if (message_.offset() != static_cast<int64_t>(strings_.size())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor '", name_, "': chunk at element offset ", message_.offset(),
-                         ", expected ", strings_.size(), " (chunks come in order)"));
-      }
-      if (message_.strings_size() > elements_ - static_cast<int64_t>(strings_.size())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor '", name_, "': ", strings_.size() + message_.strings_size(),
-                         " strings sent; its shape has ", elements_));
-      }
-      int64_t payload = 0;
-      for (const std::string& s : message_.strings()) payload += static_cast<int64_t>(s.size());
-      if (payload > 0) {
-        absl::StatusOr<core::TensorRegistry::Reservation> more =
-            service_.registry_->Reserve(name_, payload);
-        if (!more.ok()) return more.status();
-        reservation_.Absorb(*std::move(more));
-      }
-      for (std::string& s : *message_.mutable_strings()) strings_.push_back(std::move(s));
-      return absl::OkStatus();
-    }
-    if (message_.strings_size() > 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", name_, "' is not DT_STRING: send its bytes in data"));
-    }
-    if (message_.offset() != received_) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': chunk at offset ",
-                                                     message_.offset(), ", expected ", received_,
-                                                     " (chunks come in order)"));
-    }
-    const int64_t n = static_cast<int64_t>(message_.data().size());
-    if (n > total_bytes_ - received_) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': ", received_ + n,
-                                                     " data bytes sent; its dtype and shape make ",
-                                                     total_bytes_));
-    }
-    if (n > 0) std::memcpy(tensor_->mutable_bytes().data() + received_, message_.data().data(), n);
-    received_ += n;
-    return absl::OkStatus();
-  }
-
-  // The client half-closed: check the count, place the tensor, publish it.
-  absl::Status Publish() {
-    if (first_) {
-      return absl::InvalidArgumentError(
-          "PutTensor carried no message; the first one names and describes the tensor");
-    }
-    if (dtype_ == core::DataType::kString) {
-      if (static_cast<int64_t>(strings_.size()) != elements_) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor '", name_, "': the upload ended after ", strings_.size(), " of ",
-                         elements_, " strings; nothing was stored"));
-      }
-      absl::StatusOr<core::Tensor> tensor = core::Tensor::FromStrings(shape_, std::move(strings_));
-      if (!tensor.ok()) return tensor.status();
-      tensor_ = *std::move(tensor);
-    } else if (received_ != total_bytes_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", name_, "': the upload ended after ", received_, " of ",
-                       total_bytes_, " bytes; nothing was stored"));
-    }
-    core::DeviceCopy copy;
-    if (service_.place_) {
-      absl::StatusOr<core::DeviceCopy> placed = service_.place_(device_, *tensor_);
-      if (!placed.ok()) return placed.status();
-      copy = *std::move(placed);
-    }
-    absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> entry = service_.registry_->Put(
-        name_, *std::move(tensor_), std::move(copy), replace_, std::move(reservation_));
-    if (!entry.ok()) return entry.status();
-    ToInfo(**entry, response_.mutable_tensor());
-    return absl::OkStatus();
-  }
-
-  void Answer(const absl::Status& status) {
-    service_.metrics_->CountRequest(Rpc::kPutTensor, status.code(), absl::Now() - start_);
-    if (!status.ok()) service_.errors_->Log("PutTensor", status);
-    // Whatever was not published goes now, not when gRPC gets to OnDone.
-    tensor_.reset();
-    strings_.clear();
-    reservation_ = core::TensorRegistry::Reservation();
-    Finish(ToGrpcStatus(status));
-  }
-
-  ComputeService& service_;
-  grpc::CallbackServerContext& context_;
-  v1::PutTensorResponse& response_;
-  const absl::Time start_;
-  v1::PutTensorRequest message_;
-  bool first_ = true;          // no message has arrived yet
-  bool first_message_ = true;  // Append has not yet seen a message
-  std::string name_;
-  core::DataType dtype_ = core::DataType::kUnspecified;
-  core::Shape shape_;
-  std::string device_;
-  bool replace_ = false;
-  int64_t elements_ = 0;
-  int64_t total_bytes_ = 0;  // fixed-size dtypes
-  int64_t received_ = 0;
-  std::optional<core::Tensor> tensor_;
-  std::vector<std::string> strings_;
-  core::TensorRegistry::Reservation reservation_;
-};
-
-grpc::ServerReadReactor<v1::PutTensorRequest>* ComputeService::PutTensor(
-    grpc::CallbackServerContext* context, v1::PutTensorResponse* response) {
-  auto* call = new PutCall(this, context, response);
-  call->Begin();
-  return call;
-}
-
-grpc::ServerUnaryReactor* ComputeService::DeleteTensor(grpc::CallbackServerContext* context,
-                                                       const v1::DeleteTensorRequest* request,
-                                                       v1::DeleteTensorResponse* response) {
-  const absl::Time start = absl::Now();
-  metrics_->RequestStarted();
-  absl::Status status = Authorize(*context, /*admin=*/true);
-  if (status.ok() && registry_ == nullptr) {
+grpc::ServerUnaryReactor* DeleteTensor(CallGate* gate, core::TensorRegistry* registry,
+                                       grpc::CallbackServerContext* context,
+                                       const v1::DeleteTensorRequest& request,
+                                       v1::DeleteTensorResponse* response) {
+  const absl::Time start = gate->Arrive();
+  absl::Status status = gate->Admit(*context, /*needs_admin=*/true);
+  if (status.ok() && registry == nullptr) {
     status = absl::UnimplementedError("this server keeps no resident tensors");
   }
   if (status.ok()) {
     absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> removed =
-        registry_->Delete(request->name());
+        registry->Delete(request.name());
     if (removed.ok()) {
       ToInfo(**removed, response->mutable_tensor());
     } else {
       status = removed.status();
     }
   }
-  metrics_->CountRequest(Rpc::kDeleteTensor, status.code(), absl::Now() - start);
-  if (!status.ok()) errors_->Log("DeleteTensor", status);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  gate->Answer(Rpc::kDeleteTensor, start, status);
+  return Finish(context, status);
 }
 
-grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContext* context,
-                                                      const v1::ListTensorsRequest* /*request*/,
-                                                      v1::ListTensorsResponse* response) {
-  const absl::Time start = absl::Now();
-  metrics_->RequestStarted();
-  absl::Status status = Authorize(*context, /*admin=*/false);
-  if (status.ok() && registry_ != nullptr) {
-    for (const auto& entry : registry_->List()) ToInfo(*entry, response->add_tensors());
+grpc::ServerUnaryReactor* ListTensors(CallGate* gate, const core::TensorRegistry* registry,
+                                      grpc::CallbackServerContext* context,
+                                      v1::ListTensorsResponse* response) {
+  const absl::Time start = gate->Arrive();
+  absl::Status status = gate->Admit(*context, /*needs_admin=*/false);
+  if (status.ok() && registry != nullptr) {
+    for (const auto& entry : registry->List()) ToInfo(*entry, response->add_tensors());
   }
-  metrics_->CountRequest(Rpc::kListTensors, status.code(), absl::Now() - start);
-  if (!status.ok()) errors_->Log("ListTensors", status);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  gate->Answer(Rpc::kListTensors, start, status);
+  return Finish(context, status);
 }
 
 }  // namespace tensorcompute::server

@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <limits>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,23 +13,19 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "spdlog/spdlog.h"
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/npy_format.h"
-#include "server/kserve_http.h"
+#include "server/builder_options.h"
+#include "server/credentials.h"
+#include "server/preload.h"
 #include "server/prometheus_metrics.h"
 
 namespace tensorcompute::server {
 namespace {
-
-int ClampToInt(int64_t value) {
-  return static_cast<int>(std::clamp<int64_t>(value, 0, std::numeric_limits<int>::max()));
-}
 
 // Lowers the calling thread's priority to `nice` (see ServerOptions::compute_nice). On Linux,
 // setpriority(PRIO_PROCESS, tid) applies to that one thread. Raising one's own nice value needs
@@ -50,42 +43,9 @@ void LowerThreadPriority(int nice) {
 Server::Server(const ServerOptions& options)
     : options_(options), errors_(options.error_log_per_second) {}
 
-absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
-  if (options.max_batch_size < 1 || options.queue_capacity < 1 ||
-      options.max_message_bytes < (int64_t{128} << 10) || options.max_queue_delay_us < 0) {
-    return absl::InvalidArgumentError(
-        "need max_batch_size >= 1, queue_capacity >= 1, max_queue_delay_us >= 0 and "
-        "max_message_bytes >= 131072");
-  }
-  if (options.device != "auto" && options.device != "cpu" && options.device != "gpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device must be auto, cpu or gpu, not \"", options.device, "\""));
-  }
-  if (options.max_connection_age < absl::ZeroDuration() ||
-      options.max_connection_age_grace < absl::ZeroDuration() ||
-      options.drain_notice < absl::ZeroDuration() ||
-      options.max_connection_idle < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "need max_connection_age, max_connection_age_grace, max_connection_idle and "
-        "drain_notice >= 0");
-  }
-  if (options.max_inflight_bytes < 1 || options.max_concurrent_streams < 1 ||
-      options.stream_window_bytes < 0 || options.keepalive_time <= absl::ZeroDuration() ||
-      options.keepalive_timeout <= absl::ZeroDuration() ||
-      options.keepalive_min_client_interval < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "need max_inflight_bytes >= 1, max_concurrent_streams >= 1, stream_window_bytes >= 0, "
-        "keepalive_time and "
-        "keepalive_timeout > 0 and keepalive_min_client_interval >= 0");
-  }
-  if (options.compute_nice < 0 || options.compute_nice > 19 ||
-      options.malloc_trim_interval < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("need 0 <= compute_nice <= 19 and malloc_trim_interval >= 0");
-  }
-  if (options.gpu_streams < 1 || options.gpu_streams > 64 ||
-      options.gpu_staging_bytes < (int64_t{64} << 10)) {
-    return absl::InvalidArgumentError("need 1 <= gpu_streams <= 64 and gpu_staging_bytes >= 65536");
-  }
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(
+    const ServerOptions& options, const std::vector<FrontEndFactory>& front_ends) {
+  if (absl::Status valid = options.Validate(); !valid.ok()) return valid;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       MakeServerCredentials(options);
   if (!credentials.ok()) return credentials.status();
@@ -93,182 +53,177 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // starts a thread that logs, so that it is made once, on this thread, before every use. (Else
   // the first request's thread made it while another read it; correct in C++, but the fast
   // path of the function-local static is inside Debian's uninstrumented libspdlog.so, so
-  // ThreadSanitizer cannot see the ordering and reports a race. main.cc configures spdlog
-  // before Start anyway; in-process test servers did not.)
+  // ThreadSanitizer cannot see the ordering and reports a race.)
   spdlog::default_logger_raw();
+  // A failed step leaves the server half built: destroying it (Drain, then the members in
+  // reverse order) stops whatever had started.
   std::unique_ptr<Server> s(new Server(options));
-  if (!options.auth_token_file.empty()) {
-    absl::StatusOr<std::unique_ptr<TokenAuth>> auth = TokenAuth::Create(options.auth_token_file);
-    if (!auth.ok()) return auth.status();
-    s->auth_ = *std::move(auth);
+  if (absl::Status status = s->LoadTokens(); !status.ok()) return status;
+  if (absl::Status status = s->SetUpCompute(); !status.ok()) return status;
+  if (absl::Status status = s->StartGrpc(*credentials, front_ends); !status.ok()) return status;
+  if (absl::Status status = s->StartSideListeners(); !status.ok()) return status;
+  if (absl::Status status = s->BecomeReady(); !status.ok()) return status;
+  s->started_ = true;
+  return s;
+}
+
+absl::Status Server::LoadTokens() {
+  for (auto [path, auth] : {std::pair{&options_.auth_token_file, &auth_},
+                            std::pair{&options_.admin_token_file, &admin_}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::unique_ptr<TokenAuth>> tokens = TokenAuth::Create(*path);
+    if (!tokens.ok()) return tokens.status();
+    *auth = *std::move(tokens);
   }
-  if (!options.admin_token_file.empty()) {
-    absl::StatusOr<std::unique_ptr<TokenAuth>> admin = TokenAuth::Create(options.admin_token_file);
-    if (!admin.ok()) return admin.status();
-    s->admin_ = *std::move(admin);
+  return absl::OkStatus();
+}
+
+// The registry, the pool, the executors, the batcher, the budget, and the compute entry.
+absl::Status Server::SetUpCompute() {
+  registry_ = std::make_unique<core::TensorRegistry>(options_.max_resident_bytes);
+  if (options_.malloc_trim_interval > absl::ZeroDuration()) {
+    trimmer_ = std::make_unique<MemoryTrimmer>(options_.malloc_trim_interval);
   }
-  if (options.max_resident_bytes < 1) {
-    return absl::InvalidArgumentError("need max_resident_bytes >= 1");
-  }
-  s->registry_ = std::make_unique<core::TensorRegistry>(options.max_resident_bytes);
-  if (options.malloc_trim_interval > absl::ZeroDuration()) {
-    s->trimmer_ = std::make_unique<MemoryTrimmer>(options.malloc_trim_interval);
-  }
-  s->pool_ = std::make_unique<core::ThreadPool>(
-      options.cpu_threads, [nice = options.compute_nice] { LowerThreadPriority(nice); });
+  pool_ = std::make_unique<core::ThreadPool>(
+      options_.cpu_threads, [nice = options_.compute_nice] { LowerThreadPriority(nice); });
   // Requests are split across the pool only from 4 MiB of output on: below that, waking a
   // second (often sleeping) vCPU costs more than it saves, and concurrent requests keep the
-  // other threads busy anyway (measured with rpc_bench, 1 MiB responses at concurrency 1).
+  // other threads busy anyway (docs/performance.md).
   batching::CpuExecutorOptions executor_options;
   executor_options.execute.min_parallel_bytes = int64_t{4} << 20;
-  executor_options.inline_task_bytes = options.inline_compute_bytes;
-  s->executor_ = std::make_unique<batching::CpuExecutor>(s->pool_.get(), executor_options);
-  s->metered_cpu_ = std::make_unique<MeteredExecutor>(s->executor_.get());
-  if (options.device != "cpu") {
-    const absl::Status gpu = s->SetUpGpu();
-    if (!gpu.ok()) return gpu;
+  executor_options.inline_task_bytes = options_.inline_compute_bytes;
+  executor_ = std::make_unique<batching::CpuExecutor>(pool_.get(), executor_options);
+  metered_cpu_ = std::make_unique<MeteredExecutor>(executor_.get());
+  if (options_.device != "cpu") {
+    if (absl::Status gpu = SetUpGpu(); !gpu.ok()) return gpu;
   }
 
   batching::BatcherOptions batcher_options;
-  batcher_options.max_batch_size = options.max_batch_size;
-  batcher_options.max_queue_delay = absl::Microseconds(options.max_queue_delay_us);
-  batcher_options.queue_capacity = options.queue_capacity;
-  batcher_options.deadline_admission = options.deadline_admission;
+  batcher_options.max_batch_size = options_.max_batch_size;
+  batcher_options.max_queue_delay = absl::Microseconds(options_.max_queue_delay_us);
+  batcher_options.queue_capacity = options_.queue_capacity;
+  batcher_options.deadline_admission = options_.deadline_admission;
   // One batch per pool thread (or GPU stream) in flight: while they are all busy, requests
   // pile up into the next batches instead of waiting in the executor's queues.
   batcher_options.max_inflight_batches =
-      s->cuda_executor_ != nullptr ? s->cuda_executor_->slots() : s->pool_->size();
-  Metrics* metrics = &s->metrics_;
-  batcher_options.on_batch = [metrics](int64_t size) { metrics->CountBatch(size); };
-  batching::Executor* executor = s->metered_cpu_.get();
-  std::vector<const MeteredExecutor*> metered = {s->metered_cpu_.get()};
-  if (s->cuda_executor_ != nullptr) {
-    s->metered_gpu_ = std::make_unique<MeteredExecutor>(s->cuda_executor_.get());
-    executor = s->metered_gpu_.get();
-    metered.insert(metered.begin(), s->metered_gpu_.get());
+      cuda_executor_ != nullptr ? cuda_executor_->slots() : pool_->size();
+  batcher_options.on_batch = [metrics = &metrics_](int64_t size) { metrics->CountBatch(size); };
+  batching::Executor* executor = metered_cpu_.get();
+  if (cuda_executor_ != nullptr) {
+    metered_gpu_ = std::make_unique<MeteredExecutor>(cuda_executor_.get());
+    executor = metered_gpu_.get();
   }
-  s->batcher_ = std::make_unique<batching::Batcher>(batcher_options, executor);
+  batcher_ = std::make_unique<batching::Batcher>(batcher_options, executor);
 
   core::PlanOptions plan_options;
-  plan_options.max_output_bytes = options.EffectiveMaxOutputBytes();
-  plan_options.max_rank = options.max_rank;
-  // A message is read with room for itself and its parsed copy (compute_service.h).
-  s->budget_ = std::make_unique<ByteBudget>(options.max_inflight_bytes,
-                                            2 * options.max_message_bytes, options.queue_capacity);
-  s->service_ = std::make_unique<ComputeService>(s->batcher_.get(), plan_options, &s->metrics_,
-                                                 &s->errors_, s->budget_.get(), s->auth_.get());
-  Server* raw = s.get();
-  s->service_->SetRegistry(
-      s->registry_.get(),
-      [raw](const std::string& device, const core::Tensor& tensor) {
-        return raw->PlaceTensor(device, tensor);
-      },
-      s->admin_.get());
+  plan_options.max_output_bytes = options_.EffectiveMaxOutputBytes();
+  plan_options.max_rank = options_.max_rank;
+  // A message is read with room for itself and its parsed copy (byte_budget.h).
+  budget_ = std::make_unique<ByteBudget>(options_.max_inflight_bytes,
+                                         2 * options_.max_message_bytes, options_.queue_capacity);
+  gate_ = std::make_unique<CallGate>(&metrics_, &errors_, auth_.get(), admin_.get());
+  compute_ = std::make_unique<ComputeService>(batcher_.get(), budget_.get(), &metrics_,
+                                              registry_.get(), plan_options);
+  PutTensorEnv resident;
+  resident.gate = gate_.get();
+  resident.registry = registry_.get();
+  resident.place = [this](const std::string& device, const core::Tensor& tensor) {
+    return PlaceTensor(device, tensor);
+  };
+  resident.max_rank = options_.max_rank;
+  service_ = std::make_unique<TensorComputeService>(gate_.get(), compute_.get(), resident);
+  return absl::OkStatus();
+}
 
+// The main gRPC server: the native service, the front ends' services, health and reflection.
+absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials,
+                               const std::vector<FrontEndFactory>& front_ends) {
+  FrontEndContext context;
+  context.options = &options_;
+  context.gate = gate_.get();
+  context.compute = compute_.get();
+  context.ready = [this] { return ready_.load(); };
+  for (const FrontEndFactory& make : front_ends) {
+    absl::StatusOr<std::unique_ptr<FrontEnd>> front_end = make(context);
+    if (!front_end.ok()) return front_end.status();
+    front_ends_.push_back(*std::move(front_end));
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, *credentials, &s->port_);
-  if (s->auth_ != nullptr) builder.SetOption(WithoutReflection());
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-  builder.RegisterService(s->service_.get());
-  s->kserve_ =
-      std::make_unique<KserveService>(s->service_.get(), [raw] { return raw->ready_.load(); });
-  builder.RegisterService(s->kserve_.get());
-  if (options.stream_window_bytes > 0) {
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
-                               ClampToInt(options.stream_window_bytes));
+  builder.AddListeningPort(options_.listen, credentials, &port_);
+  if (auth_ != nullptr) builder.SetOption(WithoutReflection());
+  ApplyBuilderOptions(options_, &builder);
+  builder.RegisterService(service_.get());
+  for (const auto& front_end : front_ends_) {
+    for (grpc::Service* service : front_end->Services()) builder.RegisterService(service);
   }
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             ClampToInt(options.max_concurrent_streams));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                             ClampToInt(absl::ToInt64Milliseconds(options.keepalive_time)));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                             ClampToInt(absl::ToInt64Milliseconds(options.keepalive_timeout)));
-  builder.AddChannelArgument(
-      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-      ClampToInt(absl::ToInt64Milliseconds(options.keepalive_min_client_interval)));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
-  if (options.max_connection_idle > absl::ZeroDuration()) {
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                               ClampToInt(absl::ToInt64Milliseconds(options.max_connection_idle)));
-  }
-  if (options.max_connection_age > absl::ZeroDuration()) {
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
-                               ClampToInt(absl::ToInt64Milliseconds(options.max_connection_age)));
-    builder.AddChannelArgument(
-        GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
-        ClampToInt(absl::ToInt64Milliseconds(options.max_connection_age_grace)));
-  }
-  if (!options.metrics_listen.empty()) {
+  if (!options_.metrics_listen.empty()) {
     // Before the gRPC port opens, so that a bad metrics address fails Start with nothing served.
-    auto collector =
-        std::make_shared<MetricsCollector>(&s->metrics_, s->batcher_.get(), s->budget_.get(),
-                                           std::move(metered), s->device_, s->device_description_);
-    collector->set_registry(s->registry_.get());
+    std::vector<const MeteredExecutor*> metered = {metered_cpu_.get()};
+    if (metered_gpu_ != nullptr) metered.insert(metered.begin(), metered_gpu_.get());
+    auto collector = std::make_shared<MetricsCollector>(
+        &metrics_, batcher_.get(), budget_.get(), std::move(metered), device_, device_description_);
+    collector->set_registry(registry_.get());
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
-        MetricsEndpoint::Start(options.metrics_listen, std::move(collector));
+        MetricsEndpoint::Start(options_.metrics_listen, std::move(collector));
     if (!endpoint.ok()) return endpoint.status();
-    s->metrics_endpoint_ = *std::move(endpoint);
+    metrics_endpoint_ = *std::move(endpoint);
   }
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
-    s->server_.reset();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
   }
-  if (!options.health_listen.empty()) {
-    // Plaintext, the standard health service and nothing else (not even reflection).
-    grpc::ServerBuilder health_builder;
-    health_builder.AddListeningPort(options.health_listen, grpc::InsecureServerCredentials(),
-                                    &s->health_port_);
-    health_builder.SetOption(WithoutReflection());
-    s->health_fallback_ = HealthOnlyFallback();
-    health_builder.RegisterCallbackGenericService(s->health_fallback_.get());
-    s->health_server_ = health_builder.BuildAndStart();
-    if (s->health_server_ == nullptr || s->health_port_ == 0) {
-      s->health_server_.reset();
-      s->server_->Shutdown();
-      s->server_.reset();
-      return absl::UnavailableError(
-          absl::StrCat("cannot listen on ", options.health_listen, " (health_listen)"));
-    }
+  return absl::OkStatus();
+}
+
+// The health-only listener and the front ends' own listeners.
+absl::Status Server::StartSideListeners() {
+  if (!options_.health_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<HealthListener>> listener =
+        HealthListener::Start(options_.health_listen);
+    if (!listener.ok()) return listener.status();
+    health_listener_ = *std::move(listener);
   }
-  if (!options.http_listen.empty()) {
-    KserveHttp::Options http_options;
-    http_options.listen = options.http_listen;
-    http_options.threads = options.http_threads;
-    http_options.max_body_bytes = options.max_message_bytes;
-    absl::StatusOr<std::unique_ptr<KserveHttp>> http =
-        KserveHttp::Start(http_options, s->service_.get(), [raw] { return raw->ready_.load(); });
-    if (!http.ok()) {
-      if (s->health_server_ != nullptr) s->health_server_->Shutdown();
-      s->server_->Shutdown();
-      s->server_.reset();
-      return http.status();
-    }
-    s->http_ = *std::move(http);
+  for (const auto& front_end : front_ends_) {
+    if (absl::Status started = front_end->Start(); !started.ok()) return started;
   }
+  return absl::OkStatus();
+}
+
+// Health SERVING, once the preloaded tensors are in.
+absl::Status Server::BecomeReady() {
   // The whole server ("") and the service by name, so that checks naming the service
   // (Kubernetes gRPC probes with `service:`, grpc_health_probe -service) work too.
   {
     // Under the lock, so that a GPU lost meanwhile cannot be overwritten with SERVING.
-    absl::MutexLock lock(&s->health_mu_);
-    s->health_ = s->server_->GetHealthCheckService();
-    if (s->health_server_ != nullptr) {
-      s->listener_health_ = s->health_server_->GetHealthCheckService();
-    }
+    absl::MutexLock lock(&health_mu_);
+    health_ = server_->GetHealthCheckService();
+    if (health_listener_ != nullptr) listener_health_ = health_listener_->health();
     // gRPC's health service starts out SERVING: not before the preloaded tensors are in.
-    s->SetHealth(!s->gpu_lost_ && s->options_.preload.empty(), /*service_too=*/true);
+    SetHealth(!gpu_lost_ && options_.preload.empty(), /*service_too=*/true);
   }
-  if (!options.preload.empty()) {
-    if (absl::Status loaded = s->Preload(); !loaded.ok()) return loaded;
-    absl::MutexLock lock(&s->health_mu_);
-    s->SetHealth(!s->gpu_lost_, /*service_too=*/true);
+  if (!options_.preload.empty()) {
+    if (absl::Status loaded =
+            Preload(options_.preload, registry_.get(),
+                    [this](const std::string& device, const core::Tensor& tensor) {
+                      return PlaceTensor(device, tensor);
+                    });
+        !loaded.ok()) {
+      return loaded;
+    }
+    absl::MutexLock lock(&health_mu_);
+    SetHealth(!gpu_lost_, /*service_too=*/true);
   }
-  return s;
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, int>> Server::front_end_ports() const {
+  std::vector<std::pair<std::string, int>> ports;
+  for (const auto& front_end : front_ends_) {
+    for (auto& port : front_end->Ports()) ports.push_back(std::move(port));
+  }
+  return ports;
 }
 
 std::vector<int> Server::GpuOrdinals() const {
@@ -309,61 +264,6 @@ absl::StatusOr<core::DeviceCopy> Server::PlaceTensor(const std::string& device,
         absl::StrCat("device '", device, "': DT_STRING tensors live on the CPU (device cpu)"));
   }
   return cuda::CudaUploadTable(ordinal, tensor);
-}
-
-absl::Status Server::Preload() {
-  for (const std::string& spec : options_.preload) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--preload '", spec, "': expected NAME=PATH.npy"));
-    }
-    const std::string name = spec.substr(0, eq);
-    const std::string path = spec.substr(eq + 1);
-    const absl::Time start = absl::Now();
-    std::string bytes;
-    {
-      std::ifstream file(path, std::ios::binary);
-      if (!file) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--preload ", name, ": cannot open ", path, ": ", std::strerror(errno)));
-      }
-      std::ostringstream contents;
-      contents << file.rdbuf();
-      bytes = std::move(contents).str();
-    }
-    absl::StatusOr<core::Tensor> tensor = core::ParseNpy(bytes);
-    bytes.clear();
-    bytes.shrink_to_fit();
-    absl::Status status = tensor.status();
-    if (status.ok() && tensor->shape().empty()) {
-      status = absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
-    }
-    if (status.ok()) {
-      const core::TensorView view = tensor->view();
-      int64_t payload = 0;
-      for (const std::string* s : view.strings) payload += static_cast<int64_t>(s->size());
-      absl::StatusOr<core::TensorRegistry::Reservation> reservation = registry_->Reserve(
-          name, core::ResidentBytes(tensor->dtype(), tensor->num_elements(), payload));
-      absl::StatusOr<core::DeviceCopy> copy =
-          reservation.ok() ? PlaceTensor("", *tensor) : reservation.status();
-      status = copy.status();
-      if (status.ok()) {
-        status = registry_
-                     ->Put(name, *std::move(tensor), *std::move(copy), /*replace=*/false,
-                           *std::move(reservation))
-                     .status();
-      }
-    }
-    if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("--preload ", name, "=", path, ": ", status.message()));
-    }
-    const auto entry = registry_->Find(name);
-    spdlog::info("preloaded {} from {}: {} bytes on {} in {:.1f} s", name, path, entry->bytes,
-                 entry->device, absl::ToDoubleSeconds(absl::Now() - start));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Server::SetUpGpu() {
@@ -447,8 +347,6 @@ absl::StatusOr<int> Server::ReloadAuthTokens() {
 
 Server::~Server() { Drain(); }
 
-int Server::http_port() const { return http_ == nullptr ? 0 : http_->port(); }
-
 int Server::metrics_port() const {
   return metrics_endpoint_ == nullptr ? 0 : metrics_endpoint_->port();
 }
@@ -474,7 +372,7 @@ void Server::DoDrain() {
       absl::MutexLock lock(&health_mu_);
       SetHealth(false, /*service_too=*/false);
     }
-    service_->StartDraining();
+    gate_->StartDraining();
   }
   if (batcher_ != nullptr) {
     batcher_->Stop();  // dispatches everything queued without waiting for batches to fill
@@ -486,18 +384,17 @@ void Server::DoDrain() {
   if (server_ != nullptr) {
     // The notice period (ServerOptions::drain_notice): clients see NOT_SERVING or UNAVAILABLE
     // and go elsewhere before the connections close.
-    const absl::Time notice_end = std::min(start + options_.drain_notice, deadline);
+    // A server that never finished starting has no clients to give notice to.
+    const absl::Time notice_end =
+        started_ ? std::min(start + options_.drain_notice, deadline) : start;
     if (absl::Now() < notice_end) absl::SleepFor(notice_end - absl::Now());
     // Every accepted RPC has called Finish (unless the timeout hit); Shutdown waits for their
     // responses to be sent, cancels what is left at the deadline, and closes the listeners.
     // HTTP requests still in flight are answered (their tasks are done or cancelled).
-    if (http_ != nullptr) http_->Stop();
+    for (const auto& front_end : front_ends_) front_end->Stop();
     server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now() + absl::Seconds(1))));
     server_->Wait();
-    if (health_server_ != nullptr) {
-      health_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-      health_server_->Wait();
-    }
+    if (health_listener_ != nullptr) health_listener_->Shutdown();
     {
       absl::MutexLock lock(&health_mu_);
       health_ = nullptr;

@@ -1,15 +1,18 @@
 // File: server/server.h
 //
-// tensorcompute-server as a library: builds the gRPC server (message limits, the standard
-// health service, reflection) and owns what serves it: the CPU thread pool, the CPU executor,
-// the GPU executor when options.device allows one and a GPU is found (it falls back to the
-// CPU executor for what it does not serve), the dynamic batcher and the TensorCompute
-// service. main.cc only parses flags, starts one, and calls Drain() on SIGTERM/SIGINT. Tests
-// start one in process on 127.0.0.1:0.
+// tensorcompute-server as a library: builds the gRPC server (builder_options.h: message
+// limits and transport settings; the standard health service; reflection) and owns what serves
+// it: the CPU thread pool, the CPU executor, the GPU executor when options.device allows one
+// and a GPU is found (it falls back to the CPU executor for what it does not serve), the
+// dynamic batcher, the in-flight byte budget, the CallGate and the ComputeService that every
+// front end goes through, the native TensorCompute service, and the front ends it is given
+// (front_end.h; tensorcompute-server gives it KServe v2, server/kserve/). main.cc only parses
+// flags, starts one, and calls Drain() on SIGTERM/SIGINT. Tests start one in process on
+// 127.0.0.1:0.
 //
-// Security (server/security.h): TLS or mTLS on the main port, bearer tokens checked by the
-// service (reflection is then not served), and optionally a second, plaintext grpc::Server on
-// options.health_listen with only the health service, whose status is set with the main one's.
+// Security: TLS or mTLS on the main port (credentials.h), bearer tokens checked by the
+// CallGate (token_auth.h; reflection is then not served), and optionally a plaintext
+// health-only listener (health_listener.h), whose status is set with the main one's.
 //
 // A GPU taken out of service by a sticky CUDA error is logged; with device "gpu" health then
 // turns NOT_SERVING for good (only a new process can use the GPU again, so the orchestrator
@@ -20,8 +23,11 @@
 #ifndef TENSORCOMPUTE_SERVER_SERVER_H_
 #define TENSORCOMPUTE_SERVER_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
@@ -37,25 +43,31 @@
 #include "core/tensor_registry.h"
 #include "core/thread_pool.h"
 #include "server/byte_budget.h"
+#include "server/call_gate.h"
 #include "server/compute_service.h"
 #include "server/error_log.h"
-#include "server/kserve_service.h"
+#include "server/front_end.h"
+#include "server/health_listener.h"
 #include "server/memory_trimmer.h"
+#include "server/metered_executor.h"
 #include "server/metrics.h"
-#include "server/security.h"
 #include "server/server_options.h"
+#include "server/tensorcompute_service.h"
+#include "server/token_auth.h"
 
 namespace tensorcompute::server {
 
-class KserveHttp;       // kserve_http.h
 class MetricsEndpoint;  // prometheus_metrics.h
 
 class Server {
  public:
-  // Starts serving: health reports SERVING once this returns OK. Returns UNAVAILABLE when
-  // the address cannot be bound or device "gpu" finds no usable GPU, UNIMPLEMENTED for
-  // device "gpu" in a build without CUDA, INVALID_ARGUMENT for inconsistent options.
-  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  // Starts serving, with the front ends `front_ends` make beside the native service: health
+  // reports SERVING once this returns OK. Returns UNAVAILABLE when an address cannot be bound
+  // or device "gpu" finds no usable GPU, UNIMPLEMENTED for device "gpu" in a build without
+  // CUDA, INVALID_ARGUMENT for inconsistent options (ServerOptions::Validate) or unreadable
+  // security files, and a front end's own errors.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      const ServerOptions& options, const std::vector<FrontEndFactory>& front_ends = {});
 
   // Drain(), then releases everything.
   ~Server();
@@ -74,11 +86,11 @@ class Server {
   // The Prometheus endpoint's port; 0 when options.metrics_listen is empty.
   int metrics_port() const;
 
-  // The KServe v2 HTTP/REST port; 0 when options.http_listen is empty.
-  int http_port() const;
-
   // The plaintext health-only listener's port; 0 when options.health_listen is empty.
-  int health_port() const { return health_port_; }
+  int health_port() const { return health_listener_ == nullptr ? 0 : health_listener_->port(); }
+
+  // The front ends' named ports (FrontEnd::Ports), in order.
+  std::vector<std::pair<std::string, int>> front_end_ports() const;
 
   // Re-reads options.auth_token_file: returns how many tokens are now accepted, or the error
   // (the old tokens stay). FAILED_PRECONDITION when the server was started without one.
@@ -100,6 +112,13 @@ class Server {
 
  private:
   explicit Server(const ServerOptions& options);
+  // The steps of Start, in order.
+  absl::Status LoadTokens();
+  absl::Status SetUpCompute();
+  absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials,
+                         const std::vector<FrontEndFactory>& front_ends);
+  absl::Status StartSideListeners();
+  absl::Status BecomeReady();
   // Makes cuda_executor_ as options_.device asks; OK with no GPU executor for "auto" when
   // none can be had (logged), the reason otherwise.
   absl::Status SetUpGpu();
@@ -109,16 +128,20 @@ class Server {
                                                const core::Tensor& tensor) const;
   // The CUDA ordinals this server uses (options_.gpus, or every visible one).
   std::vector<int> GpuOrdinals() const;
-  // Loads options_.preload into the registry.
-  absl::Status Preload();
   void DoDrain();
   // Sets the main server's and the health listener's health to `serving`: with `service_too`
   // the TensorCompute service's entry as well as the whole server's (""), else every entry.
   void SetHealth(bool serving, bool service_too) ABSL_EXCLUSIVE_LOCKS_REQUIRED(health_mu_);
 
+  // Declared in the order they are made; destroyed in reverse, so that nothing goes before what
+  // uses it.
   const ServerOptions options_;
   Metrics metrics_;
   ErrorLog errors_;
+  std::unique_ptr<TokenAuth> auth_;   // options.auth_token_file's tokens; null without one
+  std::unique_ptr<TokenAuth> admin_;  // options.admin_token_file's; null without one
+  std::unique_ptr<core::TensorRegistry> registry_;
+  std::unique_ptr<MemoryTrimmer> trimmer_;  // null when options.malloc_trim_interval is 0
   std::unique_ptr<core::ThreadPool> pool_;
   std::unique_ptr<batching::CpuExecutor> executor_;
   // executor_ with its time counted; what the batcher and the GPU executor (as its fallback)
@@ -126,8 +149,8 @@ class Server {
   std::unique_ptr<MeteredExecutor> metered_cpu_;
   std::string device_ = "cpu";
   std::string device_description_ = "cpu";
-  // The health service, for OnDeviceLost (called on a GPU worker thread); null before the
-  // gRPC server is built and after it stopped. Declared before cuda_executor_, which calls
+  // The health services, for OnDeviceLost (called on a GPU worker thread); null before the
+  // gRPC servers are built and after they stopped. Declared before cuda_executor_, which calls
   // OnDeviceLost until it is destroyed.
   absl::Mutex health_mu_;
   grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(health_mu_) = nullptr;
@@ -140,20 +163,16 @@ class Server {
   std::unique_ptr<MeteredExecutor> metered_gpu_;  // cuda_executor_ counted, when there is one
   std::unique_ptr<batching::Batcher> batcher_;
   std::unique_ptr<ByteBudget> budget_;  // max_inflight_bytes
-  std::unique_ptr<ComputeService> service_;
-  std::unique_ptr<KserveService> kserve_;  // KServe v2 over gRPC, on the same port
-  std::unique_ptr<KserveHttp> http_;       // KServe v2 over HTTP (options.http_listen); may be null
-  std::atomic<bool> ready_{false};         // what health says (SetHealth); KServe ServerReady
-  std::unique_ptr<TokenAuth> auth_;        // options.auth_token_file's tokens; null without one
-  std::unique_ptr<TokenAuth> admin_;       // options.admin_token_file's; null without one
-  std::unique_ptr<core::TensorRegistry> registry_;
+  std::unique_ptr<CallGate> gate_;
+  std::unique_ptr<ComputeService> compute_;
+  std::unique_ptr<TensorComputeService> service_;
+  std::vector<std::unique_ptr<FrontEnd>> front_ends_;
+  std::atomic<bool> ready_{false};  // what health says (SetHealth)
+  bool started_ = false;            // Start returned OK
+  // Destroyed first: each stops serving before anything it uses goes away.
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
-  std::unique_ptr<grpc::CallbackGenericService> health_fallback_;  // of health_server_
-  std::unique_ptr<grpc::Server> health_server_;  // options.health_listen's; may be null
-  int health_port_ = 0;
-  std::unique_ptr<MemoryTrimmer> trimmer_;  // null when options.malloc_trim_interval is 0
-  // Declared last: stops serving metrics before anything it reads goes away.
+  std::unique_ptr<HealthListener> health_listener_;  // options.health_listen's; may be null
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   absl::once_flag drain_once_;
   absl::Notification drained_;

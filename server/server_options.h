@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 
 namespace tensorcompute::server {
@@ -46,9 +47,8 @@ struct ServerOptions {
   // executor free, is computed on the thread that received it instead of being handed to the
   // pool (batching::CpuExecutorOptions::inline_task_bytes): the hand-offs cost more than such
   // a copy. Below the pool's split threshold (4 MiB) a gather runs on one thread either way;
-  // 1 MiB bounds how long it holds the receiving thread (about 0.2 ms for 4,096 random rows
-  // of 256 B from a 1 GiB table). 0: never. Default 1 MiB (docs/performance.md, "Inline
-  // compute up to 1 MiB").
+  // 1 MiB bounds how long it holds the receiving thread. 0: never. Default 1 MiB
+  // (docs/performance.md, "Inline compute up to 1 MiB", has the figures).
   int64_t inline_compute_bytes = int64_t{1} << 20;
 
   // Nice value of the CPU executor's threads (Linux setpriority on each thread, in [0, 19]):
@@ -119,15 +119,6 @@ struct ServerOptions {
   // with UNAVAILABLE when it cannot be bound.
   std::string metrics_listen;
 
-  // KServe v2 over HTTP/REST (server/kserve_http.h) on "host:port"; port 0 picks a free port
-  // (Server::http_port() tells). Empty (default): no HTTP endpoint. Plaintext, whatever
-  // tls_cert says; request bodies over max_message_bytes get 413, and auth_token_file applies
-  // (401). Start fails with UNAVAILABLE when it cannot be bound.
-  std::string http_listen;
-  // Threads serving HTTP connections, each one connection (and one infer) at a time; further
-  // connections wait to be accepted. At least 1; default 8.
-  int http_threads = 8;
-
   // gRPC's maximum connection age: a connection older than this (give or take 10%, so that
   // clients do not reconnect in step) is sent GOAWAY, and the client reconnects, through its
   // load balancer, possibly to another replica: what lets clients behind a Kubernetes ClusterIP
@@ -171,10 +162,10 @@ struct ServerOptions {
   // At most this many error log lines per second; the rest are counted and summarised.
   int64_t error_log_per_second = 20;
 
-  // --- Security (server/security.h; docs/deploy.md "TLS and tokens") ---
-  // TLS: PEM files of the server's certificate chain and its (unencrypted) private key; both
-  // or neither. Empty (default): plaintext. A client speaking plaintext to a TLS server, or
-  // TLS with a CA that did not sign this certificate, fails the handshake: it sees UNAVAILABLE.
+  // --- Security (credentials.h, token_auth.h, health_listener.h; docs/deploy.md "TLS and tokens")
+  // --- TLS: PEM files of the server's certificate chain and its (unencrypted) private key; both or
+  // neither. Empty (default): plaintext. A client speaking plaintext to a TLS server, or TLS with a
+  // CA that did not sign this certificate, fails the handshake: it sees UNAVAILABLE.
   std::string tls_cert;
   std::string tls_key;
   // mTLS: PEM file of the CA(s) that sign client certificates; needs tls_cert and tls_key.
@@ -209,6 +200,9 @@ struct ServerOptions {
   // (INVALID_ARGUMENT naming it). The file is read whole, then converted: about twice its size
   // in memory while loading.
   std::vector<std::string> preload;
+
+  // OK, or INVALID_ARGUMENT naming the options out of range (what Server::Start checks first).
+  absl::Status Validate() const;
 
   // The output cap that applies, after resolving max_output_bytes = 0.
   int64_t EffectiveMaxOutputBytes() const {

@@ -3,7 +3,11 @@
 #  1. core/ knows nothing of the wire: no gRPC, protobuf or spdlog includes under core/.
 #  2. CUDA headers only under core/cuda/ (and in the fake CUDA runtime, a test double that
 #     defines the runtime's functions: tests/cuda/testing/).
-#  3. Every C++ source is clang-format clean (Google style, .clang-format).
+#  3. server/kserve/ is a front end on the server, never the reverse: nothing outside it
+#     includes it (server/main.cc, which assembles the binary, and its own tests excepted), and
+#     nothing else in server/ (the compute entry server/compute_service.* included) includes
+#     KServe's protocol (inference/, proto/kserve_wire.h).
+#  4. Every C++ source is clang-format clean (Google style, .clang-format).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -15,6 +19,17 @@ fi
 if grep -rnE '#include\s*[<"]cuda' --include='*.h' --include='*.cc' --exclude-dir=.venv --exclude-dir=.venv-triton . \
      | grep -v '^./core/cuda/' | grep -v '^./tests/cuda/testing/' | grep -v '^./build'; then
   echo "check-style: only core/cuda/ may include CUDA headers" >&2
+  fail=1
+fi
+if grep -rnE '#include\s*"server/kserve/' --include='*.h' --include='*.cc' \
+     core proto client server tools 2>/dev/null | grep -vE '^(server/kserve/|server/main\.cc:)'; then
+  echo "check-style: only server/kserve/ itself and server/main.cc may include server/kserve/" >&2
+  fail=1
+fi
+if grep -rnE '#include\s*[<"](inference/|proto/kserve)' --include='*.h' --include='*.cc' server \
+     | grep -v '^server/kserve/'; then
+  echo "check-style: only server/kserve/ may include inference/ or proto/kserve_wire.h" \
+       "(server/compute_service.* knows no protocol)" >&2
   fail=1
 fi
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then

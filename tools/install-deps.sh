@@ -14,7 +14,7 @@ packages=(
   # libraries
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libspdlog-dev
   nlohmann-json3-dev libcli11-dev prometheus-cpp-dev
-  # KServe v2 HTTP/REST (server/kserve_http.cc): cpp-httplib, JSON with nlohmann-json above
+  # KServe v2 HTTP/REST (server/kserve/http_front_end.cc): cpp-httplib, JSON with nlohmann-json above
   libcpp-httplib-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev

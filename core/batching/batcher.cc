@@ -21,24 +21,27 @@ BatcherOptions Sanitized(BatcherOptions options) {
 
 }  // namespace
 
+absl::Status OverloadedError(absl::string_view why) {
+  return absl::UnavailableError(absl::StrCat("server overloaded: ", why, "; retry with backoff"));
+}
+
 // ---- BatchQueue ----
 
 BatchQueue::BatchQueue(const BatcherOptions& options) : options_(Sanitized(options)) {}
 
 absl::Status BatchQueue::Add(std::unique_ptr<Task>& task, absl::Time now) {
   if (size() >= options_.queue_capacity) {
-    return absl::UnavailableError(
-        absl::StrCat("server overloaded: ", size(), " requests queued; retry with backoff"));
+    return OverloadedError(absl::StrCat(size(), " requests queued"));
   }
   if (options_.deadline_admission && !queue_.empty() && task->deadline > now) {
     // A task already past its deadline is queued anyway, to be answered DEADLINE_EXCEEDED.
     const absl::Duration wait = ExpectedWait();
     if (now + wait > task->deadline) {
-      return absl::UnavailableError(absl::StrCat(
-          "server overloaded: ", size(), " requests queued, an expected wait of ",
+      return OverloadedError(absl::StrCat(
+          size(), " requests queued, an expected wait of ",
           absl::FormatDuration(absl::Trunc(wait, absl::Microseconds(100))), ", longer than the ",
           absl::FormatDuration(absl::Trunc(task->deadline - now, absl::Microseconds(100))),
-          " left before the deadline; retry with backoff"));
+          " left before the deadline"));
     }
   }
   task->enqueue_time = now;

@@ -43,6 +43,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -50,6 +51,11 @@
 #include "core/batching/task.h"
 
 namespace tensorcompute::batching {
+
+// UNAVAILABLE "server overloaded: <why>; retry with backoff". Every overload refusal of the
+// server is worded by this one function: the queue's here, the in-flight byte budget's in
+// server/byte_budget.h.
+absl::Status OverloadedError(absl::string_view why);
 
 struct BatcherOptions {
   // Most tasks in one batch. Default 32.

@@ -25,7 +25,7 @@
 #include "core/gather_plan.h"
 #include "core/tensor.h"
 #include "proto/tensor_codec.h"
-#include "server/kserve_codec.h"
+#include "server/kserve/codec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace tensorcompute::fuzz {
@@ -86,7 +86,7 @@ void Serve(const v1::Tensor& params_pb, const v1::Tensor& indices_pb, bool nd,
   CheckAgainstReference(*plan, *params, *indices, axis, batch_dims, executed, *output_view);
 }
 
-// KServe v2: ModelInfer's decode (server/kserve_codec.h; no resident tables), the executor,
+// KServe v2: ModelInfer's decode (server/kserve/codec.h; no resident tables), the executor,
 // and the response's completion, as compute_service.cc runs them.
 void ServeInfer(const inference::ModelInferRequest& request) {
   server::kserve::InferJob job;

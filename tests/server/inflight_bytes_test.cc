@@ -42,18 +42,24 @@ class Recorder : public ByteBudget::Waiter {
 
 TEST(ByteBudgetTest, WorkReservationsStayWithinTheLimitAndALoneRequestIsAlwaysAdmitted) {
   ByteBudget budget(100);
-  EXPECT_TRUE(budget.TryReserve(60));
-  EXPECT_TRUE(budget.TryReserve(40));
-  EXPECT_FALSE(budget.TryReserve(1));
-  budget.Release(40);
-  EXPECT_FALSE(budget.TryReserve(41));
-  EXPECT_TRUE(budget.TryReserve(40));
-  budget.Release(100);
+  auto a = budget.TryReserve(60);
+  auto b = budget.TryReserve(40);
+  EXPECT_TRUE(a.has_value());
+  EXPECT_TRUE(b.has_value());
+  EXPECT_FALSE(budget.TryReserve(1).has_value());
+  b.reset();  // gives its 40 back
+  EXPECT_FALSE(budget.TryReserve(41).has_value());
+  auto c = budget.TryReserve(40);
+  EXPECT_TRUE(c.has_value());
+  a.reset();
+  c.reset();
   EXPECT_EQ(budget.used(), 0);
-  EXPECT_TRUE(budget.TryReserve(1000));  // alone: admitted even over the limit
-  EXPECT_FALSE(budget.TryReserve(1));
-  EXPECT_TRUE(budget.TryGrow(1000, 5));  // still alone: may grow
-  budget.Release(1005);
+  auto alone = budget.TryReserve(1000);  // alone: admitted even over the limit
+  EXPECT_TRUE(alone.has_value());
+  EXPECT_FALSE(budget.TryReserve(1).has_value());
+  EXPECT_TRUE(alone->TryGrow(5));  // still alone: may grow
+  EXPECT_EQ(alone->bytes(), 1005);
+  alone.reset();
   EXPECT_EQ(budget.used(), 0);
 }
 
@@ -71,7 +77,7 @@ TEST(ByteBudgetTest, ReadingNeedsACreditOfTheLargestMessage) {
   EXPECT_EQ(budget.AcquireReceive(&f), ByteBudget::Admission::kRefused);
   EXPECT_EQ(budget.waiting(), 2);
   // a's message was 5 bytes: its credit becomes 5 bytes of work, and d gets the room.
-  budget.ReceiveDone(5);
+  ByteBudget::Reservation a_work = budget.ReceiveDone(5);
   EXPECT_EQ(d.granted, 1);
   EXPECT_EQ(e.granted, 0);
   EXPECT_EQ(budget.used(), 5 + 90);
@@ -80,18 +86,21 @@ TEST(ByteBudgetTest, ReadingNeedsACreditOfTheLargestMessage) {
   EXPECT_FALSE(budget.CancelWait(&e));
   EXPECT_FALSE(budget.CancelWait(&d));  // already granted
   // Work of 5 + 70 of the output, accepted: 75 + 3 credits of 30 > 100.
-  budget.ReceiveDone(0);  // b's read failed
-  budget.ReceiveDone(0);  // c's too
-  EXPECT_TRUE(budget.TryGrow(5, 40));
+  (void)budget.ReceiveDone(0);  // b's read failed
+  (void)budget.ReceiveDone(0);  // c's too
+  EXPECT_TRUE(a_work.TryGrow(40));
   EXPECT_EQ(budget.used(), 45 + 30);
-  EXPECT_FALSE(budget.TryGrow(45, 30));  // 75 + 30 > 100, and not alone
+  EXPECT_FALSE(a_work.TryGrow(30));  // 75 + 30 > 100, and not alone
+  EXPECT_EQ(a_work.bytes(), 45);
   // Accepted work alone leaves no room for one more message: refused at once, not queued.
-  budget.ReceiveDone(0);               // d's read failed
-  EXPECT_TRUE(budget.TryReserve(30));  // 75 of work: no room for a 30-byte credit
+  (void)budget.ReceiveDone(0);        // d's read failed
+  auto more = budget.TryReserve(30);  // 75 of work: no room for a 30-byte credit
+  EXPECT_TRUE(more.has_value());
   Recorder g;
   EXPECT_EQ(budget.AcquireReceive(&g), ByteBudget::Admission::kRefused);
   EXPECT_EQ(g.granted, 0);
-  budget.Release(75);
+  a_work.Reset();
+  more.reset();
   EXPECT_EQ(budget.used(), 0);
 }
 
@@ -103,19 +112,35 @@ TEST(ByteBudgetTest, TheLineIsServedInArrivalOrderAsBytesComeBack) {
   ASSERT_EQ(budget.AcquireReceive(&w1), ByteBudget::Admission::kQueued);
   ASSERT_EQ(budget.AcquireReceive(&w2), ByteBudget::Admission::kQueued);
   ASSERT_EQ(budget.AcquireReceive(&w3), ByteBudget::Admission::kQueued);
-  budget.ReceiveDone(0);  // first's read failed: room for one credit, w1's
+  (void)budget.ReceiveDone(0);  // first's read failed: room for one credit, w1's
   EXPECT_EQ(w1.granted, 1);
   EXPECT_EQ(w2.granted + w3.granted, 0);
-  budget.ReceiveDone(10);  // second's message: 10 of work + w1's 30, no room for 30 more
+  // second's message: 10 of work + w1's 30, no room for 30 more
+  ByteBudget::Reservation second_work = budget.ReceiveDone(10);
   EXPECT_EQ(w2.granted, 0);
-  budget.Release(10);  // its answer went out
+  second_work.Reset();  // its answer went out
   EXPECT_EQ(w2.granted, 1);
   EXPECT_EQ(w3.granted, 0);
   EXPECT_TRUE(budget.CancelWait(&w3));
-  budget.ReceiveDone(0);  // w1
-  budget.ReceiveDone(0);  // w2
+  (void)budget.ReceiveDone(0);  // w1
+  (void)budget.ReceiveDone(0);  // w2
   EXPECT_EQ(budget.used(), 0);
   EXPECT_EQ(budget.waiting(), 0);
+}
+
+TEST(ByteBudgetTest, AReservationGivesItsBytesBackWhenDestroyedOrShrunk) {
+  ByteBudget budget(/*limit=*/100);
+  {
+    auto held = budget.TryReserve(30);
+    ASSERT_TRUE(held.has_value());
+    held->Shrink(10);
+    EXPECT_EQ(held->bytes(), 20);
+    EXPECT_EQ(budget.used(), 20);
+    ByteBudget::Reservation moved = *std::move(held);
+    EXPECT_EQ(moved.bytes(), 20);
+    EXPECT_EQ(budget.used(), 20);
+  }
+  EXPECT_EQ(budget.used(), 0);
 }
 
 TEST(ByteBudgetTest, ACreditNeverExceedsTheLimit) {

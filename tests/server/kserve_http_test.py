@@ -198,7 +198,7 @@ class KserveHttpTest(unittest.TestCase):
 
     def test_large_and_small_answers_alternate_on_one_connection(self):
         # The front end keeps each thread's buffers between calls and releases them after one
-        # of more than 4 MiB (server/kserve_http.cc, InferScratch); answers are sent from the
+        # of more than 4 MiB (server/kserve/http_front_end.cc, InferScratch); answers are sent from the
         # response in place. Sizes that grow, shrink and cross that line, on one keep-alive
         # connection, each checked against NumPy.
         rng = np.random.default_rng(7)

@@ -1,6 +1,4 @@
-// KServe v2 REST's JSON and binary data extension <-> inference protos (server/kserve_json.h).
-
-#include "server/kserve_json.h"
+// KServe v2 REST's JSON and binary data extension <-> inference protos (server/kserve/json.h).
 
 #include <cstring>
 #include <string>
@@ -11,6 +9,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
+#include "proto/kserve_wire.h"
+#include "server/kserve/json.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tensorcompute::server::kserve {
@@ -244,13 +244,13 @@ TEST(KserveJson, MetadataAndErrors) {
             Json::parse(R"({"name":"tensorcompute","version":"1.0",
                             "extensions":["binary_tensor_data"]})"));
   EXPECT_EQ(Json::parse(ErrorJson("bad \"x\""))["error"], "bad \"x\"");
-  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kInvalidArgument), 400);
-  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kUnauthenticated), 401);
-  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kNotFound), 404);
-  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kResourceExhausted), 429);
-  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kUnavailable), 503);
-  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kDeadlineExceeded), 504);
-  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kInternal), 500);
+  EXPECT_EQ(proto::HttpStatusOf(absl::StatusCode::kInvalidArgument), 400);
+  EXPECT_EQ(proto::HttpStatusOf(absl::StatusCode::kUnauthenticated), 401);
+  EXPECT_EQ(proto::HttpStatusOf(absl::StatusCode::kNotFound), 404);
+  EXPECT_EQ(proto::HttpStatusOf(absl::StatusCode::kResourceExhausted), 429);
+  EXPECT_EQ(proto::HttpStatusOf(absl::StatusCode::kUnavailable), 503);
+  EXPECT_EQ(proto::HttpStatusOf(absl::StatusCode::kDeadlineExceeded), 504);
+  EXPECT_EQ(proto::HttpStatusOf(absl::StatusCode::kInternal), 500);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// File: server/kserve_codec.h
+// File: server/kserve/codec.h
 //
 // The Open Inference Protocol (KServe v2, package `inference`) in terms of core: which models
 // there are, what a ModelInferRequest asks for (a plan and views of its tensors), and how the
@@ -56,12 +56,9 @@ inline constexpr absl::string_view kGatherNdModel = "gather_nd";
 inline constexpr absl::string_view kModelVersion = "1";
 inline constexpr absl::string_view kOutputName = "output";
 
-// The v2 datatype of `dtype` ("FP32", "BYTES", ...), or nullopt for complex and unknown types.
-std::optional<absl::string_view> DatatypeOf(core::DataType dtype);
-
-// The core type of a v2 datatype name, or INVALID_ARGUMENT naming `what` (e.g. "input
-// 'params'") and listing the datatypes accepted.
-absl::StatusOr<core::DataType> DataTypeOf(absl::string_view datatype, absl::string_view what);
+// The core type of a v2 datatype name (proto/kserve_wire.h), or INVALID_ARGUMENT naming
+// `what` (e.g. "input 'params'") and listing the datatypes accepted.
+absl::StatusOr<core::DataType> ParseDatatype(absl::string_view datatype, absl::string_view what);
 
 // One inference request, decoded: what a batching::Task needs, and the storage its views use.
 struct InferJob {

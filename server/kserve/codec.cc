@@ -1,4 +1,4 @@
-#include "server/kserve_codec.h"
+#include "server/kserve/codec.h"
 
 #include <cstring>
 #include <utility>
@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 
 #include "core/shape.h"
+#include "proto/kserve_wire.h"
 
 namespace tensorcompute::server::kserve {
 namespace {
@@ -15,24 +16,6 @@ using core::DataType;
 using inference::InferParameter;
 using inference::InferTensorContents;
 using inference::ModelInferRequest;
-
-struct DatatypeName {
-  DataType dtype;
-  absl::string_view name;
-};
-constexpr DatatypeName kDatatypes[] = {
-    {DataType::kBool, "BOOL"},     {DataType::kUint8, "UINT8"},   {DataType::kUint16, "UINT16"},
-    {DataType::kUint32, "UINT32"}, {DataType::kUint64, "UINT64"}, {DataType::kInt8, "INT8"},
-    {DataType::kInt16, "INT16"},   {DataType::kInt32, "INT32"},   {DataType::kInt64, "INT64"},
-    {DataType::kFloat16, "FP16"},  {DataType::kBfloat16, "BF16"}, {DataType::kFloat32, "FP32"},
-    {DataType::kFloat64, "FP64"},  {DataType::kString, "BYTES"},
-};
-
-std::string AllDatatypes() {
-  std::vector<absl::string_view> names;
-  for (const DatatypeName& d : kDatatypes) names.push_back(d.name);
-  return absl::StrJoin(names, ", ");
-}
 
 // The built-in model or table a request names.
 enum class ModelKind { kGather, kGatherNd, kTable };
@@ -132,8 +115,9 @@ absl::StatusOr<std::unique_ptr<core::Tensor>> FromContents(DataType dtype, const
     const T t = static_cast<T>(v);
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       if (static_cast<decltype(v)>(t) != v) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": contents[", i, "] = ", v, " does not fit ", DatatypeOf(dtype).value()));
+        return absl::InvalidArgumentError(absl::StrCat(what, ": contents[", i, "] = ", v,
+                                                       " does not fit ",
+                                                       proto::KserveDatatypeName(dtype).value()));
       }
     }
     std::memcpy(out + i * sizeof(T), &t, sizeof(T));
@@ -182,7 +166,7 @@ absl::StatusOr<std::unique_ptr<core::Tensor>> DecodeContents(DataType dtype,
       break;
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat(what, ": ", DatatypeOf(dtype).value(),
+          absl::StrCat(what, ": ", proto::KserveDatatypeName(dtype).value(),
                        " has no typed contents field; send it in raw_input_contents"));
   }
   static constexpr absl::string_view kFieldNames[] = {
@@ -190,9 +174,9 @@ absl::StatusOr<std::unique_ptr<core::Tensor>> DecodeContents(DataType dtype,
       "uint64_contents", "fp32_contents", "fp64_contents",  "bytes_contents"};
   for (int i = 0; i < 8; ++i) {
     if (i != field && sizes[i] > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": datatype ", DatatypeOf(dtype).value(),
-                                                     " takes its contents in ", kFieldNames[field],
-                                                     ", not ", kFieldNames[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": datatype ", proto::KserveDatatypeName(dtype).value(),
+                       " takes its contents in ", kFieldNames[field], ", not ", kFieldNames[i]));
     }
   }
   switch (dtype) {
@@ -260,10 +244,9 @@ absl::StatusOr<std::unique_ptr<core::Tensor>> DecodeRawBytes(const core::Shape& 
       return absl::InvalidArgumentError(absl::StrCat(what, ": raw_input_contents ends at element ",
                                                      i, " of ", *n, ", before its 4-byte length"));
     }
-    const auto* p = reinterpret_cast<const uint8_t*>(raw.data() + at);
     const uint32_t length =
-        uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-    at += 4;
+        proto::ReadKserveBytesLength(reinterpret_cast<const uint8_t*>(raw.data() + at));
+    at += proto::kKserveBytesLengthSize;
     if (raw.size() - at < length) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": element ", i, " says it has ", length,
                                                      " bytes but only ", raw.size() - at,
@@ -288,7 +271,7 @@ absl::StatusOr<core::TensorView> DecodeInput(const ModelInferRequest& request, i
                                              InferJob* job) {
   const ModelInferRequest::InferInputTensor& input = request.inputs(index);
   const std::string what = absl::StrCat("input '", input.name(), "'");
-  absl::StatusOr<DataType> dtype = DataTypeOf(input.datatype(), what);
+  absl::StatusOr<DataType> dtype = ParseDatatype(input.datatype(), what);
   if (!dtype.ok()) return dtype.status();
   core::Shape shape(input.shape().begin(), input.shape().end());
   for (int64_t d : shape) {
@@ -331,19 +314,10 @@ absl::StatusOr<core::TensorView> DecodeInput(const ModelInferRequest& request, i
 
 }  // namespace
 
-std::optional<absl::string_view> DatatypeOf(DataType dtype) {
-  for (const DatatypeName& d : kDatatypes) {
-    if (d.dtype == dtype) return d.name;
-  }
-  return std::nullopt;
-}
-
-absl::StatusOr<DataType> DataTypeOf(absl::string_view datatype, absl::string_view what) {
-  for (const DatatypeName& d : kDatatypes) {
-    if (d.name == datatype) return d.dtype;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, ": unknown datatype '", datatype, "'; expected one of ", AllDatatypes()));
+absl::StatusOr<DataType> ParseDatatype(absl::string_view datatype, absl::string_view what) {
+  if (const std::optional<DataType> dtype = proto::KserveDatatypeOf(datatype)) return *dtype;
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": unknown datatype '", datatype, "'; expected one of ", proto::KserveDatatypeNames()));
 }
 
 absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRegistry* registry,
@@ -402,7 +376,8 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
 
   if (table) {
     job->table = model->table;
-    const std::optional<absl::string_view> datatype = DatatypeOf(job->table->tensor.dtype());
+    const std::optional<absl::string_view> datatype =
+        proto::KserveDatatypeName(job->table->tensor.dtype());
     if (!datatype.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "model '", request.model_name(), "' is a resident ",
@@ -477,21 +452,15 @@ void CompleteInferResponse(const ModelInferRequest& request, InferJob* job,
   response->set_id(request.id());
   inference::ModelInferResponse::InferOutputTensor* output = response->add_outputs();
   output->set_name(std::string(kOutputName));
-  output->set_datatype(std::string(DatatypeOf(job->plan.dtype).value_or("")));
+  output->set_datatype(std::string(proto::KserveDatatypeName(job->plan.dtype).value_or("")));
   for (int64_t d : job->plan.output_shape) output->add_shape(d);
   if (job->plan.dtype == DataType::kString) {
     const std::vector<std::string>& strings = job->output_strings.strings();
     size_t total = 0;
-    for (const std::string& s : strings) total += 4 + s.size();
+    for (const std::string& s : strings) total += proto::kKserveBytesLengthSize + s.size();
     std::string* raw = response->add_raw_output_contents();
     raw->reserve(total);
-    for (const std::string& s : strings) {
-      const auto n = static_cast<uint32_t>(s.size());
-      const char length[4] = {static_cast<char>(n), static_cast<char>(n >> 8),
-                              static_cast<char>(n >> 16), static_cast<char>(n >> 24)};
-      raw->append(length, 4);
-      raw->append(s);
-    }
+    for (const std::string& s : strings) proto::AppendKserveBytesElement(s, raw);
     job->output_strings = core::Tensor();
   }
 }
@@ -514,7 +483,7 @@ absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(
   // shape-polymorphic inputs; the real shapes come with each request.
   if (model->kind == ModelKind::kTable) {
     const core::Tensor& t = model->table->tensor;
-    const std::optional<absl::string_view> datatype = DatatypeOf(t.dtype());
+    const std::optional<absl::string_view> datatype = proto::KserveDatatypeName(t.dtype());
     if (!datatype.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrCat("model '", name, "' is a resident ", core::DataTypeName(t.dtype()),
@@ -537,7 +506,7 @@ absl::StatusOr<bool> ModelReady(absl::string_view name, absl::string_view versio
   absl::StatusOr<Model> model = FindModel(name, version, registry);
   if (!model.ok()) return model.status();
   if (model->kind != ModelKind::kTable) return true;
-  return DatatypeOf(model->table->tensor.dtype()).has_value();
+  return proto::KserveDatatypeName(model->table->tensor.dtype()).has_value();
 }
 
 inference::ServerMetadataResponse ServerMetadata() {

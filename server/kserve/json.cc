@@ -1,4 +1,4 @@
-#include "server/kserve_json.h"
+#include "server/kserve/json.h"
 
 #include <cmath>
 #include <cstring>
@@ -12,7 +12,8 @@
 #include "core/dtype.h"
 #include "core/half_float.h"
 #include "core/shape.h"
-#include "server/kserve_codec.h"
+#include "proto/kserve_wire.h"
+#include "server/kserve/codec.h"
 
 namespace tensorcompute::server::kserve {
 namespace {
@@ -99,8 +100,7 @@ absl::Status AppendElement(DataType dtype, const Json& leaf, std::string* out) {
     case DataType::kString: {
       if (!leaf.is_string()) return absl::InvalidArgumentError("is not a string for");
       const std::string& s = leaf.get_ref<const std::string&>();
-      Append(static_cast<uint32_t>(s.size()), out);
-      out->append(s);
+      proto::AppendKserveBytesElement(s, out);
       return absl::OkStatus();
     }
     default:
@@ -203,7 +203,7 @@ absl::Status ParseInput(const Json& input, int index, absl::string_view binary, 
   if (!datatype.ok()) return datatype.status();
   if (*datatype == nullptr) return Invalid(what, "has no 'datatype'");
   tensor->set_datatype((*datatype)->get<std::string>());
-  absl::StatusOr<DataType> dtype = DataTypeOf(tensor->datatype(), what);
+  absl::StatusOr<DataType> dtype = ParseDatatype(tensor->datatype(), what);
   if (!dtype.ok()) return dtype.status();
 
   absl::StatusOr<const Json*> shape = Member(input, "shape", what, IsArray, "an array");
@@ -453,7 +453,7 @@ HttpBody WriteHttpInferResponse(const inference::ModelInferResponse& response, b
       o["parameters"] = {{"binary_data_size", raw.size()}};
       binary.push_back(&raw);
     } else {
-      absl::StatusOr<DataType> dtype = DataTypeOf(output.datatype(), "output");
+      absl::StatusOr<DataType> dtype = ParseDatatype(output.datatype(), "output");
       o["data"] = dtype.ok() ? RawToData(*dtype, raw) : Json::array();
     }
     outputs.push_back(std::move(o));
@@ -496,32 +496,5 @@ std::string ModelMetadataJson(const inference::ModelMetadataResponse& metadata) 
 }
 
 std::string ErrorJson(absl::string_view message) { return Dump({{"error", std::string(message)}}); }
-
-int HttpStatusOf(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return 200;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kFailedPrecondition:
-      return 400;
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kResourceExhausted:
-      return 429;
-    case absl::StatusCode::kUnimplemented:
-      return 501;
-    case absl::StatusCode::kUnavailable:
-      return 503;
-    case absl::StatusCode::kDeadlineExceeded:
-      return 504;
-    default:
-      return 500;
-  }
-}
 
 }  // namespace tensorcompute::server::kserve

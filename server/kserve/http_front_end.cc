@@ -1,4 +1,4 @@
-#include "server/kserve_http.h"
+#include "server/kserve/http_front_end.h"
 
 #include <algorithm>
 #include <memory>
@@ -9,21 +9,23 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "httplib.h"
 
-#include "server/kserve_codec.h"
-#include "server/kserve_json.h"
+#include "proto/kserve_wire.h"
+#include "server/kserve/codec.h"
+#include "server/kserve/json.h"
 
-namespace tensorcompute::server {
+namespace tensorcompute::server::kserve {
 namespace {
 
 constexpr char kJson[] = "application/json";
 constexpr char kHeaderLength[] = "Inference-Header-Content-Length";
 
 void Reply(httplib::Response& res, const absl::Status& status) {
-  res.status = kserve::HttpStatusOf(status.code());
-  res.set_content(kserve::ErrorJson(status.message()), kJson);
+  res.status = proto::HttpStatusOf(status.code());
+  res.set_content(ErrorJson(status.message()), kJson);
 }
 
 std::optional<absl::string_view> AuthorizationOf(const httplib::Request& req) {
@@ -65,9 +67,10 @@ InferScratch& ThreadScratch() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<KserveHttp>> KserveHttp::Start(const Options& options,
-                                                              ComputeService* service,
-                                                              std::function<bool()> ready) {
+absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(const Options& options,
+                                                                  CallGate* gate,
+                                                                  ComputeService* compute,
+                                                                  std::function<bool()> ready) {
   const size_t colon = options.listen.rfind(':');
   int port = 0;
   if (colon == std::string::npos ||
@@ -80,8 +83,9 @@ absl::StatusOr<std::unique_ptr<KserveHttp>> KserveHttp::Start(const Options& opt
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  std::unique_ptr<KserveHttp> http(new KserveHttp());
-  http->service_ = service;
+  std::unique_ptr<HttpFrontEnd> http(new HttpFrontEnd());
+  http->gate_ = gate;
+  http->compute_ = compute;
   http->ready_ = std::move(ready);
   http->http_ = std::make_unique<httplib::Server>();
   const int threads = std::max(1, options.threads);
@@ -106,7 +110,7 @@ absl::StatusOr<std::unique_ptr<KserveHttp>> KserveHttp::Start(const Options& opt
     } else {
       message = absl::StrCat("HTTP status ", res.status);
     }
-    res.set_content(kserve::ErrorJson(message), kJson);
+    res.set_content(ErrorJson(message), kJson);
   });
   http->http_->set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
@@ -119,7 +123,7 @@ absl::StatusOr<std::unique_ptr<KserveHttp>> KserveHttp::Start(const Options& opt
         absl::StrCat("cannot listen on ", options.listen, " (http_listen)"));
   }
   http->port_ = port;
-  KserveHttp* raw = http.get();
+  HttpFrontEnd* raw = http.get();
   http->thread_ = std::thread([raw] {
     raw->http_->listen_after_bind();
     raw->listen_returned_.store(true);
@@ -127,9 +131,9 @@ absl::StatusOr<std::unique_ptr<KserveHttp>> KserveHttp::Start(const Options& opt
   return http;
 }
 
-KserveHttp::~KserveHttp() { Stop(); }
+HttpFrontEnd::~HttpFrontEnd() { Stop(); }
 
-void KserveHttp::Stop() {
+void HttpFrontEnd::Stop() {
   if (!thread_.joinable()) return;
   // httplib's stop() does nothing before its accept loop runs: wait for it to start (or fail).
   while (!http_->is_running() && !listen_returned_.load()) absl::SleepFor(absl::Milliseconds(1));
@@ -137,51 +141,55 @@ void KserveHttp::Stop() {
   thread_.join();
 }
 
-void KserveHttp::Route() {
+void HttpFrontEnd::Route() {
   httplib::Server& http = *http_;
-  // Everything but the health endpoints: the token, then draining.
-  auto admit = [this](const httplib::Request& req, httplib::Response& res) {
-    if (absl::Status auth = service_->Authorize(AuthorizationOf(req), /*admin=*/false);
-        !auth.ok()) {
-      Reply(res, auth);
-      return false;
-    }
-    if (service_->draining()) {
-      Reply(res, absl::UnavailableError("server is draining; retry on another replica"));
-      return false;
-    }
-    return true;
+  // Every endpoint but the health ones: the token, then draining. Answers refusals itself.
+  auto admit = [this](const httplib::Request& req, httplib::Response& res, Rpc rpc,
+                      absl::Time start) {
+    absl::Status admitted = gate_->Admit(AuthorizationOf(req), /*needs_admin=*/false);
+    if (!admitted.ok()) Answer(res, rpc, start, admitted);
+    return admitted.ok();
   };
   auto ready_reply = [](httplib::Response& res, bool ready) {
     res.status = ready ? 200 : 503;
     res.set_content(ready ? "{\"ready\":true}" : "{\"ready\":false}", kJson);
   };
 
-  http.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
+  http.Get("/v2/health/live", [this](const httplib::Request&, httplib::Response& res) {
+    const absl::Time start = gate_->Arrive();
     res.set_content("{\"live\":true}", kJson);
+    gate_->Answer(Rpc::kServerLive, start, absl::OkStatus());
   });
   http.Get("/v2/health/ready",
            [this, ready_reply](const httplib::Request&, httplib::Response& res) {
-             ready_reply(res, ready_() && !service_->draining());
+             const absl::Time start = gate_->Arrive();
+             ready_reply(res, ready_() && !gate_->draining());
+             gate_->Answer(Rpc::kServerReady, start, absl::OkStatus());
            });
-  http.Get("/v2", [admit](const httplib::Request& req, httplib::Response& res) {
-    if (!admit(req, res)) return;
-    res.set_content(kserve::ServerMetadataJson(kserve::ServerMetadata()), kJson);
+  http.Get("/v2", [this, admit](const httplib::Request& req, httplib::Response& res) {
+    const absl::Time start = gate_->Arrive();
+    if (!admit(req, res, Rpc::kServerMetadata, start)) return;
+    res.set_content(ServerMetadataJson(ServerMetadata()), kJson);
+    gate_->Answer(Rpc::kServerMetadata, start, absl::OkStatus());
   });
   http.Get(ModelPattern(""), [this, admit](const httplib::Request& req, httplib::Response& res) {
-    if (!admit(req, res)) return;
+    const absl::Time start = gate_->Arrive();
+    if (!admit(req, res, Rpc::kModelMetadata, start)) return;
     absl::StatusOr<inference::ModelMetadataResponse> metadata =
-        kserve::ModelMetadata(req.matches[1].str(), req.matches[2].str(), service_->registry());
-    if (!metadata.ok()) return Reply(res, metadata.status());
-    res.set_content(kserve::ModelMetadataJson(*metadata), kJson);
+        ModelMetadata(req.matches[1].str(), req.matches[2].str(), compute_->registry());
+    if (!metadata.ok()) return Answer(res, Rpc::kModelMetadata, start, metadata.status());
+    res.set_content(ModelMetadataJson(*metadata), kJson);
+    gate_->Answer(Rpc::kModelMetadata, start, absl::OkStatus());
   });
   http.Get(ModelPattern("/ready"),
            [this, admit, ready_reply](const httplib::Request& req, httplib::Response& res) {
-             if (!admit(req, res)) return;
-             absl::StatusOr<bool> ready = kserve::ModelReady(
-                 req.matches[1].str(), req.matches[2].str(), service_->registry());
-             if (!ready.ok()) return Reply(res, ready.status());
+             const absl::Time start = gate_->Arrive();
+             if (!admit(req, res, Rpc::kModelReady, start)) return;
+             absl::StatusOr<bool> ready =
+                 ModelReady(req.matches[1].str(), req.matches[2].str(), compute_->registry());
+             if (!ready.ok()) return Answer(res, Rpc::kModelReady, start, ready.status());
              ready_reply(res, *ready && ready_());
+             gate_->Answer(Rpc::kModelReady, start, absl::OkStatus());
            });
   http.Post(ModelPattern("/infer"), [this, admit](const httplib::Request& req,
                                                   httplib::Response& res,
@@ -205,12 +213,13 @@ void KserveHttp::Route() {
       scratch.TrimAfter(scratch.body.capacity());
       return;
     }
+    const absl::Time start = gate_->Arrive();
     const size_t body_bytes = scratch.body.size();
     auto fail = [&](const absl::Status& status) {
-      Reply(res, status);
+      Answer(res, Rpc::kModelInfer, start, status);
       scratch.TrimAfter(body_bytes);
     };
-    if (!admit(req, res)) return scratch.TrimAfter(body_bytes);
+    if (!admit(req, res, Rpc::kModelInfer, start)) return scratch.TrimAfter(body_bytes);
     std::optional<int64_t> header_length;
     if (req.has_header(kHeaderLength)) {
       int64_t n = 0;
@@ -222,9 +231,9 @@ void KserveHttp::Route() {
     }
     inference::ModelInferRequest& request = scratch.request;
     request.Clear();  // keeps its raw_input_contents' buffers for reuse
-    kserve::HttpInferOptions options;
+    HttpInferOptions options;
     if (absl::Status parsed =
-            kserve::ParseHttpInferRequest(scratch.body, header_length, &request, &options);
+            ParseHttpInferRequest(scratch.body, header_length, &request, &options);
         !parsed.ok()) {
       return fail(parsed);
     }
@@ -234,22 +243,23 @@ void KserveHttp::Route() {
                                     ? absl::Now() + absl::Microseconds(*options.timeout_us)
                                     : absl::InfiniteFuture();
     inference::ModelInferResponse& response = scratch.response;
-    if (absl::Status status =
-            service_->InferBlocking(request, static_cast<int64_t>(body_bytes), deadline, &response);
+    response.Clear();  // keeps its buffers' pages
+    if (absl::Status status = Infer(request, static_cast<int64_t>(body_bytes), deadline, &response);
         !status.ok()) {
       return fail(status);
     }
+    gate_->Answer(Rpc::kModelInfer, start, absl::OkStatus());
     size_t output_bytes = 0;
     for (const std::string& raw : response.raw_output_contents()) output_bytes += raw.size();
     const size_t call_bytes = std::max(body_bytes, output_bytes);
     if (!options.binary_output) {
-      res.set_content(kserve::WriteHttpInferResponse(response, false).body, kJson);
+      res.set_content(WriteHttpInferResponse(response, false).body, kJson);
       return scratch.TrimAfter(call_bytes);
     }
     // Binary output: the JSON, then the outputs' bytes sent from the response itself, which
     // this thread keeps until httplib has written it (it writes before its next request).
-    auto body = std::make_shared<kserve::HttpBody>(
-        kserve::WriteHttpInferResponse(response, true, /*append_binary=*/false));
+    auto body =
+        std::make_shared<HttpBody>(WriteHttpInferResponse(response, true, /*append_binary=*/false));
     size_t total = body->body.size();
     for (absl::string_view part : body->binary) total += part.size();
     res.set_header(kHeaderLength, absl::StrCat(*body->header_length));
@@ -273,4 +283,42 @@ void KserveHttp::Route() {
   });
 }
 
-}  // namespace tensorcompute::server
+void HttpFrontEnd::Answer(httplib::Response& res, Rpc rpc, absl::Time start,
+                          const absl::Status& status) {
+  gate_->Answer(rpc, start, status);
+  Reply(res, status);
+}
+
+absl::Status HttpFrontEnd::Infer(const inference::ModelInferRequest& request, int64_t message_bytes,
+                                 absl::Time deadline, inference::ModelInferResponse* response) {
+  ByteBudget& budget = compute_->budget();
+  std::optional<ByteBudget::Reservation> reservation = budget.TryReserve(message_bytes);
+  if (!reservation.has_value()) return budget.NeedsError(message_bytes);
+  InferJob job;
+  if (absl::Status prepared =
+          PrepareInfer(request, compute_->registry(), compute_->plan_options(), &job);
+      !prepared.ok()) {
+    return prepared;
+  }
+  ComputeRequest compute_request;
+  compute_request.plan = job.plan;
+  compute_request.params = job.params;
+  compute_request.indices = job.indices;
+  compute_request.table = job.table;
+  compute_request.deadline = deadline;
+  compute_request.make_output = [&job, response] { return PrepareInferOutput(&job, response); };
+  // No cancel flag: a client that disconnects (httplib gives no notice while the handler
+  // waits) still has its request computed, and the answer dropped.
+  absl::Notification done;
+  absl::Status result;
+  compute_->Submit(std::move(compute_request), &*reservation,
+                   [&done, &result](absl::Status status) {
+                     result = std::move(status);
+                     done.Notify();
+                   });
+  done.WaitForNotification();
+  if (result.ok()) CompleteInferResponse(request, &job, response);
+  return result;
+}
+
+}  // namespace tensorcompute::server::kserve

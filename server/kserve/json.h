@@ -1,10 +1,10 @@
-// File: server/kserve_json.h
+// File: server/kserve/json.h
 //
 // KServe v2's HTTP/REST form (JSON, and Triton's binary tensor data extension) in terms of the
 // protocol's protobuf messages: an HTTP infer request body becomes an
 // inference::ModelInferRequest, and a ModelInferResponse becomes the HTTP response body. The
 // protocol's meaning (models, inputs, parameters, datatypes, the plan and its errors) is
-// kserve_codec.h's alone; this file only changes the form, and server/kserve_http.cc serves it.
+// codec.h's alone; this file only changes the form, and http_front_end.cc serves it.
 //
 // Request body: a JSON object {"id", "parameters", "inputs": [{"name", "shape", "datatype",
 // "parameters", "data"}], "outputs": [{"name", "parameters"}]}. `data` is a flat or nested
@@ -52,7 +52,7 @@ struct HttpInferOptions {
 // Returns OK, or INVALID_ARGUMENT saying what is wrong: not JSON (with the parser's
 // position), a field of the wrong JSON type, a data element that is not of the datatype or does
 // not fit it, data whose element count differs from the shape's, binary data sizes that do not
-// add up to what follows the JSON. Unknown datatypes get kserve_codec's DataTypeOf message.
+// add up to what follows the JSON. Unknown datatypes get codec.h's ParseDatatype message.
 absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t> header_length,
                                    inference::ModelInferRequest* request,
                                    HttpInferOptions* options);
@@ -79,11 +79,6 @@ std::string ModelMetadataJson(const inference::ModelMetadataResponse& metadata);
 
 // {"error": "<message>"}.
 std::string ErrorJson(absl::string_view message);
-
-// The HTTP status of an error code: INVALID_ARGUMENT, OUT_OF_RANGE and FAILED_PRECONDITION
-// 400, UNAUTHENTICATED 401, PERMISSION_DENIED 403, NOT_FOUND 404, RESOURCE_EXHAUSTED 429,
-// UNIMPLEMENTED 501, UNAVAILABLE 503, DEADLINE_EXCEEDED 504, OK 200, anything else 500.
-int HttpStatusOf(absl::StatusCode code);
 
 }  // namespace tensorcompute::server::kserve
 

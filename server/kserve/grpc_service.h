@@ -1,38 +1,41 @@
-// File: server/kserve_service.h
+// File: server/kserve/grpc_service.h
 //
 // `inference.GRPCInferenceService`, the Open Inference Protocol (KServe v2) over gRPC, served on
 // the same port as tensorcompute.v1.TensorCompute so that tritonclient and KServe's SDK work
-// unchanged (docs/kserve.md). ModelInfer is the native service's own call (ComputeService::
-// StartInfer): same admission, budget, batcher, executors, errors and limits. The other five
-// RPCs answer from kserve_codec.h's model table:
+// unchanged (docs/kserve.md):
 //
-//   ServerLive    live: true while the process serves at all. No token needed (a probe).
-//   ServerReady   ready: the server's readiness (health SERVING: preloading done, not
-//                 draining). No token needed.
-//   ModelReady    NOT_FOUND for an unknown model or version; ready as kserve::ModelReady.
-//   ServerMetadata, ModelMetadata   as kserve_codec.h.
+//   ModelInfer     a UnaryCall (server/unary_call.h: read after admission, the same budget,
+//                  batcher, executors, errors and limits as the native Gather), decoded by
+//                  codec.h.
+//   ServerLive     live: true while the process serves at all. No token needed (a probe).
+//   ServerReady    ready: the server's readiness (health SERVING: preloading done, not
+//                  draining). No token needed.
+//   ModelReady     NOT_FOUND for an unknown model or version; ready as kserve::ModelReady.
+//   ServerMetadata, ModelMetadata   as codec.h.
 //
-// Every RPC but ServerLive and ServerReady checks the caller's token like the native service
-// (UNAUTHENTICATED), and a draining server answers them UNAVAILABLE.
+// Every RPC but ServerLive and ServerReady is admitted by the CallGate like the native service
+// (UNAUTHENTICATED, or UNAVAILABLE while draining); every RPC is answered through it (counted
+// and, when it fails, logged).
 //
 // Thread-safety: gRPC calls it from its threads; it reads only thread-safe state.
 
-#ifndef TENSORCOMPUTE_SERVER_KSERVE_SERVICE_H_
-#define TENSORCOMPUTE_SERVER_KSERVE_SERVICE_H_
+#ifndef TENSORCOMPUTE_SERVER_KSERVE_GRPC_SERVICE_H_
+#define TENSORCOMPUTE_SERVER_KSERVE_GRPC_SERVICE_H_
 
 #include <functional>
 
 #include "inference/grpc_predict_v2.grpc.pb.h"
 
+#include "server/call_gate.h"
 #include "server/compute_service.h"
 
-namespace tensorcompute::server {
+namespace tensorcompute::server::kserve {
 
-class KserveService final : public inference::GRPCInferenceService::CallbackService {
+class GrpcService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  // `native` is not owned and must outlive this service. `ready` says whether the server is
-  // ready (ServerReady).
-  KserveService(ComputeService* native, std::function<bool()> ready);
+  // `gate` and `compute` are not owned and must outlive this service. `ready` says whether the
+  // server is ready (ServerReady, ModelReady).
+  GrpcService(CallGate* gate, ComputeService* compute, std::function<bool()> ready);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -51,13 +54,15 @@ class KserveService final : public inference::GRPCInferenceService::CallbackServ
                                           inference::ModelMetadataResponse* response) override;
 
  private:
-  // The token and draining checks of every RPC but the two probes.
-  absl::Status Admit(const grpc::CallbackServerContext& context) const;
+  // Counts `status` for `rpc` and finishes the call with it.
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, Rpc rpc, absl::Time start,
+                                 const absl::Status& status);
 
-  ComputeService* const native_;
+  CallGate* const gate_;
+  ComputeService* const compute_;
   const std::function<bool()> ready_;
 };
 
-}  // namespace tensorcompute::server
+}  // namespace tensorcompute::server::kserve
 
-#endif  // TENSORCOMPUTE_SERVER_KSERVE_SERVICE_H_
+#endif  // TENSORCOMPUTE_SERVER_KSERVE_GRPC_SERVICE_H_

@@ -1,0 +1,59 @@
+#include "server/call_gate.h"
+
+#include "grpcpp/server_context.h"
+
+namespace tensorcompute::server {
+
+CallGate::CallGate(Metrics* metrics, ErrorLog* errors, const TokenAuth* auth,
+                   const TokenAuth* admin)
+    : metrics_(metrics), errors_(errors), auth_(auth), admin_(admin) {}
+
+absl::Status CallGate::Admit(std::optional<absl::string_view> authorization,
+                             bool needs_admin) const {
+  if (absl::Status token = CheckToken(authorization, needs_admin); !token.ok()) return token;
+  if (draining()) return DrainingError();
+  return absl::OkStatus();
+}
+
+absl::Status CallGate::Admit(const grpc::CallbackServerContext& context, bool needs_admin) const {
+  return Admit(AuthorizationOf(context), needs_admin);
+}
+
+void CallGate::Answer(Rpc rpc, absl::Time start, const absl::Status& status) {
+  metrics_->CountRequest(rpc, status.code(), absl::Now() - start);
+  if (!status.ok()) errors_->Log(RpcName(rpc), status);
+}
+
+absl::Status CallGate::DrainingError() {
+  return absl::UnavailableError("server is draining; retry on another replica");
+}
+
+absl::Status CallGate::CheckToken(std::optional<absl::string_view> authorization,
+                                  bool needs_admin) const {
+  if (needs_admin && admin_ != nullptr) {
+    absl::Status as_admin = admin_->Check(authorization);
+    if (as_admin.ok()) return as_admin;
+    if (auth_ != nullptr && auth_->Check(authorization).ok()) {
+      return absl::PermissionDeniedError(
+          "PutTensor and DeleteTensor need an admin token (the server's --admin_token_file); "
+          "the token sent is an ordinary one");
+    }
+    return as_admin;
+  }
+  if (auth_ == nullptr) return absl::OkStatus();
+  absl::Status status = auth_->Check(authorization);
+  // Admin tokens are accepted wherever an ordinary one is.
+  if (!status.ok() && admin_ != nullptr && admin_->Check(authorization).ok()) {
+    return absl::OkStatus();
+  }
+  return status;
+}
+
+std::optional<absl::string_view> AuthorizationOf(const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  return absl::string_view(it->second.data(), it->second.size());
+}
+
+}  // namespace tensorcompute::server

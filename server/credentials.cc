@@ -1,0 +1,86 @@
+#include "server/credentials.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "server/option_file.h"
+
+namespace tensorcompute::server {
+namespace {
+
+// Each check parses the PEM with OpenSSL, as gRPC would at the first handshake.
+template <typename T, typename Read, typename Free>
+bool ParsesAs(const std::string& pem, Read read, Free free_fn, T** out = nullptr) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  T* value = bio == nullptr ? nullptr : read(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  if (out != nullptr) {
+    *out = value;
+  } else if (value != nullptr) {
+    free_fn(value);
+  }
+  return value != nullptr;
+}
+
+absl::StatusOr<std::string> ReadCertificates(const char* option, const std::string& path) {
+  absl::StatusOr<std::string> pem = ReadOptionFile(option, path);
+  if (pem.ok() && !ParsesAs<X509>(*pem, PEM_read_bio_X509, X509_free)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(option, "=", path, ": no PEM certificate (BEGIN CERTIFICATE) in the file"));
+  }
+  return pem;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const ServerOptions& options) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both tls_cert and tls_key (a PEM certificate chain and its private key)");
+  }
+  if (options.tls_cert.empty()) {
+    if (!options.tls_client_ca.empty()) {
+      return absl::InvalidArgumentError(
+          "tls_client_ca (mTLS) needs TLS: set tls_cert and tls_key too");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  absl::StatusOr<std::string> cert = ReadCertificates("tls_cert", options.tls_cert);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadOptionFile("tls_key", options.tls_key);
+  if (!key.ok()) return key.status();
+  EVP_PKEY* pkey = nullptr;
+  if (!ParsesAs<EVP_PKEY>(*key, PEM_read_bio_PrivateKey, EVP_PKEY_free, &pkey)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tls_key=", options.tls_key, ": no unencrypted PEM private key (BEGIN PRIVATE KEY)"));
+  }
+  X509* x509 = nullptr;
+  ParsesAs<X509>(*cert, PEM_read_bio_X509, X509_free, &x509);
+  const bool matches = X509_check_private_key(x509, pkey) == 1;
+  X509_free(x509);
+  EVP_PKEY_free(pkey);
+  if (!matches) {
+    return absl::InvalidArgumentError(absl::StrCat("tls_key=", options.tls_key,
+                                                   " is not the private key of the certificate in ",
+                                                   "tls_cert=", options.tls_cert));
+  }
+  grpc::SslServerCredentialsOptions ssl(
+      options.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                    : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (!options.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadCertificates("tls_client_ca", options.tls_client_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace tensorcompute::server

@@ -1,0 +1,58 @@
+#include "server/health_listener.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+#include "server/builder_options.h"
+
+namespace tensorcompute::server {
+namespace {
+
+// Answers every method other than the health service's. (It also gives the server the
+// callback method that gRPC 1.51 requires of a server without completion queues.)
+class HealthOnly final : public grpc::CallbackGenericService {
+ public:
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    class Reactor final : public grpc::ServerGenericBidiReactor {
+     public:
+      Reactor() {
+        Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                            "this port (health_listen) serves grpc.health.v1 only; call "
+                            "TensorCompute on the server's main port"));
+      }
+      void OnDone() override { delete this; }
+    };
+    return new Reactor;
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HealthListener>> HealthListener::Start(const std::string& address) {
+  std::unique_ptr<HealthListener> listener(new HealthListener());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &listener->port_);
+  builder.SetOption(WithoutReflection());
+  listener->fallback_ = std::make_unique<HealthOnly>();
+  builder.RegisterCallbackGenericService(listener->fallback_.get());
+  listener->server_ = builder.BuildAndStart();
+  if (listener->server_ == nullptr || listener->port_ == 0) {
+    listener->shut_down_ = listener->server_ == nullptr;  // else the destructor shuts it down
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, " (health_listen)"));
+  }
+  return listener;
+}
+
+HealthListener::~HealthListener() { Shutdown(); }
+
+void HealthListener::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  server_->Wait();
+}
+
+}  // namespace tensorcompute::server

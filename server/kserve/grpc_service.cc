@@ -1,0 +1,145 @@
+#include "server/kserve/grpc_service.h"
+
+#include <utility>
+
+#include "grpcpp/impl/codegen/proto_utils.h"
+
+#include "server/grpc_status.h"
+#include "server/kserve/codec.h"
+#include "server/unary_call.h"
+
+namespace tensorcompute::server::kserve {
+namespace {
+
+// ModelInfer's index in the service, in the order of the .proto.
+constexpr int kModelInferMethod = 5;
+
+// One ModelInfer call: decoded by the codec, computed like a native Gather.
+class InferCall final : public UnaryCall {
+ public:
+  InferCall(CallGate* gate, ComputeService* compute, grpc::CallbackServerContext* context)
+      : UnaryCall(gate, compute, context, Rpc::kModelInfer) {}
+
+ private:
+  bool Parse(grpc::ByteBuffer* message) override {
+    return grpc::SerializationTraits<inference::ModelInferRequest>::Deserialize(message, &request_)
+        .ok();
+  }
+
+  absl::string_view RequestName() const override {
+    return inference::ModelInferRequest::descriptor()->full_name();
+  }
+
+  void Run() override {
+    const ComputeService& compute = this->compute();
+    if (absl::Status prepared =
+            PrepareInfer(request_, compute.registry(), compute.plan_options(), &job_);
+        !prepared.ok()) {
+      return Answer(prepared);
+    }
+    ComputeRequest request;
+    request.plan = job_.plan;
+    request.params = job_.params;
+    request.indices = job_.indices;
+    request.table = job_.table;
+    request.make_output = [this] { return PrepareInferOutput(&job_, &response_); };
+    Submit(std::move(request));
+  }
+
+  grpc::Status WriteReply(grpc::ByteBuffer* reply) override {
+    CompleteInferResponse(request_, &job_, &response_);
+    // Serialized here, and the response freed, so that the answer is held once (unary_call.h).
+    bool own_buffer = false;
+    grpc::Status serialized = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
+        response_, reply, &own_buffer);
+    response_ = inference::ModelInferResponse();
+    return serialized;
+  }
+
+  inference::ModelInferRequest request_;
+  InferJob job_;  // the decoded request: what the task's views point into
+  inference::ModelInferResponse response_;
+};
+
+}  // namespace
+
+GrpcService::GrpcService(CallGate* gate, ComputeService* compute, std::function<bool()> ready)
+    : gate_(gate), compute_(compute), ready_(std::move(ready)) {
+  // Read after admission (server/unary_call.h), as the native Gather.
+  MarkMethodStreamed(kModelInferMethod,
+                     new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                         [this](grpc::CallbackServerContext* context) {
+                           auto* call = new InferCall(gate_, compute_, context);
+                           call->Begin();
+                           return call;
+                         }));
+}
+
+grpc::ServerUnaryReactor* GrpcService::Done(grpc::CallbackServerContext* context, Rpc rpc,
+                                            absl::Time start, const absl::Status& status) {
+  gate_->Answer(rpc, start, status);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcService::ServerLive(grpc::CallbackServerContext* context,
+                                                  const inference::ServerLiveRequest*,
+                                                  inference::ServerLiveResponse* response) {
+  const absl::Time start = gate_->Arrive();
+  response->set_live(true);
+  return Done(context, Rpc::kServerLive, start, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* GrpcService::ServerReady(grpc::CallbackServerContext* context,
+                                                   const inference::ServerReadyRequest*,
+                                                   inference::ServerReadyResponse* response) {
+  const absl::Time start = gate_->Arrive();
+  response->set_ready(ready_ ? ready_() : true);
+  return Done(context, Rpc::kServerReady, start, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* GrpcService::ModelReady(grpc::CallbackServerContext* context,
+                                                  const inference::ModelReadyRequest* request,
+                                                  inference::ModelReadyResponse* response) {
+  const absl::Time start = gate_->Arrive();
+  absl::Status status = gate_->Admit(*context, /*needs_admin=*/false);
+  if (status.ok()) {
+    absl::StatusOr<bool> ready =
+        kserve::ModelReady(request->name(), request->version(), compute_->registry());
+    if (ready.ok()) {
+      response->set_ready(*ready && (ready_ ? ready_() : true));
+    } else {
+      status = ready.status();
+    }
+  }
+  return Done(context, Rpc::kModelReady, start, status);
+}
+
+grpc::ServerUnaryReactor* GrpcService::ServerMetadata(grpc::CallbackServerContext* context,
+                                                      const inference::ServerMetadataRequest*,
+                                                      inference::ServerMetadataResponse* response) {
+  const absl::Time start = gate_->Arrive();
+  absl::Status status = gate_->Admit(*context, /*needs_admin=*/false);
+  if (status.ok()) *response = kserve::ServerMetadata();
+  return Done(context, Rpc::kServerMetadata, start, status);
+}
+
+grpc::ServerUnaryReactor* GrpcService::ModelMetadata(grpc::CallbackServerContext* context,
+                                                     const inference::ModelMetadataRequest* request,
+                                                     inference::ModelMetadataResponse* response) {
+  const absl::Time start = gate_->Arrive();
+  absl::Status status = gate_->Admit(*context, /*needs_admin=*/false);
+  if (status.ok()) {
+    absl::StatusOr<inference::ModelMetadataResponse> metadata =
+        kserve::ModelMetadata(request->name(), request->version(), compute_->registry());
+    if (metadata.ok()) {
+      *response = *std::move(metadata);
+    } else {
+      status = metadata.status();
+    }
+  }
+  return Done(context, Rpc::kModelMetadata, start, status);
+}
+
+}  // namespace tensorcompute::server::kserve

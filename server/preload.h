@@ -1,0 +1,30 @@
+// File: server/preload.h
+//
+// --preload: resident tensors loaded from .npy files at start-up, before health turns SERVING.
+//
+// Thread-safety: call from one thread; the registry is thread-safe.
+
+#ifndef TENSORCOMPUTE_SERVER_PRELOAD_H_
+#define TENSORCOMPUTE_SERVER_PRELOAD_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+#include "core/tensor_registry.h"
+#include "server/put_tensor_call.h"
+
+namespace tensorcompute::server {
+
+// Loads each "NAME=PATH.npy" of `specs` into `registry`, on the device `place` chooses for ""
+// (the server's default), reserving its bytes against the registry's limit before placing it.
+// The file is read whole, then converted. Returns the first failure, naming the spec:
+// INVALID_ARGUMENT for a spec that is not NAME=PATH.npy, a file that cannot be read or parsed,
+// a scalar; the registry's and the placement's errors (e.g. RESOURCE_EXHAUSTED).
+absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
+                     const TensorPlacer& place);
+
+}  // namespace tensorcompute::server
+
+#endif  // TENSORCOMPUTE_SERVER_PRELOAD_H_

@@ -1,0 +1,225 @@
+#include "server/put_tensor_call.h"
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "proto/tensor_codec.h"
+#include "server/grpc_status.h"
+#include "server/resident_rpcs.h"
+
+namespace tensorcompute::server {
+namespace {
+
+bool HasDescription(const v1::PutTensorRequest& m) {
+  return !m.name().empty() || m.dtype() != v1::DT_UNSPECIFIED || m.shape_size() > 0 ||
+         !m.device().empty() || m.replace();
+}
+
+// One per PutTensor call; deletes itself in OnDone. Every path calls Answer (Finish) once.
+class PutCall final : public grpc::ServerReadReactor<v1::PutTensorRequest> {
+ public:
+  PutCall(const PutTensorEnv& env, grpc::CallbackServerContext* context,
+          v1::PutTensorResponse* response)
+      : env_(env), context_(*context), response_(*response), start_(env.gate->Arrive()) {}
+
+  void Begin() {
+    if (env_.registry == nullptr) {
+      return Answer(absl::UnimplementedError("this server keeps no resident tensors"));
+    }
+    if (absl::Status admitted = env_.gate->Admit(context_, /*needs_admin=*/true); !admitted.ok()) {
+      return Answer(admitted);
+    }
+    StartRead(&message_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (context_.IsCancelled()) {
+        return Answer(absl::CancelledError("the upload was cancelled; nothing was stored"));
+      }
+      return Answer(Publish());  // the client half-closed: the upload is complete
+    }
+    absl::Status status = first_ ? Describe() : Append();
+    if (!status.ok()) return Answer(status);
+    message_.Clear();
+    StartRead(&message_);
+  }
+
+  void OnDone() override { delete this; }
+
+  void OnCancel() override {}
+
+ private:
+  // The first message: the name, dtype, shape, device and replace flag, then its chunk.
+  absl::Status Describe() {
+    first_ = false;
+    name_ = message_.name();
+    dtype_ = proto::FromProtoDataType(message_.dtype());
+    shape_.assign(message_.shape().begin(), message_.shape().end());
+    absl::StatusOr<core::ResidentSize> size =
+        core::ValidateResidentDescription(name_, dtype_, shape_, env_.max_rank);
+    if (!size.ok()) return size.status();
+    elements_ = size->elements;
+    if (!message_.replace()) {
+      if (auto existing = env_.registry->Find(name_); existing != nullptr) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("tensor '", name_, "' exists (version ", existing->version,
+                         "); delete it first or put with replace = true"));
+      }
+    }
+    replace_ = message_.replace();
+    device_ = message_.device();
+    // The bytes it will hold, reserved before anything is allocated: for strings the
+    // per-element overhead now and each payload as it arrives.
+    const int64_t reserve = core::ResidentBytes(dtype_, elements_, /*string_payload_bytes=*/0);
+    absl::StatusOr<core::TensorRegistry::Reservation> reservation =
+        env_.registry->Reserve(name_, reserve);
+    if (!reservation.ok()) return reservation.status();
+    reservation_ = *std::move(reservation);
+    if (dtype_ == core::DataType::kString) {
+      strings_.reserve(static_cast<size_t>(elements_));
+    } else {
+      absl::StatusOr<core::Tensor> tensor = core::Tensor::Allocate(dtype_, shape_);
+      if (!tensor.ok()) return tensor.status();
+      tensor_ = *std::move(tensor);
+      total_bytes_ = size->data_bytes;
+    }
+    return Append();
+  }
+
+  // A chunk: `data` at `offset` bytes, or `strings` from element `offset`, in order.
+  absl::Status Append() {
+    if (!first_message_ && HasDescription(message_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", name_,
+          "': only the first PutTensor message may set name, dtype, shape, device or replace"));
+    }
+    first_message_ = false;
+    if (dtype_ == core::DataType::kString) {
+      if (!message_.data().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", name_, "' is DT_STRING: send its elements in strings, not data"));
+      }
+      if (message_.offset() != static_cast<int64_t>(strings_.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name_, "': chunk at element offset ", message_.offset(),
+                         ", expected ", strings_.size(), " (chunks come in order)"));
+      }
+      if (message_.strings_size() > elements_ - static_cast<int64_t>(strings_.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name_, "': ", strings_.size() + message_.strings_size(),
+                         " strings sent; its shape has ", elements_));
+      }
+      int64_t payload = 0;
+      for (const std::string& s : message_.strings()) payload += static_cast<int64_t>(s.size());
+      if (payload > 0) {
+        absl::StatusOr<core::TensorRegistry::Reservation> more =
+            env_.registry->Reserve(name_, payload);
+        if (!more.ok()) return more.status();
+        reservation_.Absorb(*std::move(more));
+      }
+      for (std::string& s : *message_.mutable_strings()) strings_.push_back(std::move(s));
+      return absl::OkStatus();
+    }
+    if (message_.strings_size() > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name_, "' is not DT_STRING: send its bytes in data"));
+    }
+    if (message_.offset() != received_) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': chunk at offset ",
+                                                     message_.offset(), ", expected ", received_,
+                                                     " (chunks come in order)"));
+    }
+    const int64_t n = static_cast<int64_t>(message_.data().size());
+    if (n > total_bytes_ - received_) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': ", received_ + n,
+                                                     " data bytes sent; its dtype and shape make ",
+                                                     total_bytes_));
+    }
+    if (n > 0) std::memcpy(tensor_->mutable_bytes().data() + received_, message_.data().data(), n);
+    received_ += n;
+    return absl::OkStatus();
+  }
+
+  // The client half-closed: check the count, place the tensor, publish it.
+  absl::Status Publish() {
+    if (first_) {
+      return absl::InvalidArgumentError(
+          "PutTensor carried no message; the first one names and describes the tensor");
+    }
+    if (dtype_ == core::DataType::kString) {
+      if (static_cast<int64_t>(strings_.size()) != elements_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name_, "': the upload ended after ", strings_.size(), " of ",
+                         elements_, " strings; nothing was stored"));
+      }
+      absl::StatusOr<core::Tensor> tensor = core::Tensor::FromStrings(shape_, std::move(strings_));
+      if (!tensor.ok()) return tensor.status();
+      tensor_ = *std::move(tensor);
+    } else if (received_ != total_bytes_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name_, "': the upload ended after ", received_, " of ",
+                       total_bytes_, " bytes; nothing was stored"));
+    }
+    core::DeviceCopy copy;
+    if (env_.place) {
+      absl::StatusOr<core::DeviceCopy> placed = env_.place(device_, *tensor_);
+      if (!placed.ok()) return placed.status();
+      copy = *std::move(placed);
+    }
+    absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> entry = env_.registry->Put(
+        name_, *std::move(tensor_), std::move(copy), replace_, std::move(reservation_));
+    if (!entry.ok()) return entry.status();
+    ToInfo(**entry, response_.mutable_tensor());
+    return absl::OkStatus();
+  }
+
+  void Answer(const absl::Status& status) {
+    env_.gate->Answer(Rpc::kPutTensor, start_, status);
+    // Whatever was not published goes now, not when gRPC gets to OnDone.
+    tensor_.reset();
+    strings_.clear();
+    reservation_ = core::TensorRegistry::Reservation();
+    Finish(ToGrpcStatus(status));
+  }
+
+  const PutTensorEnv& env_;
+  grpc::CallbackServerContext& context_;
+  v1::PutTensorResponse& response_;
+  const absl::Time start_;
+  v1::PutTensorRequest message_;
+  bool first_ = true;          // no message has arrived yet
+  bool first_message_ = true;  // Append has not yet seen a message
+  std::string name_;
+  core::DataType dtype_ = core::DataType::kUnspecified;
+  core::Shape shape_;
+  std::string device_;
+  bool replace_ = false;
+  int64_t elements_ = 0;
+  int64_t total_bytes_ = 0;  // fixed-size dtypes
+  int64_t received_ = 0;
+  std::optional<core::Tensor> tensor_;
+  std::vector<std::string> strings_;
+  core::TensorRegistry::Reservation reservation_;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<v1::PutTensorRequest>* StartPutTensor(const PutTensorEnv* env,
+                                                              grpc::CallbackServerContext* context,
+                                                              v1::PutTensorResponse* response) {
+  auto* call = new PutCall(*env, context, response);
+  call->Begin();
+  return call;
+}
+
+}  // namespace tensorcompute::server

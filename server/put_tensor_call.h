@@ -1,0 +1,56 @@
+// File: server/put_tensor_call.h
+//
+// PutTensor (a client-streaming upload) over core::TensorRegistry. The first message names and
+// describes the tensor (core::ValidateResidentDescription checks it) and may carry the first
+// chunk; later messages carry chunks, in order: `data` at byte `offset`, or `strings` from
+// element `offset`.
+//
+// An upload reserves its bytes against max_resident_bytes from the description (for strings:
+// the per-element overhead first, then each chunk's payload as it arrives) before allocating
+// anything; it writes the chunks straight into the tensor it will publish, and publishes it
+// (TensorRegistry::Put, atomically) only when the client half-closes and the count checks out.
+// Any failure or cancellation drops the half-built tensor and its reservation, so an aborted
+// upload leaves nothing. Uploads take no lock that gathers take: the registry's mutex is held
+// only for the final swap. Admission: CallGate::Admit with an admin token when configured.
+//
+// Thread-safety: gRPC calls the reactor from its threads, one at a time.
+
+#ifndef TENSORCOMPUTE_SERVER_PUT_TENSOR_CALL_H_
+#define TENSORCOMPUTE_SERVER_PUT_TENSOR_CALL_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/server_callback.h"
+#include "tensorcompute/v1/tensorcompute.pb.h"
+
+#include "core/tensor.h"
+#include "core/tensor_registry.h"
+#include "server/call_gate.h"
+
+namespace tensorcompute::server {
+
+// Where an uploaded tensor goes for the device a PutTensor names ("" for the server's default):
+// its device copy (DeviceCopy{} for the CPU), or INVALID_ARGUMENT for a device this server does
+// not have.
+using TensorPlacer = std::function<absl::StatusOr<core::DeviceCopy>(const std::string& device,
+                                                                    const core::Tensor& tensor)>;
+
+struct PutTensorEnv {
+  CallGate* gate = nullptr;                  // not owned
+  core::TensorRegistry* registry = nullptr;  // not owned; null: PutTensor is UNIMPLEMENTED
+  TensorPlacer place;                        // empty: every tensor stays on the CPU
+  int64_t max_rank = 32;                     // highest rank accepted (ServerOptions::max_rank)
+};
+
+// A new call for a PutTensor RPC, begun; it deletes itself when done. What `env` points to
+// must outlive it.
+grpc::ServerReadReactor<v1::PutTensorRequest>* StartPutTensor(const PutTensorEnv* env,
+                                                              grpc::CallbackServerContext* context,
+                                                              v1::PutTensorResponse* response);
+
+}  // namespace tensorcompute::server
+
+#endif  // TENSORCOMPUTE_SERVER_PUT_TENSOR_CALL_H_

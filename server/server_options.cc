@@ -1,0 +1,45 @@
+#include "server/server_options.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tensorcompute::server {
+
+absl::Status ServerOptions::Validate() const {
+  if (max_batch_size < 1 || queue_capacity < 1 || max_message_bytes < (int64_t{128} << 10) ||
+      max_queue_delay_us < 0) {
+    return absl::InvalidArgumentError(
+        "need max_batch_size >= 1, queue_capacity >= 1, max_queue_delay_us >= 0 and "
+        "max_message_bytes >= 131072");
+  }
+  if (device != "auto" && device != "cpu" && device != "gpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device must be auto, cpu or gpu, not \"", device, "\""));
+  }
+  if (max_connection_age < absl::ZeroDuration() ||
+      max_connection_age_grace < absl::ZeroDuration() || drain_notice < absl::ZeroDuration() ||
+      max_connection_idle < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "need max_connection_age, max_connection_age_grace, max_connection_idle and "
+        "drain_notice >= 0");
+  }
+  if (max_inflight_bytes < 1 || max_concurrent_streams < 1 || stream_window_bytes < 0 ||
+      keepalive_time <= absl::ZeroDuration() || keepalive_timeout <= absl::ZeroDuration() ||
+      keepalive_min_client_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "need max_inflight_bytes >= 1, max_concurrent_streams >= 1, stream_window_bytes >= 0, "
+        "keepalive_time and "
+        "keepalive_timeout > 0 and keepalive_min_client_interval >= 0");
+  }
+  if (compute_nice < 0 || compute_nice > 19 || malloc_trim_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("need 0 <= compute_nice <= 19 and malloc_trim_interval >= 0");
+  }
+  if (gpu_streams < 1 || gpu_streams > 64 || gpu_staging_bytes < (int64_t{64} << 10)) {
+    return absl::InvalidArgumentError("need 1 <= gpu_streams <= 64 and gpu_staging_bytes >= 65536");
+  }
+  if (max_resident_bytes < 1) {
+    return absl::InvalidArgumentError("need max_resident_bytes >= 1");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensorcompute::server

@@ -1,0 +1,50 @@
+#include "server/tensorcompute_service.h"
+
+#include <utility>
+
+#include "server/gather_call.h"
+#include "server/resident_rpcs.h"
+
+namespace tensorcompute::server {
+namespace {
+
+// Gather and GatherNd, methods 0 and 1 in the order of the .proto.
+constexpr int kGatherMethod = 0;
+constexpr int kGatherNdMethod = 1;
+
+}  // namespace
+
+TensorComputeService::TensorComputeService(CallGate* gate, ComputeService* compute,
+                                           PutTensorEnv resident)
+    : gate_(gate), compute_(compute), resident_(std::move(resident)) {
+  // Read after admission (unary_call.h): registered as streamed, answered as unary.
+  MarkMethodStreamed(kGatherMethod,
+                     new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                         [this](grpc::CallbackServerContext* context) {
+                           return StartGather(gate_, compute_, context);
+                         }));
+  MarkMethodStreamed(kGatherNdMethod,
+                     new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                         [this](grpc::CallbackServerContext* context) {
+                           return StartGatherNd(gate_, compute_, context);
+                         }));
+}
+
+grpc::ServerReadReactor<v1::PutTensorRequest>* TensorComputeService::PutTensor(
+    grpc::CallbackServerContext* context, v1::PutTensorResponse* response) {
+  return StartPutTensor(&resident_, context, response);
+}
+
+grpc::ServerUnaryReactor* TensorComputeService::DeleteTensor(grpc::CallbackServerContext* context,
+                                                             const v1::DeleteTensorRequest* request,
+                                                             v1::DeleteTensorResponse* response) {
+  return server::DeleteTensor(gate_, resident_.registry, context, *request, response);
+}
+
+grpc::ServerUnaryReactor* TensorComputeService::ListTensors(
+    grpc::CallbackServerContext* context, const v1::ListTensorsRequest* /*request*/,
+    v1::ListTensorsResponse* response) {
+  return server::ListTensors(gate_, resident_.registry, context, response);
+}
+
+}  // namespace tensorcompute::server

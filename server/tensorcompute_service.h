@@ -1,0 +1,50 @@
+// File: server/tensorcompute_service.h
+//
+// The native gRPC service, tensorcompute.v1.TensorCompute, on gRPC's callback API. Each method
+// is a few lines that start the call's reactor:
+//
+//   Gather, GatherNd            gather_call.h (read after admission: unary_call.h)
+//   PutTensor                   put_tensor_call.h
+//   DeleteTensor, ListTensors   resident_rpcs.h
+//
+// Every call is admitted and answered through the CallGate (call_gate.h); the compute calls go
+// through the ComputeService (compute_service.h).
+//
+// Thread-safety: gRPC calls the methods from its threads concurrently; the service holds only
+// pointers to thread-safe objects.
+
+#ifndef TENSORCOMPUTE_SERVER_TENSORCOMPUTE_SERVICE_H_
+#define TENSORCOMPUTE_SERVER_TENSORCOMPUTE_SERVICE_H_
+
+#include "tensorcompute/v1/tensorcompute.grpc.pb.h"
+
+#include "server/call_gate.h"
+#include "server/compute_service.h"
+#include "server/put_tensor_call.h"
+
+namespace tensorcompute::server {
+
+class TensorComputeService final : public v1::TensorCompute::CallbackService {
+ public:
+  // `gate` and `compute`, and what `resident` points to, are not owned and must outlive the
+  // service.
+  TensorComputeService(CallGate* gate, ComputeService* compute, PutTensorEnv resident);
+
+  grpc::ServerReadReactor<v1::PutTensorRequest>* PutTensor(
+      grpc::CallbackServerContext* context, v1::PutTensorResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
+                                         const v1::DeleteTensorRequest* request,
+                                         v1::DeleteTensorResponse* response) override;
+  grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* context,
+                                        const v1::ListTensorsRequest* request,
+                                        v1::ListTensorsResponse* response) override;
+
+ private:
+  CallGate* const gate_;
+  ComputeService* const compute_;
+  const PutTensorEnv resident_;
+};
+
+}  // namespace tensorcompute::server
+
+#endif  // TENSORCOMPUTE_SERVER_TENSORCOMPUTE_SERVICE_H_

@@ -1,0 +1,103 @@
+#include "server/unary_call.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+#include "server/grpc_status.h"
+
+namespace tensorcompute::server {
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+UnaryCall::UnaryCall(CallGate* gate, ComputeService* compute, grpc::CallbackServerContext* context,
+                     Rpc rpc)
+    : gate_(*gate), compute_(*compute), context_(*context), rpc_(rpc), start_(gate->Arrive()) {}
+
+void UnaryCall::Begin() {
+  if (absl::Status admitted = gate_.Admit(context_, /*needs_admin=*/false); !admitted.ok()) {
+    return Answer(admitted);
+  }
+  ByteBudget& budget = compute_.budget();
+  switch (budget.AcquireReceive(this)) {
+    case ByteBudget::Admission::kGranted:
+      return StartRead(&message_);
+    case ByteBudget::Admission::kQueued:
+      return;  // OnGranted reads, or OnCancel answers
+    case ByteBudget::Admission::kRefused:
+      return Answer(budget.ReceiveRefusedError());
+  }
+}
+
+void UnaryCall::OnReadDone(bool ok) {
+  if (!ok) {
+    // Cancelled (the client, the deadline), the message refused by gRPC (over
+    // max_message_bytes: the client gets gRPC's RESOURCE_EXHAUSTED), or a half-close with no
+    // message. Only the last one sees this status; OnDone tells them apart for the metrics.
+    reservation_ = compute_.budget().ReceiveDone(0);
+    read_failed_ = true;
+    return Finish(ToGrpcStatus(NoMessageError()));
+  }
+  const int64_t message_bytes = static_cast<int64_t>(message_.Length());
+  // The received bytes and, while it is parsed, their copy; parsing frees the former.
+  reservation_ = compute_.budget().ReceiveDone(2 * message_bytes);
+  const bool parsed = Parse(&message_);
+  reservation_.Shrink(message_bytes);
+  if (!parsed) {
+    return Answer(absl::InvalidArgumentError(absl::StrCat(
+        "the request message (", message_bytes, " bytes) does not parse as ", RequestName())));
+  }
+  Run();
+}
+
+void UnaryCall::OnCancel() {
+  cancel_->Cancel();        // only marks; Submit's done still answers
+  compute_.NoticeCancel();  // if it is queued, the batcher answers it now
+  if (compute_.budget().CancelWait(this)) {
+    // gRPC's deadline timer may fire a hair before the deadline as the context reads it.
+    const bool expired = absl::Now() + absl::Milliseconds(10) >= DeadlineOf(context_);
+    Answer(
+        absl::Status(expired ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled,
+                     absl::StrCat(expired ? "deadline passed" : "call cancelled",
+                                  " while waiting for room in the max_inflight_bytes budget "
+                                  "to read the request message")));
+  }
+}
+
+void UnaryCall::OnDone() {
+  if (read_failed_) {
+    if (context_.IsCancelled()) {
+      gate_.Abandon();
+    } else {
+      gate_.Answer(rpc_, start_, NoMessageError());
+    }
+  }
+  delete this;
+}
+
+void UnaryCall::Submit(ComputeRequest request) {
+  request.deadline = DeadlineOf(context_);
+  request.cancel = cancel_;
+  compute_.Submit(std::move(request), &reservation_,
+                  [this](absl::Status status) { Answer(status); });
+}
+
+void UnaryCall::Answer(const absl::Status& status) {
+  gate_.Answer(rpc_, start_, status);
+  if (!status.ok()) return Finish(ToGrpcStatus(status));
+  grpc::Status written = WriteReply(&reply_);
+  if (!written.ok()) return Finish(written);
+  StartWriteAndFinish(&reply_, grpc::WriteOptions(), grpc::Status::OK);
+}
+
+absl::Status UnaryCall::NoMessageError() const {
+  return absl::InvalidArgumentError(absl::StrCat("the call carried no ", RequestName(),
+                                                 " message (a unary RPC sends exactly one)"));
+}
+
+}  // namespace tensorcompute::server

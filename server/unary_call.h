@@ -1,0 +1,107 @@
+// File: server/unary_call.h
+//
+// A unary gRPC call read after admission: the reactor that the compute RPCs (native Gather and
+// GatherNd, KServe's ModelInfer) share. A subclass parses its message type, decodes it into a
+// ComputeRequest and writes its reply; this class does the rest, the same way for each:
+//
+//   Begin      CallGate::Admit (token, draining), then a receive credit of the byte budget
+//              (granted: read now; queued: read when OnGranted; refused: UNAVAILABLE at once,
+//              ByteBudget::ReceiveRefusedError). A refused, unauthenticated or draining call is
+//              answered without its message ever being buffered.
+//   read       the message's bytes become the call's reservation; Parse (a message that does
+//              not parse is INVALID_ARGUMENT; a call without a message, INVALID_ARGUMENT).
+//   Run        the subclass decodes and calls Submit (ComputeService::Submit, with the call's
+//              deadline, cancel flag and reservation), or Answer with its error.
+//   Answer     exactly once on every path: CallGate::Answer (metrics, error log), then Finish
+//              with the error, or WriteReply and the reply.
+//
+// Why read after admission: Gather, GatherNd and ModelInfer are unary on the wire, but the
+// services register them as streamed (Service::MarkMethodStreamed), so gRPC calls the handler
+// when the call's headers arrive and reads the message only when the handler asks for it.
+// Clients see ordinary unary RPCs.
+//
+// Lifetime: a call is created per RPC (with new) and deletes itself in OnDone, which gRPC calls
+// after Finish completed. Until then it owns its request and response, so the views Submit
+// passes on stay valid, and its reservation, given back when it is deleted (once the answer
+// has been sent). OnCancel marks the cancel flag (the batcher or executor then answers
+// CANCELLED through Submit's done, exactly once), or takes a call waiting for its receive
+// credit out of the budget's line and answers it.
+//
+// Thread-safety: gRPC calls the reactor methods from its threads, one at a time per call,
+// except OnCancel, which may run concurrently with the others; Submit's done may run on an
+// executor's thread.
+
+#ifndef TENSORCOMPUTE_SERVER_UNARY_CALL_H_
+#define TENSORCOMPUTE_SERVER_UNARY_CALL_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/server_callback.h"
+
+#include "core/batching/task.h"
+#include "server/byte_budget.h"
+#include "server/call_gate.h"
+#include "server/compute_service.h"
+#include "server/metrics.h"
+
+namespace tensorcompute::server {
+
+class UnaryCall : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                  public ByteBudget::Waiter {
+ public:
+  // Starts the call (see above). Call once, right after construction.
+  void Begin();
+
+ protected:
+  // `gate` and `compute` are not owned and must outlive the call. `rpc` names it in metrics.
+  UnaryCall(CallGate* gate, ComputeService* compute, grpc::CallbackServerContext* context, Rpc rpc);
+
+  // Parses `message` into the subclass's request: false when it is not a valid message.
+  virtual bool Parse(grpc::ByteBuffer* message) = 0;
+  // The request message's full name, e.g. "tensorcompute.v1.GatherRequest", for errors.
+  virtual absl::string_view RequestName() const = 0;
+  // The request was parsed: decode it and Submit, or Answer with the error.
+  virtual void Run() = 0;
+  // The answer is OK: the serialized response into `reply`. A response the client may be slow
+  // to take should be freed here once serialized, so that it is held once, not twice.
+  virtual grpc::Status WriteReply(grpc::ByteBuffer* reply) = 0;
+
+  // Computes `request` with this call's deadline, cancel flag and reservation; its outcome is
+  // the answer.
+  void Submit(ComputeRequest request);
+  // Answers the call. Called exactly once.
+  void Answer(const absl::Status& status);
+
+  ComputeService& compute() { return compute_; }
+
+ private:
+  void OnGranted() override { StartRead(&message_); }
+  void OnReadDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+  absl::Status NoMessageError() const;
+
+  CallGate& gate_;
+  ComputeService& compute_;
+  grpc::CallbackServerContext& context_;
+  const Rpc rpc_;
+  const absl::Time start_;
+  const std::shared_ptr<batching::CancelFlag> cancel_ = std::make_shared<batching::CancelFlag>();
+  grpc::ByteBuffer message_;
+  grpc::ByteBuffer reply_;
+  ByteBudget::Reservation reservation_;  // the message's and the output's bytes
+  bool read_failed_ = false;
+};
+
+// The call's deadline (InfiniteFuture without one).
+absl::Time DeadlineOf(const grpc::CallbackServerContext& context);
+
+}  // namespace tensorcompute::server
+
+#endif  // TENSORCOMPUTE_SERVER_UNARY_CALL_H_
