@@ -49,15 +49,18 @@ absl::StatusOr<ResidentSize> ValidateResidentDescription(absl::string_view name,
     }
   }
   const std::optional<int64_t> elements = CheckedNumElements(shape);
+  // What it will hold: its data, or for strings each element's bookkeeping (ResidentBytes)
+  // before any payload. Either must fit int64, or the reservation made from it would not.
+  const int64_t element_bytes = dtype == DataType::kString
+                                    ? static_cast<int64_t>(sizeof(std::string))
+                                    : static_cast<int64_t>(ElementSize(dtype));
   const std::optional<int64_t> bytes =
-      elements && dtype != DataType::kString
-          ? CheckedMul(*elements, static_cast<int64_t>(ElementSize(dtype)))
-          : std::optional<int64_t>(0);
+      elements ? CheckedMul(*elements, element_bytes) : std::nullopt;
   if (!elements || !bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", name, "': the element count of its shape overflows int64"));
   }
-  return ResidentSize{*elements, *bytes};
+  return ResidentSize{*elements, dtype == DataType::kString ? 0 : *bytes};
 }
 
 TensorRegistry::Reservation& TensorRegistry::Reservation::operator=(Reservation&& other) noexcept {

@@ -178,12 +178,19 @@ TEST(ValidateResidentDescription, RefusesElementAndByteCountsAboveInt64) {
               StatusIs(kInvalid, Eq(overflow)));
   EXPECT_THAT(ValidateResidentDescription("t", DataType::kString, {big, big}, 32).status(),
               StatusIs(kInvalid, Eq(overflow)));
-  // 2^62 elements fit in int64; 2^62 x 8 bytes do not (strings have no data bytes).
+  // 2^62 elements fit in int64; 2^62 x 8 bytes do not, nor 2^62 strings' bookkeeping
+  // (ResidentBytes: sizeof(std::string) each), which an upload reserves before its payload.
   const int64_t elements = int64_t{1} << 62;
   EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt64, {elements}, 32).status(),
               StatusIs(kInvalid, Eq(overflow)));
   EXPECT_THAT(ValidateResidentDescription("t", DataType::kInt8, {elements}, 32).status(), IsOk());
-  EXPECT_THAT(ValidateResidentDescription("t", DataType::kString, {elements}, 32).status(), IsOk());
+  EXPECT_THAT(ValidateResidentDescription("t", DataType::kString, {elements}, 32).status(),
+              StatusIs(kInvalid, Eq(overflow)));
+  const int64_t strings = int64_t{1} << 50;  // 2^55 bytes of bookkeeping: fits
+  auto size = ValidateResidentDescription("t", DataType::kString, {strings}, 32);
+  ASSERT_THAT(size.status(), IsOk());
+  EXPECT_EQ(size->elements, strings);
+  EXPECT_EQ(size->data_bytes, 0);
 }
 
 TEST(ValidateResidentDescription, ChecksNameThenDtypeThenShape) {

@@ -336,6 +336,31 @@ TEST_F(ResidentTensorTest, TheMemoryCapRefusesBeforeAllocating) {
   EXPECT_EQ(server_->registry().resident_bytes(), 400);
 }
 
+// A description of more strings than the server could ever hold is refused from the first
+// message, before anything is reserved or allocated for it, and the server goes on serving.
+TEST_F(ResidentTensorTest, AHugeStringShapeIsRefusedBeforeAllocating) {
+  auto describe_only = [&](int64_t elements) {
+    auto context = Context("");
+    v1::PutTensorResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::PutTensorRequest>> writer =
+        stub_->PutTensor(context.get(), &response);
+    v1::PutTensorRequest first;
+    first.set_name("huge");
+    first.set_dtype(v1::DT_STRING);
+    first.add_shape(elements);
+    writer->Write(first);
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  // 2^62 strings: their bookkeeping alone overflows int64.
+  EXPECT_EQ(describe_only(int64_t{1} << 62).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // 2^40 strings: 32 TiB of bookkeeping, over max_resident_bytes.
+  EXPECT_EQ(describe_only(int64_t{1} << 40).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(server_->registry().resident_bytes(), 0);
+  const core::Tensor small = testing::MakeTensor<int64_t>({4}, {1, 2, 3, 4});
+  EXPECT_THAT(Put(*stub_, "after", small.view()).status(), IsOk());
+}
+
 TEST_F(ResidentTensorTest, ReplaceWhile32ClientsGatherGivesOneVersionPerAnswer) {
   // Version v holds v in every element: an answer mixing versions would show two values.
   constexpr int64_t kRows = 512, kCols = 64;
