@@ -86,17 +86,19 @@ class GatherCall final : public UnaryCall {
     out->params = *std::move(params);
     out->indices = *std::move(indices);
     out->plan = *std::move(plan);
-    if (out->plan.dtype != core::DataType::kString && out->plan.output_bytes > 0) {
-      out->make_output = [this, dtype = out->plan.dtype, shape = out->plan.output_shape,
-                          bytes = out->plan.output_bytes]() mutable {
-        return OutputInPlace(dtype, std::move(shape), bytes);
-      };
+    // What make_output needs of the plan, kept here so that its closure holds only `this` and
+    // fits AnyInvocable's inline storage (no allocation per call).
+    output_dtype_ = out->plan.dtype;
+    output_shape_ = out->plan.output_shape;
+    output_elements_ = out->plan.output_elements;
+    output_bytes_ = out->plan.output_bytes;
+    if (output_dtype_ != core::DataType::kString && output_bytes_ > 0) {
+      out->make_output = [this] { return OutputInPlace(); };
     } else {
-      out->make_output = [output = response_.mutable_output(), dtype = out->plan.dtype,
-                          shape = out->plan.output_shape, elements = out->plan.output_elements,
-                          bytes = out->plan.output_bytes]() {
-        const int64_t data_bytes = dtype == core::DataType::kString ? 0 : bytes;
-        return proto::PrepareOutput(dtype, shape, elements, data_bytes, output);
+      out->make_output = [this] {
+        const int64_t data_bytes = output_dtype_ == core::DataType::kString ? 0 : output_bytes_;
+        return proto::PrepareOutput(output_dtype_, output_shape_, output_elements_, data_bytes,
+                                    response_.mutable_output());
       };
     }
     return absl::OkStatus();
@@ -104,17 +106,17 @@ class GatherCall final : public UnaryCall {
 
   // The whole reply in the buffer that gRPC will send: the response's serialized head, then the
   // output's bytes as the executor writes them (every byte is written when the gather is OK).
-  core::MutableTensorView OutputInPlace(core::DataType dtype, core::Shape shape, int64_t bytes) {
-    const std::string head = proto::ResponsePrefix(dtype, shape, bytes);
+  core::MutableTensorView OutputInPlace() {
+    const std::string head = proto::ResponsePrefix(output_dtype_, output_shape_, output_bytes_);
     // _large: never inlined into the grpc_slice struct, so the bytes stay where they are.
-    grpc_slice slice = grpc_slice_malloc_large(head.size() + static_cast<size_t>(bytes));
+    grpc_slice slice = grpc_slice_malloc_large(head.size() + static_cast<size_t>(output_bytes_));
     uint8_t* begin = GRPC_SLICE_START_PTR(slice);
     std::memcpy(begin, head.data(), head.size());
     direct_reply_ = grpc::Slice(slice, grpc::Slice::STEAL_REF);
     core::MutableTensorView view;
-    view.dtype = dtype;
-    view.shape = std::move(shape);
-    view.data = absl::Span<uint8_t>(begin + head.size(), static_cast<size_t>(bytes));
+    view.dtype = output_dtype_;
+    view.shape = output_shape_;
+    view.data = absl::Span<uint8_t>(begin + head.size(), static_cast<size_t>(output_bytes_));
     return view;
   }
 
@@ -137,6 +139,10 @@ class GatherCall final : public UnaryCall {
   Request request_;
   Response response_;
   grpc::Slice direct_reply_;  // the whole reply, the output written in place
+  core::DataType output_dtype_ = core::DataType::kUnspecified;
+  core::Shape output_shape_;
+  int64_t output_elements_ = 0;
+  int64_t output_bytes_ = 0;
 };
 
 }  // namespace
