@@ -16,7 +16,9 @@ absl::Status CallGate::Admit(std::optional<absl::string_view> authorization,
 }
 
 absl::Status CallGate::Admit(const grpc::CallbackServerContext& context, bool needs_admin) const {
-  return Admit(AuthorizationOf(context), needs_admin);
+  // The metadata lookup only when a token is checked: not on every call of a server without.
+  const bool tokens = auth_ != nullptr || admin_ != nullptr;
+  return Admit(tokens ? AuthorizationOf(context) : std::nullopt, needs_admin);
 }
 
 void CallGate::Answer(Rpc rpc, absl::Time start, const absl::Status& status) {
