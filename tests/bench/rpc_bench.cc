@@ -30,7 +30,10 @@
 // Run: build/tests/bench/rpc_bench [--duration_s=2 --warmup_s=0.5 --repetitions=3
 //        --channels=4 --concurrency=1,16,64 --cases=small,1MiB,16MiB]
 //      It prints Markdown tables (docs/performance.md takes them verbatim) and progress on
-//      stderr; --only=tensorcompute or --only=echo runs one side alone, for a profiler.
+//      stderr; --only=tensorcompute or --only=echo runs one side alone, for a profiler;
+//      --echo_streamed registers the echo's Gather as tensorcompute-server registers it
+//      (streamed, the message read when the reactor asks: read after admission), to measure
+//      what that shape costs by itself.
 
 #include <algorithm>
 #include <atomic>
@@ -94,6 +97,10 @@ ABSL_FLAG(bool, embedding, false,
 ABSL_FLAG(int64_t, table_mib, 1024, "--embedding: the table's size in MiB (rows of 256 B)");
 ABSL_FLAG(std::vector<std::string>, lookups, std::vector<std::string>({"16", "256", "4096"}),
           "--embedding: indices per request");
+ABSL_FLAG(bool, echo_streamed, false,
+          "register the echo's Gather as streamed and read the message when its reactor asks, "
+          "as tensorcompute-server does (read after admission): the ceiling of that shape; for "
+          "diagnosis");
 ABSL_FLAG(std::vector<std::string>, cases, std::vector<std::string>({"small", "1MiB", "16MiB"}),
           "cases to run: small, 1MiB, 16MiB");
 
@@ -164,10 +171,43 @@ std::unique_ptr<Case> MakeCase(const std::string& name) {
 // an unknown one. Responses are registered before the server starts and read-only after.
 class EchoService final : public v1::TensorCompute::CallbackService {
  public:
+  EchoService() {
+    if (!absl::GetFlag(FLAGS_echo_streamed)) return;
+    MarkMethodStreamed(
+        0, new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+               [this](grpc::CallbackServerContext*) { return new StreamedCall(this); }));
+  }
+
   void Add(const Case& c) { Add(c.request.indices().data().size(), c.expected); }
   void Add(size_t index_bytes, const v1::GatherResponse& response) {
     responses_[index_bytes] = response;
   }
+
+  // Read after admission's shape: the reactor reads the one message, answers, deletes itself.
+  class StreamedCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+   public:
+    explicit StreamedCall(EchoService* echo) : echo_(*echo) { StartRead(&message_); }
+    void OnReadDone(bool ok) override {
+      v1::GatherRequest request;
+      if (!ok ||
+          !grpc::SerializationTraits<v1::GatherRequest>::Deserialize(&message_, &request).ok()) {
+        return Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no message"));
+      }
+      auto it = echo_.responses_.find(request.indices().data().size());
+      if (it == echo_.responses_.end()) {
+        return Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "no canned response"));
+      }
+      v1::GatherResponse response = it->second;
+      bool own = false;
+      grpc::SerializationTraits<v1::GatherResponse>::Serialize(response, &reply_, &own);
+      StartWriteAndFinish(&reply_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    EchoService& echo_;
+    grpc::ByteBuffer message_, reply_;
+  };
 
   grpc::ServerUnaryReactor* Gather(grpc::CallbackServerContext* context,
                                    const v1::GatherRequest* request,
