@@ -20,11 +20,11 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/slice.h"
-#include "httplib.h"
 #include "inference/grpc_predict_v2.pb.h"
 #include "nlohmann/json.hpp"
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
+#include "client/http_connection.h"
 #include "client/latency_histogram.h"
 #include "core/status_macros.h"
 #include "core/tensor.h"
@@ -326,26 +326,16 @@ void Run::ClosedLoopSlot() {
 
 void Run::HttpSlot(int index) {
   // One keep-alive connection per target, made on first use.
-  std::vector<std::unique_ptr<httplib::Client>> clients(http_targets_.size());
-  const auto seconds =
-      std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(options_.timeout, absl::Seconds(1))));
-  auto client_for = [&](size_t t) -> httplib::Client& {
-    if (clients[t] == nullptr) {
-      std::string target = http_targets_[t];
-      if (!absl::StartsWith(target, "http://")) target = "http://" + target;
-      clients[t] = std::make_unique<httplib::Client>(target);
-      clients[t]->set_keep_alive(true);
-      clients[t]->set_tcp_nodelay(true);  // headers and body go in separate writes
-      clients[t]->set_connection_timeout(seconds);
-      clients[t]->set_read_timeout(seconds);
-      clients[t]->set_write_timeout(seconds);
+  std::vector<std::unique_ptr<HttpConnection>> connections(http_targets_.size());
+  auto connection_for = [&](size_t t) -> HttpConnection& {
+    if (connections[t] == nullptr) {
+      connections[t] = std::make_unique<HttpConnection>(http_targets_[t], options_.timeout);
     }
-    return *clients[t];
+    return *connections[t];
   };
   uint64_t turn = static_cast<uint64_t>(index);  // this slot's starting target
-  // The request body and the answer go through buffers kept for the slot's life (httplib's own
-  // Post copies the body into a fresh string and grows another for the answer 4 KiB at a
-  // time: page faults that a megabyte call would otherwise charge to the protocol).
+  // The request body and the answer go through buffers kept for the slot's life, so that a
+  // megabyte call does not charge fresh pages to the protocol.
   std::string send_buffer, answer;
   while (true) {
     const absl::Time start = absl::Now();
@@ -354,27 +344,17 @@ void Run::HttpSlot(int index) {
     const size_t body = next_.fetch_add(1) % requests_.http_bodies.size();
     if (measured) sent_.fetch_add(1, std::memory_order_relaxed);
     const absl::Time deadline = start + options_.timeout;
+    HttpConnection::Headers headers = {
+        {"Content-Type", "application/octet-stream"},
+        {"Inference-Header-Content-Length", absl::StrCat(requests_.http_header_bytes[body])}};
+    if (!authorization_.empty()) headers.emplace_back("Authorization", authorization_);
+    send_buffer.assign(requests_.http_bodies[body]);  // Post gives it back unchanged
     for (int attempt = 1;; ++attempt) {
-      httplib::Request req;
-      req.method = "POST";
-      req.path = requests_.http_path;
-      req.headers = {
-          {"Content-Type", "application/octet-stream"},
-          {"Inference-Header-Content-Length", absl::StrCat(requests_.http_header_bytes[body])}};
-      if (!authorization_.empty()) req.headers.emplace("Authorization", authorization_);
-      send_buffer.assign(requests_.http_bodies[body]);
-      req.body.swap(send_buffer);
-      answer.clear();
-      req.content_receiver = [&answer](const char* data, size_t n, uint64_t, uint64_t) {
-        answer.append(data, n);
-        return true;
-      };
-      httplib::Response res;
-      httplib::Error error = httplib::Error::Success;
-      const bool answered = client_for(turn % http_targets_.size()).send(req, res, error);
-      req.body.swap(send_buffer);
-      const int code = answered ? static_cast<int>(proto::StatusCodeOfHttp(res.status))
-                                : static_cast<int>(grpc::StatusCode::UNAVAILABLE);
+      absl::StatusOr<int> http_status =
+          connection_for(turn % http_targets_.size())
+              .Post(requests_.http_path, headers, &send_buffer, &answer);
+      const int code = http_status.ok() ? static_cast<int>(proto::StatusCodeOfHttp(*http_status))
+                                        : static_cast<int>(grpc::StatusCode::UNAVAILABLE);
       if (code == static_cast<int>(grpc::StatusCode::UNAVAILABLE) &&
           attempt < options_.max_attempts && absl::Now() < deadline) {
         if (measured) retries_.fetch_add(1, std::memory_order_relaxed);

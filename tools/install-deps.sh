@@ -16,6 +16,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev prometheus-cpp-dev
   # KServe v2 HTTP/REST (server/kserve/http_front_end.cc): cpp-httplib, JSON with nlohmann-json above
   libcpp-httplib-dev
+  # HTTP on Boost.Beast and Asio (header-only): the load tester's HTTP mode (client/http_connection.cc)
+  libboost1.81-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # style check in CI
