@@ -250,6 +250,11 @@ absl::StatusOr<DecodedCost> Scan(const Descriptor& type,
 
 }  // namespace
 
+std::string DecodedCost::Summary() const {
+  return absl::StrCat(wire_bytes, " bytes received; ", strings, " strings, ", scalars,
+                      " repeated numbers, ", messages, " submessages");
+}
+
 int64_t MallocChunk(int64_t n) {
   constexpr int64_t kMmapThreshold = 128 << 10;
   const int64_t chunk = std::max<int64_t>(32, (n + 8 + 15) & ~int64_t{15});

@@ -31,6 +31,7 @@
 #define TENSORCOMPUTE_PROTO_DECODED_COST_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -53,6 +54,10 @@ struct DecodedCost {
   // Everything the request holds at its peak: the received bytes while they are parsed, the
   // parsed message and its conversion.
   int64_t total() const { return wire_bytes + parsed_bytes + converted_bytes; }
+
+  // What the message holds, for errors: "M bytes received; S strings, R repeated numbers, K
+  // submessages".
+  std::string Summary() const;
 };
 
 // Per-element costs (bytes), on glibc malloc and libstdc++ (64-bit):

@@ -104,6 +104,18 @@ std::optional<ByteBudget::Reservation> ByteBudget::TryReserve(int64_t bytes) {
   return Reservation(this, bytes);
 }
 
+absl::StatusOr<ByteBudget::Reservation> ByteBudget::ReserveDecoded(int64_t bytes,
+                                                                   absl::string_view what,
+                                                                   bool holds_credit) {
+  if (bytes > limit_) {
+    if (holds_credit) (void)ReceiveDone(0);
+    return DecodedTooLargeError(bytes, what);
+  }
+  std::optional<Reservation> reserved = holds_credit ? TryReceiveDone(bytes) : TryReserve(bytes);
+  if (!reserved.has_value()) return NeedsError(bytes);
+  return *std::move(reserved);
+}
+
 bool ByteBudget::TryGrow(int64_t own, int64_t bytes) {
   absl::MutexLock lock(&mu_);
   const int64_t total = work_ + receiving_;

@@ -54,6 +54,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
@@ -126,6 +127,14 @@ class ByteBudget {
   // A Reservation of `bytes`, if the total stays within the limit or nothing else is reserved;
   // nullopt otherwise.
   [[nodiscard]] std::optional<Reservation> TryReserve(int64_t bytes);
+
+  // The rule for a message that will cost `bytes` decoded (proto/decoded_cost.h), in one place
+  // for every RPC that reads one: RESOURCE_EXHAUSTED (DecodedTooLargeError, naming `what`)
+  // when `bytes` exceeds the whole limit; else a Reservation of `bytes` taken from the caller's
+  // receive credit (`holds_credit`: TryReceiveDone) or afresh (TryReserve); UNAVAILABLE
+  // (NeedsError) when it does not fit now. A held credit is given back on every refusal.
+  absl::StatusOr<Reservation> ReserveDecoded(int64_t bytes, absl::string_view what,
+                                             bool holds_credit);
 
   // Work and receive credits together.
   int64_t used() const;

@@ -1,7 +1,6 @@
 #include "server/unary_call.h"
 
 #include <chrono>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -59,21 +58,16 @@ bool UnaryCall::ReserveDecoded() {
   absl::StatusOr<proto::DecodedCost> cost = proto::ScanDecodedCost(RequestType(), &message_);
   absl::Status refused;
   if (!cost.ok()) {
+    reservation_ = budget.ReceiveDone(0);     // the credit back, nothing kept
     refused = NotParsedError(message_bytes);  // it would not parse either
-  } else if (cost->total() > budget.limit()) {
-    refused = budget.DecodedTooLargeError(
-        cost->total(),
-        absl::StrCat(message_bytes, " bytes received; ", cost->strings, " strings, ", cost->scalars,
-                     " repeated numbers, ", cost->messages, " submessages"));
-  }
-  if (!refused.ok()) {
-    reservation_ = budget.ReceiveDone(0);  // the credit back, nothing kept
-  } else if (std::optional<ByteBudget::Reservation> reserved =
-                 budget.TryReceiveDone(cost->total())) {
-    reservation_ = *std::move(reserved);
-    return true;
   } else {
-    refused = budget.NeedsError(cost->total());
+    absl::StatusOr<ByteBudget::Reservation> reserved =
+        budget.ReserveDecoded(cost->total(), cost->Summary(), /*holds_credit=*/true);
+    if (reserved.ok()) {
+      reservation_ = *std::move(reserved);
+      return true;
+    }
+    refused = reserved.status();
   }
   message_.Clear();
   Answer(refused);

@@ -10,8 +10,8 @@
 //              answered without its message ever being buffered.
 //   read       before it is parsed, the message's wire bytes are scanned for what it will
 //              cost decoded (proto/decoded_cost.h: the received bytes, the parsed message,
-//              its conversion to core tensors), and that becomes the call's reservation
-//              (ByteBudget::TryReceiveDone). A cost beyond the whole budget is
+//              its conversion to core tensors), and its receive credit becomes a reservation
+//              of that (ByteBudget::ReserveDecoded). A cost beyond the whole budget is
 //              RESOURCE_EXHAUSTED (ByteBudget::DecodedTooLargeError), one beyond its room now
 //              UNAVAILABLE (NeedsError), both without parsing. Then Parse (a message that does
 //              not parse is INVALID_ARGUMENT; a call without a message, INVALID_ARGUMENT); the

@@ -2,8 +2,9 @@
 // message of many empty strings (2 wire bytes each, ~140 bytes each parsed and converted) is
 // RESOURCE_EXHAUSTED unparsed when its decoded cost exceeds the whole budget, served when it
 // fits, and UNAVAILABLE while other work leaves no room for it; native Gather and KServe's
-// ModelInfer (bytes_contents, and BYTES in raw_input_contents) alike.
+// ModelInfer (bytes_contents, and BYTES in raw_input_contents) alike, and PutTensor's chunks.
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -169,6 +170,37 @@ TEST(DecodedSizeTest, StringsThatFitOnlyAnEmptyBudgetAreUnavailableBesideOtherWo
   EXPECT_TRUE(held.status().ok()) << held.status().error_message();
   EXPECT_TRUE(WaitFor([&] { return server->inflight_budget().used() == 0; }));
   EXPECT_THAT(SendGather(*stub, StringBomb()), IsOk());
+}
+
+// Uploads a DT_STRING tensor of kStrings empty strings in chunks of `chunk` strings.
+absl::Status PutStrings(test_support::Stub& stub, const std::string& name, int chunk) {
+  grpc::ClientContext context;
+  v1::PutTensorResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::PutTensorRequest>> writer =
+      stub.PutTensor(&context, &response);
+  for (int at = 0; at < kStrings; at += chunk) {
+    v1::PutTensorRequest message;
+    if (at == 0) {
+      message.set_name(name);
+      message.set_dtype(v1::DT_STRING);
+      message.add_shape(kStrings);
+    }
+    message.set_offset(at);
+    for (int i = at; i < std::min(kStrings, at + chunk); ++i) message.add_strings();
+    if (!writer->Write(message)) break;
+  }
+  writer->WritesDone();
+  return ToAbsl(writer->Finish());
+}
+
+TEST(DecodedSizeTest, PutTensorChunksAreChargedByTheSameRule) {
+  std::unique_ptr<Server> server = StartWithKserve(Budget(int64_t{64} << 20));
+  ASSERT_NE(server, nullptr);
+  auto stub = MakeStub(server->port());
+  EXPECT_THAT(PutStrings(*stub, "one_chunk", kStrings), DecodedTooLarge("1000000 strings"));
+  // Ten chunks of ~14 MB decoded each: stored.
+  EXPECT_THAT(PutStrings(*stub, "ten_chunks", kStrings / 10), IsOk());
+  EXPECT_TRUE(WaitFor([&] { return server->inflight_budget().used() == 0; }));
 }
 
 }  // namespace
