@@ -104,14 +104,17 @@ std::optional<ByteBudget::Reservation> ByteBudget::TryReserve(int64_t bytes) {
   return Reservation(this, bytes);
 }
 
+absl::Status ByteBudget::CheckDecoded(int64_t bytes, absl::string_view what) const {
+  return bytes > limit_ ? DecodedTooLargeError(bytes, what) : absl::OkStatus();
+}
+
 absl::StatusOr<ByteBudget::Reservation> ByteBudget::ReserveDecoded(int64_t bytes,
-                                                                   absl::string_view what,
-                                                                   bool holds_credit) {
-  if (bytes > limit_) {
-    if (holds_credit) (void)ReceiveDone(0);
-    return DecodedTooLargeError(bytes, what);
+                                                                   absl::string_view what) {
+  if (absl::Status fits = CheckDecoded(bytes, what); !fits.ok()) {
+    (void)ReceiveDone(0);
+    return fits;
   }
-  std::optional<Reservation> reserved = holds_credit ? TryReceiveDone(bytes) : TryReserve(bytes);
+  std::optional<Reservation> reserved = TryReceiveDone(bytes);
   if (!reserved.has_value()) return NeedsError(bytes);
   return *std::move(reserved);
 }

@@ -129,12 +129,12 @@ class ByteBudget {
   [[nodiscard]] std::optional<Reservation> TryReserve(int64_t bytes);
 
   // The rule for a message that will cost `bytes` decoded (proto/decoded_cost.h), in one place
-  // for every RPC that reads one: RESOURCE_EXHAUSTED (DecodedTooLargeError, naming `what`)
-  // when `bytes` exceeds the whole limit; else a Reservation of `bytes` taken from the caller's
-  // receive credit (`holds_credit`: TryReceiveDone) or afresh (TryReserve); UNAVAILABLE
-  // (NeedsError) when it does not fit now. A held credit is given back on every refusal.
-  absl::StatusOr<Reservation> ReserveDecoded(int64_t bytes, absl::string_view what,
-                                             bool holds_credit);
+  // for every RPC that reads one. CheckDecoded: OK, or RESOURCE_EXHAUSTED (DecodedTooLargeError,
+  // naming `what`) when `bytes` exceeds the whole limit. ReserveDecoded, for a call holding a
+  // receive credit: that check, then TryReceiveDone(bytes); UNAVAILABLE (NeedsError) when it
+  // does not fit now. The credit is given back on every refusal.
+  absl::Status CheckDecoded(int64_t bytes, absl::string_view what) const;
+  absl::StatusOr<Reservation> ReserveDecoded(int64_t bytes, absl::string_view what);
 
   // Work and receive credits together.
   int64_t used() const;

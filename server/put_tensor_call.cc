@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "core/status_macros.h"
 #include "proto/decoded_cost.h"
 #include "proto/tensor_codec.h"
 #include "server/grpc_status.h"
@@ -52,7 +53,6 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     absl::Status status = Parse();
     if (status.ok()) status = first_ ? Describe() : Append();
     message_.Clear();
-    chunk_.Reset();
     if (!status.ok()) return Answer(status);
     StartRead(&wire_);
   }
@@ -62,8 +62,8 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void OnCancel() override {}
 
  private:
-  // Parses the message read into message_, once what it costs decoded (chunk_) fits the
-  // in-flight budget: the same rule as the compute RPCs (unary_call.h).
+  // Parses the message read into message_ unless what it costs decoded exceeds the whole
+  // in-flight budget (put_tensor_call.h).
   absl::Status Parse() {
     const int64_t wire_bytes = static_cast<int64_t>(wire_.Length());
     const absl::Status not_parsed = absl::InvalidArgumentError(
@@ -73,10 +73,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         proto::ScanDecodedCost(*v1::PutTensorRequest::descriptor(), &wire_);
     if (!cost.ok()) return not_parsed;
     if (env_.budget != nullptr) {
-      absl::StatusOr<ByteBudget::Reservation> reserved =
-          env_.budget->ReserveDecoded(cost->total(), cost->Summary(), /*holds_credit=*/false);
-      if (!reserved.ok()) return reserved.status();
-      chunk_ = *std::move(reserved);
+      TC_RETURN_IF_ERROR(env_.budget->CheckDecoded(cost->total(), cost->Summary()));
     }
     if (!grpc::SerializationTraits<v1::PutTensorRequest>::Deserialize(&wire_, &message_).ok()) {
       return not_parsed;
@@ -221,7 +218,6 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     reservation_ = core::TensorRegistry::Reservation();
     wire_.Clear();
     message_.Clear();
-    chunk_.Reset();
     Finish(ToGrpcStatus(status));
   }
 
@@ -229,11 +225,10 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   grpc::CallbackServerContext& context_;
   grpc::ByteBuffer& reply_;
   const absl::Time start_;
-  grpc::ByteBuffer wire_;          // the message read
-  v1::PutTensorRequest message_;   // ... parsed
-  ByteBudget::Reservation chunk_;  // what it costs decoded, until it is appended
-  bool first_ = true;              // no message has arrived yet
-  bool first_message_ = true;      // Append has not yet seen a message
+  grpc::ByteBuffer wire_;         // the message read
+  v1::PutTensorRequest message_;  // ... parsed
+  bool first_ = true;             // no message has arrived yet
+  bool first_message_ = true;     // Append has not yet seen a message
   std::string name_;
   core::DataType dtype_ = core::DataType::kUnspecified;
   core::Shape shape_;

@@ -14,10 +14,12 @@
 // only for the final swap. Admission: CallGate::Admit with an admin token when configured.
 //
 // Each message is read as bytes and parsed here, not by gRPC, so that what it costs decoded (a
-// chunk of empty strings costs ~30x its size parsed) is charged to the in-flight budget before
-// it is parsed and until it has been appended, by the same rule as the compute RPCs
-// (ByteBudget::ReserveDecoded: RESOURCE_EXHAUSTED beyond the whole budget, UNAVAILABLE without
-// room now). A message that does not parse is INVALID_ARGUMENT.
+// chunk of empty strings costs ~30x its size parsed) is counted first: beyond the whole
+// in-flight budget, it is RESOURCE_EXHAUSTED unparsed (ByteBudget::CheckDecoded, the compute
+// RPCs' rule). Within it, it is not charged to the budget: uploads are admin work, and charging
+// them would make them compete with gathers for receive credits, which fill the budget under
+// load (a busy server would refuse every upload). A message that does not parse is
+// INVALID_ARGUMENT.
 //
 // Thread-safety: gRPC calls the reactor from its threads, one at a time.
 
@@ -51,7 +53,7 @@ struct PutTensorEnv {
   core::TensorRegistry* registry = nullptr;  // not owned; null: PutTensor is UNIMPLEMENTED
   TensorPlacer place;                        // empty: every tensor stays on the CPU
   int64_t max_rank = 32;                     // highest rank accepted (ServerOptions::max_rank)
-  ByteBudget* budget = nullptr;              // not owned; null: messages are not charged
+  const ByteBudget* budget = nullptr;        // not owned; null: messages are not checked
 };
 
 // A new call for a PutTensor RPC, begun; it deletes itself when done, having written its

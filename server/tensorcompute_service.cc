@@ -13,7 +13,7 @@ constexpr int kGatherMethod = 0;
 constexpr int kGatherNdMethod = 1;
 constexpr int kPutTensorMethod = 2;
 
-PutTensorEnv WithBudget(PutTensorEnv env, ByteBudget* budget) {
+PutTensorEnv WithBudget(PutTensorEnv env, const ByteBudget* budget) {
   env.budget = budget;
   return env;
 }
@@ -36,7 +36,7 @@ TensorComputeService::TensorComputeService(CallGate* gate, ComputeService* compu
                          [this](grpc::CallbackServerContext* context) {
                            return StartGatherNd(gate_, compute_, context);
                          }));
-  // Its messages parsed by the call, once charged to the budget (put_tensor_call.h).
+  // Its messages parsed by the call, once their decoded cost is checked (put_tensor_call.h).
   MarkMethodRawCallback(
       kPutTensorMethod,
       new grpc::internal::CallbackClientStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>(

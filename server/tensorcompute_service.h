@@ -27,7 +27,7 @@ namespace tensorcompute::server {
 class TensorComputeService final : public v1::TensorCompute::CallbackService {
  public:
   // `gate` and `compute`, and what `resident` points to, are not owned and must outlive the
-  // service. PutTensor charges its messages to compute's budget.
+  // service. PutTensor checks its messages against compute's budget.
   TensorComputeService(CallGate* gate, ComputeService* compute, PutTensorEnv resident);
 
   grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,

@@ -62,7 +62,7 @@ bool UnaryCall::ReserveDecoded() {
     refused = NotParsedError(message_bytes);  // it would not parse either
   } else {
     absl::StatusOr<ByteBudget::Reservation> reserved =
-        budget.ReserveDecoded(cost->total(), cost->Summary(), /*holds_credit=*/true);
+        budget.ReserveDecoded(cost->total(), cost->Summary());
     if (reserved.ok()) {
       reservation_ = *std::move(reserved);
       return true;

@@ -193,12 +193,13 @@ absl::Status PutStrings(test_support::Stub& stub, const std::string& name, int c
   return ToAbsl(writer->Finish());
 }
 
-TEST(DecodedSizeTest, PutTensorChunksAreChargedByTheSameRule) {
+TEST(DecodedSizeTest, PutTensorChunksBeyondTheWholeBudgetAreRefusedUnparsed) {
   std::unique_ptr<Server> server = StartWithKserve(Budget(int64_t{64} << 20));
   ASSERT_NE(server, nullptr);
   auto stub = MakeStub(server->port());
   EXPECT_THAT(PutStrings(*stub, "one_chunk", kStrings), DecodedTooLarge("1000000 strings"));
-  // Ten chunks of ~14 MB decoded each: stored.
+  // Ten chunks of ~14 MB decoded each: stored. (Within the budget, uploads are not charged to
+  // it: put_tensor_call.h.)
   EXPECT_THAT(PutStrings(*stub, "ten_chunks", kStrings / 10), IsOk());
   EXPECT_TRUE(WaitFor([&] { return server->inflight_budget().used() == 0; }));
 }
