@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "core/status_macros.h"
 #include "proto/decoded_cost.h"
 #include "server/grpc_status.h"
 
@@ -117,7 +118,7 @@ void UnaryCall::Answer(const absl::Status& status) {
 absl::Status UnaryCall::ReserveMore(int64_t bytes, absl::string_view what) {
   const ByteBudget& budget = compute_.budget();
   const int64_t total = reservation_.bytes() + bytes;
-  if (total > budget.limit()) return budget.DecodedTooLargeError(total, what);
+  TC_RETURN_IF_ERROR(budget.CheckDecoded(total, what));  // the rule of the scanned cost
   if (!reservation_.TryGrow(bytes)) return budget.NeedsError(total);
   return absl::OkStatus();
 }

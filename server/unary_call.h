@@ -87,9 +87,9 @@ class UnaryCall : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
   // Answers the call. Called exactly once.
   void Answer(const absl::Status& status);
   // Adds `bytes` that decoding the parsed request will hold (beyond what the scan counted) to the
-  // call's reservation. Returns OK; RESOURCE_EXHAUSTED (ByteBudget::DecodedTooLargeError, with
-  // `what`) when the reservation would exceed the whole budget; UNAVAILABLE (NeedsError) when
-  // the budget has no room for it now.
+  // call's reservation, by the scanned cost's rule. Returns OK; RESOURCE_EXHAUSTED
+  // (ByteBudget::CheckDecoded, naming `what`) when the reservation would exceed the whole
+  // budget; UNAVAILABLE (NeedsError) when the budget has no room for it now.
   absl::Status ReserveMore(int64_t bytes, absl::string_view what);
 
   ComputeService& compute() { return compute_; }
