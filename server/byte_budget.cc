@@ -83,9 +83,40 @@ ByteBudget::Reservation ByteBudget::ReceiveDone(int64_t bytes) {
   return Reservation(this, bytes);
 }
 
+std::optional<ByteBudget::Reservation> ByteBudget::TryReceiveDone(int64_t bytes) {
+  std::vector<Waiter*> granted;
+  bool fits = false;
+  {
+    absl::MutexLock lock(&mu_);
+    receiving_ -= credit_;
+    const int64_t others = work_ + receiving_;
+    fits = bytes <= credit_ || others == 0 || others + bytes <= limit_;
+    if (fits) work_ += bytes;
+    GrantLocked(&granted);
+  }
+  Notify(granted);
+  if (!fits) return std::nullopt;
+  return Reservation(this, bytes);
+}
+
 std::optional<ByteBudget::Reservation> ByteBudget::TryReserve(int64_t bytes) {
   if (!TryGrow(0, bytes)) return std::nullopt;
   return Reservation(this, bytes);
+}
+
+absl::Status ByteBudget::CheckDecoded(int64_t bytes, absl::string_view what) const {
+  return bytes > limit_ ? DecodedTooLargeError(bytes, what) : absl::OkStatus();
+}
+
+absl::StatusOr<ByteBudget::Reservation> ByteBudget::ReserveDecoded(int64_t bytes,
+                                                                   absl::string_view what) {
+  if (absl::Status fits = CheckDecoded(bytes, what); !fits.ok()) {
+    (void)ReceiveDone(0);
+    return fits;
+  }
+  std::optional<Reservation> reserved = TryReceiveDone(bytes);
+  if (!reserved.has_value()) return NeedsError(bytes);
+  return *std::move(reserved);
 }
 
 bool ByteBudget::TryGrow(int64_t own, int64_t bytes) {
@@ -127,6 +158,13 @@ absl::Status ByteBudget::NeedsError(int64_t bytes) const {
   return batching::OverloadedError(absl::StrCat("this request needs ", bytes, " bytes but ", used(),
                                                 " of the max_inflight_bytes budget of ", limit_,
                                                 " are in use"));
+}
+
+absl::Status ByteBudget::DecodedTooLargeError(int64_t bytes, absl::string_view what) const {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the request would take ", bytes, " bytes once decoded (", what,
+                   "), more than the whole max_inflight_bytes budget of ", limit_,
+                   " bytes (--max_inflight_bytes); send less in one request"));
 }
 
 bool ByteBudget::CanGrantLocked() const {

@@ -21,6 +21,15 @@
 //                             (or the waiting line is full): answer UNAVAILABLE at once
 //                             (ReceiveRefusedError), without reading the message.
 //   ReceiveDone     the message arrived: its credit becomes a Reservation of its real size.
+//   TryReceiveDone  the same for a message that will cost `bytes` once decoded
+//                   (proto/decoded_cost.h), which may exceed the credit (a message of many
+//                   small strings costs up to ~30x its size parsed): what the credit does not
+//                   cover must fit the budget's room (or the call be alone), else the credit is
+//                   given back and the call answered UNAVAILABLE (NeedsError) at once, as a
+//                   request whose output does not fit. It is refused, not queued: its message
+//                   is already in memory, and the waiting line is for calls not yet read. (A
+//                   message whose decoded cost exceeds the whole budget never fits; the caller
+//                   answers it RESOURCE_EXHAUSTED, DecodedTooLargeError, before parsing it.)
 //   TryReserve      a Reservation for a request read outside the budget's credits (HTTP).
 //   Reservation     what one request holds, given back when it is destroyed (the answer was
 //                   sent); TryGrow adds its output's bytes before the output is allocated,
@@ -45,6 +54,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace tensorcompute::server {
@@ -107,9 +118,23 @@ class ByteBudget {
   // `bytes`. `bytes` = 0 gives the credit back with nothing kept.
   [[nodiscard]] Reservation ReceiveDone(int64_t bytes);
 
+  // The message of a granted call arrived and will hold `bytes` once decoded: its credit becomes
+  // a Reservation of `bytes` if `bytes` is within the credit, or the budget has room for the
+  // rest, or nothing else is reserved. Otherwise the credit is given back (calls waiting for one
+  // may be granted) and nullopt is returned: answer NeedsError(bytes).
+  [[nodiscard]] std::optional<Reservation> TryReceiveDone(int64_t bytes);
+
   // A Reservation of `bytes`, if the total stays within the limit or nothing else is reserved;
   // nullopt otherwise.
   [[nodiscard]] std::optional<Reservation> TryReserve(int64_t bytes);
+
+  // The rule for a message that will cost `bytes` decoded (proto/decoded_cost.h), in one place
+  // for every RPC that reads one. CheckDecoded: OK, or RESOURCE_EXHAUSTED (DecodedTooLargeError,
+  // naming `what`) when `bytes` exceeds the whole limit. ReserveDecoded, for a call holding a
+  // receive credit: that check, then TryReceiveDone(bytes); UNAVAILABLE (NeedsError) when it
+  // does not fit now. The credit is given back on every refusal.
+  absl::Status CheckDecoded(int64_t bytes, absl::string_view what) const;
+  absl::StatusOr<Reservation> ReserveDecoded(int64_t bytes, absl::string_view what);
 
   // Work and receive credits together.
   int64_t used() const;
@@ -123,8 +148,13 @@ class ByteBudget {
   //                        max_message_bytes); retry with backoff"
   //   NeedsError(n)        "server overloaded: this request needs N bytes but M of the
   //                        max_inflight_bytes budget of B are in use; retry with backoff"
+  // RESOURCE_EXHAUSTED (it never fits, retrying does not help):
+  //   DecodedTooLargeError(n, what)  "the request would take N bytes once decoded (WHAT), more
+  //                        than the whole max_inflight_bytes budget of B bytes
+  //                        (--max_inflight_bytes); send less in one request"
   absl::Status ReceiveRefusedError() const;
   absl::Status NeedsError(int64_t bytes) const;
+  absl::Status DecodedTooLargeError(int64_t bytes, absl::string_view what) const;
 
  private:
   // Grows a reservation of `own` bytes by `bytes` under the rule of Reservation::TryGrow.

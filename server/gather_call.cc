@@ -48,7 +48,9 @@ class GatherCall final : public UnaryCall {
     return grpc::SerializationTraits<Request>::Deserialize(message, &request_).ok();
   }
 
-  absl::string_view RequestName() const override { return Request::descriptor()->full_name(); }
+  const google::protobuf::Descriptor& RequestType() const override {
+    return *Request::descriptor();
+  }
 
   void Run() override {
     ComputeRequest request;

@@ -9,9 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "core/status_macros.h"
+#include "proto/decoded_cost.h"
 #include "proto/tensor_codec.h"
 #include "server/grpc_status.h"
 #include "server/resident_rpcs.h"
@@ -25,11 +28,10 @@ bool HasDescription(const v1::PutTensorRequest& m) {
 }
 
 // One per PutTensor call; deletes itself in OnDone. Every path calls Answer (Finish) once.
-class PutCall final : public grpc::ServerReadReactor<v1::PutTensorRequest> {
+class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  PutCall(const PutTensorEnv& env, grpc::CallbackServerContext* context,
-          v1::PutTensorResponse* response)
-      : env_(env), context_(*context), response_(*response), start_(env.gate->Arrive()) {}
+  PutCall(const PutTensorEnv& env, grpc::CallbackServerContext* context, grpc::ByteBuffer* reply)
+      : env_(env), context_(*context), reply_(*reply), start_(env.gate->Arrive()) {}
 
   void Begin() {
     if (env_.registry == nullptr) {
@@ -38,7 +40,7 @@ class PutCall final : public grpc::ServerReadReactor<v1::PutTensorRequest> {
     if (absl::Status admitted = env_.gate->Admit(context_, /*needs_admin=*/true); !admitted.ok()) {
       return Answer(admitted);
     }
-    StartRead(&message_);
+    StartRead(&wire_);
   }
 
   void OnReadDone(bool ok) override {
@@ -48,10 +50,11 @@ class PutCall final : public grpc::ServerReadReactor<v1::PutTensorRequest> {
       }
       return Answer(Publish());  // the client half-closed: the upload is complete
     }
-    absl::Status status = first_ ? Describe() : Append();
-    if (!status.ok()) return Answer(status);
+    absl::Status status = Parse();
+    if (status.ok()) status = first_ ? Describe() : Append();
     message_.Clear();
-    StartRead(&message_);
+    if (!status.ok()) return Answer(status);
+    StartRead(&wire_);
   }
 
   void OnDone() override { delete this; }
@@ -59,6 +62,25 @@ class PutCall final : public grpc::ServerReadReactor<v1::PutTensorRequest> {
   void OnCancel() override {}
 
  private:
+  // Parses the message read into message_ unless what it costs decoded exceeds the whole
+  // in-flight budget (put_tensor_call.h).
+  absl::Status Parse() {
+    const int64_t wire_bytes = static_cast<int64_t>(wire_.Length());
+    const absl::Status not_parsed = absl::InvalidArgumentError(
+        absl::StrCat("a PutTensor message (", wire_bytes, " bytes) does not parse as ",
+                     v1::PutTensorRequest::descriptor()->full_name()));
+    absl::StatusOr<proto::DecodedCost> cost =
+        proto::ScanDecodedCost(*v1::PutTensorRequest::descriptor(), &wire_);
+    if (!cost.ok()) return not_parsed;
+    if (env_.budget != nullptr) {
+      TC_RETURN_IF_ERROR(env_.budget->CheckDecoded(cost->total(), cost->Summary()));
+    }
+    if (!grpc::SerializationTraits<v1::PutTensorRequest>::Deserialize(&wire_, &message_).ok()) {
+      return not_parsed;
+    }
+    return absl::OkStatus();
+  }
+
   // The first message: the name, dtype, shape, device and replace flag, then its chunk.
   absl::Status Describe() {
     first_ = false;
@@ -179,7 +201,12 @@ class PutCall final : public grpc::ServerReadReactor<v1::PutTensorRequest> {
     absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> entry = env_.registry->Put(
         name_, *std::move(tensor_), std::move(copy), replace_, std::move(reservation_));
     if (!entry.ok()) return entry.status();
-    ToInfo(**entry, response_.mutable_tensor());
+    v1::PutTensorResponse response;
+    ToInfo(**entry, response.mutable_tensor());
+    bool own_buffer = false;
+    grpc::Status serialized =
+        grpc::SerializationTraits<v1::PutTensorResponse>::Serialize(response, &reply_, &own_buffer);
+    if (!serialized.ok()) return absl::InternalError(serialized.error_message());
     return absl::OkStatus();
   }
 
@@ -189,16 +216,19 @@ class PutCall final : public grpc::ServerReadReactor<v1::PutTensorRequest> {
     tensor_.reset();
     strings_.clear();
     reservation_ = core::TensorRegistry::Reservation();
+    wire_.Clear();
+    message_.Clear();
     Finish(ToGrpcStatus(status));
   }
 
   const PutTensorEnv& env_;
   grpc::CallbackServerContext& context_;
-  v1::PutTensorResponse& response_;
+  grpc::ByteBuffer& reply_;
   const absl::Time start_;
-  v1::PutTensorRequest message_;
-  bool first_ = true;          // no message has arrived yet
-  bool first_message_ = true;  // Append has not yet seen a message
+  grpc::ByteBuffer wire_;         // the message read
+  v1::PutTensorRequest message_;  // ... parsed
+  bool first_ = true;             // no message has arrived yet
+  bool first_message_ = true;     // Append has not yet seen a message
   std::string name_;
   core::DataType dtype_ = core::DataType::kUnspecified;
   core::Shape shape_;
@@ -214,10 +244,10 @@ class PutCall final : public grpc::ServerReadReactor<v1::PutTensorRequest> {
 
 }  // namespace
 
-grpc::ServerReadReactor<v1::PutTensorRequest>* StartPutTensor(const PutTensorEnv* env,
-                                                              grpc::CallbackServerContext* context,
-                                                              v1::PutTensorResponse* response) {
-  auto* call = new PutCall(*env, context, response);
+grpc::ServerReadReactor<grpc::ByteBuffer>* StartPutTensor(const PutTensorEnv* env,
+                                                          grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* reply) {
+  auto* call = new PutCall(*env, context, reply);
   call->Begin();
   return call;
 }

@@ -13,6 +13,14 @@
 // upload leaves nothing. Uploads take no lock that gathers take: the registry's mutex is held
 // only for the final swap. Admission: CallGate::Admit with an admin token when configured.
 //
+// Each message is read as bytes and parsed here, not by gRPC, so that what it costs decoded (a
+// chunk of empty strings costs ~30x its size parsed) is counted first: beyond the whole
+// in-flight budget, it is RESOURCE_EXHAUSTED unparsed (ByteBudget::CheckDecoded, the compute
+// RPCs' rule). Within it, it is not charged to the budget: uploads are admin work, and charging
+// them would make them compete with gathers for receive credits, which fill the budget under
+// load (a busy server would refuse every upload). A message that does not parse is
+// INVALID_ARGUMENT.
+//
 // Thread-safety: gRPC calls the reactor from its threads, one at a time.
 
 #ifndef TENSORCOMPUTE_SERVER_PUT_TENSOR_CALL_H_
@@ -23,11 +31,13 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
+#include "server/byte_budget.h"
 #include "server/call_gate.h"
 
 namespace tensorcompute::server {
@@ -43,13 +53,15 @@ struct PutTensorEnv {
   core::TensorRegistry* registry = nullptr;  // not owned; null: PutTensor is UNIMPLEMENTED
   TensorPlacer place;                        // empty: every tensor stays on the CPU
   int64_t max_rank = 32;                     // highest rank accepted (ServerOptions::max_rank)
+  const ByteBudget* budget = nullptr;        // not owned; null: messages are not checked
 };
 
-// A new call for a PutTensor RPC, begun; it deletes itself when done. What `env` points to
-// must outlive it.
-grpc::ServerReadReactor<v1::PutTensorRequest>* StartPutTensor(const PutTensorEnv* env,
-                                                              grpc::CallbackServerContext* context,
-                                                              v1::PutTensorResponse* response);
+// A new call for a PutTensor RPC, begun; it deletes itself when done, having written its
+// serialized PutTensorResponse into `reply` when it is OK. What `env` points to must outlive
+// it.
+grpc::ServerReadReactor<grpc::ByteBuffer>* StartPutTensor(const PutTensorEnv* env,
+                                                          grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* reply);
 
 }  // namespace tensorcompute::server
 

@@ -77,16 +77,19 @@ struct ServerOptions {
 
   // The memory budget for work in flight (server/byte_budget.h). A call's message is read
   // only with room for twice the largest message reserved (the received bytes and their parsed
-  // copy); once read, the request holds its message's bytes plus its output's bytes until its
-  // answer is sent. A call is answered UNAVAILABLE at once, its message unread, when accepted
-  // work leaves no such room ("server overloaded: M of the max_inflight_bytes budget of B
-  // bytes are in use, and reading a request needs C bytes free (twice max_message_bytes);
-  // retry with backoff"), and a read request whose output no longer fits (others took the room
-  // meanwhile) is answered UNAVAILABLE ("server overloaded: this request needs N bytes but M of
-  // the max_inflight_bytes budget of B are in use; retry with backoff") before its output is
-  // allocated. Calls waiting for room to be read wait in arrival order, up to queue_capacity of
-  // them, until their deadline. A request alone always runs (so the budget never makes a
-  // request impossible). Default 1 GiB.
+  // copy); once read, the request holds what its message costs decoded (proto/decoded_cost.h,
+  // counted before parsing) plus its output's bytes until its answer is sent. A message whose
+  // decoded cost exceeds the whole budget is RESOURCE_EXHAUSTED, unparsed ("the request would
+  // take N bytes once decoded (...), more than the whole max_inflight_bytes budget of B bytes
+  // (--max_inflight_bytes); send less in one request"). A call is answered UNAVAILABLE at once, its
+  // message unread, when accepted work leaves no such room ("server overloaded: M of the
+  // max_inflight_bytes budget of B bytes are in use, and reading a request needs C bytes free
+  // (twice max_message_bytes); retry with backoff"), and a read request whose output no longer fits
+  // (others took the room meanwhile) is answered UNAVAILABLE ("server overloaded: this request
+  // needs N bytes but M of the max_inflight_bytes budget of B are in use; retry with backoff")
+  // before its output is allocated. Calls waiting for room to be read wait in arrival order, up to
+  // queue_capacity of them, until their deadline. A request alone always runs when its decoded
+  // message fits the budget (its output may exceed it). Default 1 GiB.
   int64_t max_inflight_bytes = int64_t{1} << 30;
 
   // Largest request and response message in bytes (gRPC receive and send limits). A larger

@@ -8,15 +8,23 @@
 namespace tensorcompute::server {
 namespace {
 
-// Gather and GatherNd, methods 0 and 1 in the order of the .proto.
+// Gather, GatherNd and PutTensor, methods 0 to 2 in the order of the .proto.
 constexpr int kGatherMethod = 0;
 constexpr int kGatherNdMethod = 1;
+constexpr int kPutTensorMethod = 2;
+
+PutTensorEnv WithBudget(PutTensorEnv env, const ByteBudget* budget) {
+  env.budget = budget;
+  return env;
+}
 
 }  // namespace
 
 TensorComputeService::TensorComputeService(CallGate* gate, ComputeService* compute,
                                            PutTensorEnv resident)
-    : gate_(gate), compute_(compute), resident_(std::move(resident)) {
+    : gate_(gate),
+      compute_(compute),
+      resident_(WithBudget(std::move(resident), &compute->budget())) {
   // Read after admission (unary_call.h): registered as streamed, answered as unary.
   MarkMethodStreamed(kGatherMethod,
                      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
@@ -28,11 +36,13 @@ TensorComputeService::TensorComputeService(CallGate* gate, ComputeService* compu
                          [this](grpc::CallbackServerContext* context) {
                            return StartGatherNd(gate_, compute_, context);
                          }));
-}
-
-grpc::ServerReadReactor<v1::PutTensorRequest>* TensorComputeService::PutTensor(
-    grpc::CallbackServerContext* context, v1::PutTensorResponse* response) {
-  return StartPutTensor(&resident_, context, response);
+  // Its messages parsed by the call, once their decoded cost is checked (put_tensor_call.h).
+  MarkMethodRawCallback(
+      kPutTensorMethod,
+      new grpc::internal::CallbackClientStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](grpc::CallbackServerContext* context, grpc::ByteBuffer* reply) {
+            return StartPutTensor(&resident_, context, reply);
+          }));
 }
 
 grpc::ServerUnaryReactor* TensorComputeService::DeleteTensor(grpc::CallbackServerContext* context,

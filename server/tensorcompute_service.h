@@ -4,7 +4,7 @@
 // is a few lines that start the call's reactor:
 //
 //   Gather, GatherNd            gather_call.h (read after admission: unary_call.h)
-//   PutTensor                   put_tensor_call.h
+//   PutTensor                   put_tensor_call.h (messages parsed there: registered raw)
 //   DeleteTensor, ListTensors   resident_rpcs.h
 //
 // Every call is admitted and answered through the CallGate (call_gate.h); the compute calls go
@@ -27,11 +27,9 @@ namespace tensorcompute::server {
 class TensorComputeService final : public v1::TensorCompute::CallbackService {
  public:
   // `gate` and `compute`, and what `resident` points to, are not owned and must outlive the
-  // service.
+  // service. PutTensor checks its messages against compute's budget.
   TensorComputeService(CallGate* gate, ComputeService* compute, PutTensorEnv resident);
 
-  grpc::ServerReadReactor<v1::PutTensorRequest>* PutTensor(
-      grpc::CallbackServerContext* context, v1::PutTensorResponse* response) override;
   grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
                                          const v1::DeleteTensorRequest* request,
                                          v1::DeleteTensorResponse* response) override;

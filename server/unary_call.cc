@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "core/status_macros.h"
+#include "proto/decoded_cost.h"
 #include "server/grpc_status.h"
 
 namespace tensorcompute::server {
@@ -44,15 +46,33 @@ void UnaryCall::OnReadDone(bool ok) {
     return Finish(ToGrpcStatus(NoMessageError()));
   }
   const int64_t message_bytes = static_cast<int64_t>(message_.Length());
-  // The received bytes and, while it is parsed, their copy; parsing frees the former.
-  reservation_ = compute_.budget().ReceiveDone(2 * message_bytes);
+  if (!ReserveDecoded()) return;
   const bool parsed = Parse(&message_);
-  reservation_.Shrink(message_bytes);
-  if (!parsed) {
-    return Answer(absl::InvalidArgumentError(absl::StrCat(
-        "the request message (", message_bytes, " bytes) does not parse as ", RequestName())));
-  }
+  reservation_.Shrink(message_bytes);  // parsing frees the received bytes
+  if (!parsed) return Answer(NotParsedError(message_bytes));
   Run();
+}
+
+bool UnaryCall::ReserveDecoded() {
+  ByteBudget& budget = compute_.budget();
+  const int64_t message_bytes = static_cast<int64_t>(message_.Length());
+  absl::StatusOr<proto::DecodedCost> cost = proto::ScanDecodedCost(RequestType(), &message_);
+  absl::Status refused;
+  if (!cost.ok()) {
+    reservation_ = budget.ReceiveDone(0);     // the credit back, nothing kept
+    refused = NotParsedError(message_bytes);  // it would not parse either
+  } else {
+    absl::StatusOr<ByteBudget::Reservation> reserved =
+        budget.ReserveDecoded(cost->total(), cost->Summary());
+    if (reserved.ok()) {
+      reservation_ = *std::move(reserved);
+      return true;
+    }
+    refused = reserved.status();
+  }
+  message_.Clear();
+  Answer(refused);
+  return false;
 }
 
 void UnaryCall::OnCancel() {
@@ -93,6 +113,19 @@ void UnaryCall::Answer(const absl::Status& status) {
   grpc::Status written = WriteReply(&reply_);
   if (!written.ok()) return Finish(written);
   StartWriteAndFinish(&reply_, grpc::WriteOptions(), grpc::Status::OK);
+}
+
+absl::Status UnaryCall::ReserveMore(int64_t bytes, absl::string_view what) {
+  const ByteBudget& budget = compute_.budget();
+  const int64_t total = reservation_.bytes() + bytes;
+  TC_RETURN_IF_ERROR(budget.CheckDecoded(total, what));  // the rule of the scanned cost
+  if (!reservation_.TryGrow(bytes)) return budget.NeedsError(total);
+  return absl::OkStatus();
+}
+
+absl::Status UnaryCall::NotParsedError(int64_t message_bytes) const {
+  return absl::InvalidArgumentError(absl::StrCat("the request message (", message_bytes,
+                                                 " bytes) does not parse as ", RequestName()));
 }
 
 absl::Status UnaryCall::NoMessageError() const {

@@ -8,8 +8,14 @@
 //              (granted: read now; queued: read when OnGranted; refused: UNAVAILABLE at once,
 //              ByteBudget::ReceiveRefusedError). A refused, unauthenticated or draining call is
 //              answered without its message ever being buffered.
-//   read       the message's bytes become the call's reservation; Parse (a message that does
-//              not parse is INVALID_ARGUMENT; a call without a message, INVALID_ARGUMENT).
+//   read       before it is parsed, the message's wire bytes are scanned for what it will
+//              cost decoded (proto/decoded_cost.h: the received bytes, the parsed message,
+//              its conversion to core tensors), and its receive credit becomes a reservation
+//              of that (ByteBudget::ReserveDecoded). A cost beyond the whole budget is
+//              RESOURCE_EXHAUSTED (ByteBudget::DecodedTooLargeError), one beyond its room now
+//              UNAVAILABLE (NeedsError), both without parsing. Then Parse (a message that does
+//              not parse is INVALID_ARGUMENT; a call without a message, INVALID_ARGUMENT); the
+//              received bytes, freed by parsing, leave the reservation.
 //   Run        the subclass decodes and calls Submit (ComputeService::Submit, with the call's
 //              deadline, cancel flag and reservation), or Answer with its error.
 //   Answer     exactly once on every path: CallGate::Answer (metrics, error log), then Finish
@@ -34,11 +40,14 @@
 #ifndef TENSORCOMPUTE_SERVER_UNARY_CALL_H_
 #define TENSORCOMPUTE_SERVER_UNARY_CALL_H_
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "google/protobuf/descriptor.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
@@ -63,8 +72,9 @@ class UnaryCall : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
 
   // Parses `message` into the subclass's request: false when it is not a valid message.
   virtual bool Parse(grpc::ByteBuffer* message) = 0;
-  // The request message's full name, e.g. "tensorcompute.v1.GatherRequest", for errors.
-  virtual absl::string_view RequestName() const = 0;
+  // The request message's type, e.g. tensorcompute.v1.GatherRequest: what the scan of its
+  // decoded cost walks, and its full name for errors.
+  virtual const google::protobuf::Descriptor& RequestType() const = 0;
   // The request was parsed: decode it and Submit, or Answer with the error.
   virtual void Run() = 0;
   // The answer is OK: the serialized response into `reply`. A response the client may be slow
@@ -76,6 +86,11 @@ class UnaryCall : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
   void Submit(ComputeRequest request);
   // Answers the call. Called exactly once.
   void Answer(const absl::Status& status);
+  // Adds `bytes` that decoding the parsed request will hold (beyond what the scan counted) to the
+  // call's reservation, by the scanned cost's rule. Returns OK; RESOURCE_EXHAUSTED
+  // (ByteBudget::CheckDecoded, naming `what`) when the reservation would exceed the whole
+  // budget; UNAVAILABLE (NeedsError) when the budget has no room for it now.
+  absl::Status ReserveMore(int64_t bytes, absl::string_view what);
 
   ComputeService& compute() { return compute_; }
 
@@ -85,6 +100,10 @@ class UnaryCall : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
   void OnCancel() override;
   void OnDone() override;
 
+  // Reserves what the message read will cost decoded, or answers the call: true to parse it.
+  bool ReserveDecoded();
+  const std::string& RequestName() const { return RequestType().full_name(); }
+  absl::Status NotParsedError(int64_t message_bytes) const;
   absl::Status NoMessageError() const;
 
   CallGate& gate_;

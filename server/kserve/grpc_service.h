@@ -6,7 +6,10 @@
 //
 //   ModelInfer     a UnaryCall (server/unary_call.h: read after admission, the same budget,
 //                  batcher, executors, errors and limits as the native Gather), decoded by
-//                  codec.h.
+//                  codec.h. Its decoded cost is charged before parsing, as for Gather; BYTES
+//                  inputs in raw_input_contents, one protobuf string each, become one core
+//                  string per element, which is charged once parsed and before they are
+//                  decoded (RESOURCE_EXHAUSTED beyond the whole budget, UNAVAILABLE without room).
 //   ServerLive     live: true while the process serves at all. No token needed (a probe).
 //   ServerReady    ready: the server's readiness (health SERVING: preloading done, not
 //                  draining). No token needed.

@@ -4,6 +4,7 @@
 // budget is given back when answers go out (server/byte_budget.h).
 
 #include <memory>
+#include <optional>
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -140,6 +141,36 @@ TEST(ByteBudgetTest, AReservationGivesItsBytesBackWhenDestroyedOrShrunk) {
     EXPECT_EQ(moved.bytes(), 20);
     EXPECT_EQ(budget.used(), 20);
   }
+  EXPECT_EQ(budget.used(), 0);
+}
+
+TEST(ByteBudgetTest, ADecodedCostBeyondTheCreditNeedsRoomForTheRest) {
+  ByteBudget budget(/*limit=*/100, /*receive_credit=*/20);
+  Recorder a, b, c;
+  ASSERT_EQ(budget.AcquireReceive(&a), ByteBudget::Admission::kGranted);
+  ASSERT_EQ(budget.AcquireReceive(&b), ByteBudget::Admission::kGranted);
+  // Alone (b's credit aside, nothing else): 70 fits beside b's 20.
+  std::optional<ByteBudget::Reservation> a_work = budget.TryReceiveDone(70);
+  ASSERT_TRUE(a_work.has_value());
+  EXPECT_EQ(budget.used(), 90);
+  // Within its credit: always.
+  std::optional<ByteBudget::Reservation> b_small = budget.TryReceiveDone(15);
+  ASSERT_TRUE(b_small.has_value());
+  EXPECT_EQ(budget.used(), 85);
+  ASSERT_EQ(budget.AcquireReceive(&c), ByteBudget::Admission::kRefused);
+  b_small.reset();
+  a_work->Shrink(60);  // 10 of work
+  // Beyond its credit without room for the rest: refused, and its credit comes back.
+  ASSERT_EQ(budget.AcquireReceive(&c), ByteBudget::Admission::kGranted);
+  EXPECT_FALSE(budget.TryReceiveDone(95).has_value());
+  EXPECT_EQ(budget.used(), 10);
+  // Alone, it may exceed the limit (the caller refuses what exceeds the whole budget).
+  a_work.reset();
+  ASSERT_EQ(budget.AcquireReceive(&c), ByteBudget::Admission::kGranted);
+  std::optional<ByteBudget::Reservation> alone = budget.TryReceiveDone(150);
+  ASSERT_TRUE(alone.has_value());
+  EXPECT_EQ(budget.used(), 150);
+  alone.reset();
   EXPECT_EQ(budget.used(), 0);
 }
 
