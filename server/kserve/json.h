@@ -45,6 +45,21 @@ struct HttpInferOptions {
   std::optional<int64_t> timeout_us;
 };
 
+// How deep a request's JSON may nest: the request object is level 1, "inputs" 2, an input 3,
+// its "parameters" or "data" 4, so data arrays may nest 61 deep (a tensor of rank 61 written
+// as nested arrays; the server's default --max_rank is 32, and flat data suits any rank).
+// Deeper is INVALID_ARGUMENT "the request: JSON nests deeper than 64 levels", refused when the
+// 65th level opens: the parser never holds more than this many levels of state.
+inline constexpr int kMaxJsonDepth = 64;
+
+// The most entries of every list a request keeps other than `data`: inputs, outputs, an input's
+// shape (dimensions) and the request's parameters. More is
+// INVALID_ARGUMENT, e.g. "the request: more than 64 inputs" or "input 'x': 'shape' has more
+// than 64 dimensions" (the parameters of an input or an output are not kept, and not counted). Each
+// entry decodes to more memory than its text (a protobuf message, a map node): bounding them keeps
+// a request's decoded cost within a small multiple of the tensors it carries.
+inline constexpr int kMaxJsonListLength = 64;
+
 // Parses an HTTP infer request `body` into `request` (model_name and model_version are left
 // to the caller, who takes them from the URL). `header_length` is the request's
 // Inference-Header-Content-Length header (nullopt without one): the JSON is then the body's
@@ -52,7 +67,19 @@ struct HttpInferOptions {
 // Returns OK, or INVALID_ARGUMENT saying what is wrong: not JSON (with the parser's
 // position), a field of the wrong JSON type, a data element that is not of the datatype or does
 // not fit it, data whose element count differs from the shape's, binary data sizes that do not
-// add up to what follows the JSON. Unknown datatypes get codec.h's ParseDatatype message.
+// add up to what follows the JSON, nesting deeper than kMaxJsonDepth, lists longer than
+// kMaxJsonListLength. Unknown datatypes get codec.h's ParseDatatype message.
+//
+// No document is built: the JSON is parsed as a stream of events (nlohmann-json's SAX
+// interface) and each input's `data` is converted element by element into its
+// raw_input_contents. Beyond the request itself, the decode holds the parser's state (a bit per
+// open level, and the text of the current token: a string's length, about three times over)
+// and nothing else: a tensor's bytes are reserved once from its shape (bounded by what the text
+// can hold). Fields may come in any order: `data` before "datatype" or "shape" is parsed a second
+// time from the body once both are known (no copy of it is kept in between). A request with one
+// fault gets the message the document-building decoder gave it; with several, the first found in
+// the text may be the one reported, and a key given twice counts its last value as before, but an
+// error in an earlier one is reported.
 absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t> header_length,
                                    inference::ModelInferRequest* request,
                                    HttpInferOptions* options);
