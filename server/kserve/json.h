@@ -84,6 +84,16 @@ absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t
                                    inference::ModelInferRequest* request,
                                    HttpInferOptions* options);
 
+// As above, and sets `*held_bytes` (on success and on failure alike) to an upper bound of the
+// memory the decode held at once beyond `body`, for the caller to charge to its in-flight byte
+// budget: the request it built (request->SpaceUsedLong(): the inputs' decoded bytes, names,
+// parameters) and the parser's token buffers (four times the longest string or number token,
+// eight times when some `data` was parsed a second time), plus a few KiB of parser state.
+// REQUIRES: held_bytes != nullptr.
+absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t> header_length,
+                                   inference::ModelInferRequest* request, HttpInferOptions* options,
+                                   int64_t* held_bytes);
+
 // An HTTP response body and, for binary output, the length of its JSON part (the
 // Inference-Header-Content-Length response header).
 struct HttpBody {

@@ -32,6 +32,9 @@ using Json = nlohmann::json;
 using Kind = JsonLeaf::Kind;
 
 constexpr absl::string_view kRequest = "the request";
+// The parser's own state: its frames (at most kMaxJsonDepth), one input's and one output's
+// fields, a lexer's fixed part; generously.
+constexpr int64_t kParserStateBytes = 16 << 10;
 
 absl::Status Invalid(absl::string_view what, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": ", problem));
@@ -173,6 +176,15 @@ class RequestParser {
     return absl::OkStatus();
   }
 
+  // An upper bound of what the parse held beyond the text (json.h).
+  int64_t HeldBytes() const {
+    // nlohmann's lexer keeps a token twice (unescaped, and as read), each in a buffer grown by
+    // doubling; a second parse of `data` has its own lexer beside the first.
+    const int64_t lexers = reparsed_ ? 2 : 1;
+    return static_cast<int64_t>(request_->SpaceUsedLong()) +
+           lexers * 4 * static_cast<int64_t>(longest_token_) + kParserStateBytes;
+  }
+
   bool null() { return skip_ > 0 || (data_ ? data_->null() : Leaf(JsonLeaf::Null())); }
   bool boolean(bool v) {
     return skip_ > 0 || (data_ ? data_->boolean(v) : Leaf(JsonLeaf::Bool(v)));
@@ -184,9 +196,11 @@ class RequestParser {
     return skip_ > 0 || (data_ ? data_->number_unsigned(v) : Leaf(JsonLeaf::Unsigned(v)));
   }
   bool number_float(Json::number_float_t v, const Json::string_t& text) {
+    longest_token_ = std::max(longest_token_, text.size());
     return skip_ > 0 || (data_ ? data_->number_float(v, text) : Leaf(JsonLeaf::Float(v)));
   }
   bool string(Json::string_t& v) {
+    longest_token_ = std::max(longest_token_, v.size());
     return skip_ > 0 || (data_ ? data_->string(v) : Leaf(JsonLeaf::String(v)));
   }
   bool binary(Json::binary_t&) { return true; }  // not in JSON text
@@ -267,9 +281,12 @@ class RequestParser {
   int output_index_ = 0;
   OutputState output_;
   std::optional<bool> outputs_binary_;  // the first output's binary_data
+  size_t longest_token_ = 0;            // string or number, as the lexer buffers it
+  bool reparsed_ = false;               // some `data` was parsed a second time
 };
 
 bool RequestParser::key(Json::string_t& key) {
+  longest_token_ = std::max(longest_token_, key.size());
   if (skip_ > 0) return true;
   if (data_) return data_->key(key);
   switch (frames_.back()) {
@@ -586,6 +603,7 @@ size_t RequestParser::Reserve(DataType dtype, const char* from) const {
 }
 
 void RequestParser::DecodeAgain(DataType dtype) {
+  reparsed_ = true;
   input_.raw.clear();
   const char* cursor = nullptr;
   JsonDataDecoder decoder(dtype, &input_.raw, &cursor, Reserve(dtype, input_.data_start));
@@ -702,6 +720,14 @@ bool RequestParser::FinishRequest() {
 absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t> header_length,
                                    inference::ModelInferRequest* request,
                                    HttpInferOptions* options) {
+  int64_t held_bytes = 0;
+  return ParseHttpInferRequest(body, header_length, request, options, &held_bytes);
+}
+
+absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t> header_length,
+                                   inference::ModelInferRequest* request, HttpInferOptions* options,
+                                   int64_t* held_bytes) {
+  *held_bytes = 0;
   absl::string_view json_text = body;
   absl::string_view binary;
   if (header_length.has_value()) {
@@ -713,7 +739,10 @@ absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t
     json_text = body.substr(0, static_cast<size_t>(*header_length));
     binary = body.substr(static_cast<size_t>(*header_length));
   }
-  return RequestParser(json_text, binary, request, options).Parse();
+  RequestParser parser(json_text, binary, request, options);
+  absl::Status status = parser.Parse();
+  *held_bytes = parser.HeldBytes();
+  return status;
 }
 
 }  // namespace tensorcompute::server::kserve
