@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "absl/status/status.h"
@@ -143,6 +144,44 @@ class JsonDataDecoder {
   absl::Status bad_;
   std::string bad_quote_;
 };
+
+// An input iterator over the JSON text that keeps its position in a variable the handler reads:
+// nlohmann's parser reports no positions, and the text of a `data` value (read again) or of an
+// object (quoted) is needed. A copy shares the position: the parser advances only one.
+class TrackedIterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  explicit TrackedIterator(const char** at) : at_(at) {}
+  reference operator*() const { return **at_; }
+  TrackedIterator& operator++() {
+    ++*at_;
+    return *this;
+  }
+  bool operator==(const TrackedIterator& other) const { return *at_ == *other.at_; }
+  bool operator!=(const TrackedIterator& other) const { return *at_ != *other.at_; }
+
+ private:
+  const char** at_;
+};
+
+// Parses the JSON value at `begin` with `sax` (nlohmann::json::sax_parse), which finds the
+// parser's position in `*cursor`: right after the last character of the token it reports (a
+// string's closing quote, a bracket or brace), or one further after a number. With `strict`
+// the text must be exactly [begin, end); without, parsing stops where the value ends.
+// Returns what sax_parse returns.
+template <typename Sax>
+bool ParseJsonValue(const char* begin, const char* end, const char** cursor, Sax* sax,
+                    bool strict) {
+  *cursor = begin;
+  const char* stop = end;
+  return nlohmann::json::sax_parse(TrackedIterator(cursor), TrackedIterator(&stop), sax,
+                                   nlohmann::json::input_format_t::json, strict);
+}
 
 }  // namespace tensorcompute::server::kserve
 
