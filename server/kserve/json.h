@@ -73,13 +73,14 @@ inline constexpr int kMaxJsonListLength = 64;
 // No document is built: the JSON is parsed as a stream of events (nlohmann-json's SAX
 // interface) and each input's `data` is converted element by element into its
 // raw_input_contents. Beyond the request itself, the decode holds the parser's state (a bit per
-// open level, and the text of the current token: a string's length, about three times over)
+// open level, and the current token twice: a long string costs twice its length while read)
 // and nothing else: a tensor's bytes are reserved once from its shape (bounded by what the text
 // can hold). Fields may come in any order: `data` before "datatype" or "shape" is parsed a second
-// time from the body once both are known (no copy of it is kept in between). A request with one
-// fault gets the message the document-building decoder gave it; with several, the first found in
-// the text may be the one reported, and a key given twice counts its last value as before, but an
-// error in an earlier one is reported.
+// time from the body once both are known (no copy of it is kept in between). Every request gets
+// the status the document-building decoder before it gave (the same checks, in the same order,
+// once the whole text has parsed; a key given twice counts its last value), but for the bounds
+// above, refused as soon as they are passed, and for an object or array longer than 4 KiB quoted
+// in a message, which is quoted as written rather than re-serialised.
 absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t> header_length,
                                    inference::ModelInferRequest* request,
                                    HttpInferOptions* options);

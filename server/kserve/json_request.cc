@@ -68,16 +68,14 @@ absl::Status ToParameter(const std::string& name, const JsonLeaf& value,
   }
 }
 
-// What the next value is to the request: a protocol container, a field, or nothing (kIgnore).
-
 }  // namespace
 
 absl::Status JsonRequestParser::Parse() {
   const bool parsed = ParseJsonValue(json_.data(), json_.data() + json_.size(), &cursor_, this,
                                      /*strict=*/true);
-  if (!status_.ok()) return status_;
+  if (!status_.ok()) return status_;  // not JSON, or past a bound
   if (!parsed) return absl::InternalError("the JSON parser stopped without a reason");
-  return absl::OkStatus();
+  return Finish();
 }
 
 int64_t JsonRequestParser::HeldBytes() const {
@@ -93,12 +91,25 @@ bool JsonRequestParser::key(Json::string_t& key) {
   if (skip_ > 0) return true;
   if (data_) return data_->key(key);
   switch (frames_.back()) {
-    case Role::kRoot:
-      next_ = key == "id"           ? Role::kId
-              : key == "parameters" ? Role::kParams
-              : key == "inputs"     ? Role::kInputs
-              : key == "outputs"    ? Role::kOutputs
-                                    : Role::kIgnore;
+    case Role::kRoot:  // a key given twice: the last value counts, faults and all
+      if (key == "id") {
+        faults_[kIdFault].reset();
+        next_ = Role::kId;
+      } else if (key == "parameters") {
+        faults_[kParametersFault].reset();
+        parameter_faults_.clear();
+        next_ = Role::kParams;
+      } else if (key == "inputs") {
+        faults_[kInputsFault].reset();
+        faults_[kInputFault].reset();
+        next_ = Role::kInputs;
+      } else if (key == "outputs") {
+        faults_[kOutputsFault].reset();
+        faults_[kOutputFault].reset();
+        next_ = Role::kOutputs;
+      } else {
+        next_ = Role::kIgnore;
+      }
       return true;
     case Role::kParams:
       if (request_->parameters().size() >= kMaxJsonListLength &&
@@ -162,24 +173,34 @@ bool JsonRequestParser::Leaf(const JsonLeaf& leaf) {
   const int64_t integer = leaf.kind == Kind::kUnsigned ? static_cast<int64_t>(leaf.u) : leaf.i;
   switch (next_) {
     case Role::kRoot:
-      return Fail(Invalid(kRequest, "must be a JSON object"));
+      Record(kRootFault, Invalid(kRequest, "must be a JSON object"));
+      break;
     case Role::kId:
-      if (!is_string) return Fail(Invalid(kRequest, "'id' must be a string"));
+      if (!is_string) {
+        Record(kIdFault, Invalid(kRequest, "'id' must be a string"));
+        break;
+      }
       request_->set_id(std::string(leaf.text));
       break;
     case Role::kParams:
-      return Fail(Invalid(kRequest, "'parameters' must be an object"));
+      Record(kParametersFault, Invalid(kRequest, "'parameters' must be an object"));
+      break;
     case Role::kParamValue:
       if (absl::Status converted =
               ToParameter(param_name_, leaf, &(*request_->mutable_parameters())[param_name_]);
           !converted.ok()) {
-        return Fail(std::move(converted));
+        parameter_faults_[param_name_] = std::move(converted);
+      } else {
+        parameter_faults_.erase(param_name_);
       }
       break;
     case Role::kInputs:
-      return Fail(Invalid(kRequest, "'inputs' must be an array"));
+      inputs_ = JsonField::kWrongType;
+      Record(kInputsFault, Invalid(kRequest, "'inputs' must be an array"));
+      break;
     case Role::kInput:
-      return Fail(Invalid(absl::StrCat("inputs[", input_index_, "]"), "must be an object"));
+      Record(kInputFault, Invalid(absl::StrCat("inputs[", input_index_, "]"), "must be an object"));
+      break;
     case Role::kName:
       input_.name = is_string ? JsonField::kPresent : JsonField::kWrongType;
       if (is_string) input_.name_value = std::string(leaf.text);
@@ -214,9 +235,12 @@ bool JsonRequestParser::Leaf(const JsonLeaf& leaf) {
       input_.data = JsonField::kWrongType;
       break;
     case Role::kOutputs:
-      return Fail(Invalid(kRequest, "'outputs' must be an array"));
+      Record(kOutputsFault, Invalid(kRequest, "'outputs' must be an array"));
+      break;
     case Role::kOutput:
-      return Fail(Invalid(absl::StrCat("outputs[", output_index_, "]"), "must be an object"));
+      Record(kOutputFault,
+             Invalid(absl::StrCat("outputs[", output_index_, "]"), "must be an object"));
+      break;
     case Role::kOutputName:
       output_.name = is_string ? JsonField::kPresent : JsonField::kWrongType;
       if (is_string) output_.name_value = std::string(leaf.text);
@@ -247,15 +271,25 @@ bool JsonRequestParser::Start(bool object) {
   if (data_) return object ? data_->start_object(0) : data_->start_array(0);
   switch (next_) {
     case Role::kRoot:
-      if (!object) return Fail(Invalid(kRequest, "must be a JSON object"));
+      if (!object) {
+        Record(kRootFault, Invalid(kRequest, "must be a JSON object"));
+        return StartSkip(Role::kIgnore);
+      }
       return Push(Role::kRoot);
     case Role::kParams:
-      if (!object) return Fail(Invalid(kRequest, "'parameters' must be an object"));
+      if (!object) {
+        Record(kParametersFault, Invalid(kRequest, "'parameters' must be an object"));
+        return StartSkip(Role::kIgnore);
+      }
       request_->mutable_parameters()->clear();
       return Push(Role::kParams);
     case Role::kInputs:
-      if (object) return Fail(Invalid(kRequest, "'inputs' must be an array"));
-      has_inputs_ = true;
+      if (object) {
+        inputs_ = JsonField::kWrongType;
+        Record(kInputsFault, Invalid(kRequest, "'inputs' must be an array"));
+        return StartSkip(Role::kIgnore);
+      }
+      inputs_ = JsonField::kPresent;
       request_->clear_inputs();
       request_->clear_raw_input_contents();
       input_index_ = 0;
@@ -263,8 +297,11 @@ bool JsonRequestParser::Start(bool object) {
       return Push(Role::kInputs);
     case Role::kInput:
       if (!object) {
-        return Fail(Invalid(absl::StrCat("inputs[", input_index_, "]"), "must be an object"));
+        Record(kInputFault,
+               Invalid(absl::StrCat("inputs[", input_index_, "]"), "must be an object"));
+        return StartSkip(Role::kIgnore);
       }
+      if (faults_[kInputFault].has_value()) return StartSkip(Role::kIgnore);  // as it stopped
       if (input_index_ >= kMaxJsonListLength) {
         return Fail(Invalid(kRequest, absl::StrCat("more than ", kMaxJsonListLength, " inputs")));
       }
@@ -299,15 +336,21 @@ bool JsonRequestParser::Start(bool object) {
       }
       return StartSkip(Role::kIgnore);  // decoded from the text when the input ends
     case Role::kOutputs:
-      if (object) return Fail(Invalid(kRequest, "'outputs' must be an array"));
+      if (object) {
+        Record(kOutputsFault, Invalid(kRequest, "'outputs' must be an array"));
+        return StartSkip(Role::kIgnore);
+      }
       request_->clear_outputs();
       output_index_ = 0;
       outputs_binary_.reset();
       return Push(Role::kOutputs);
     case Role::kOutput:
       if (!object) {
-        return Fail(Invalid(absl::StrCat("outputs[", output_index_, "]"), "must be an object"));
+        Record(kOutputFault,
+               Invalid(absl::StrCat("outputs[", output_index_, "]"), "must be an object"));
+        return StartSkip(Role::kIgnore);
       }
+      if (faults_[kOutputFault].has_value()) return StartSkip(Role::kIgnore);
       if (output_index_ >= kMaxJsonListLength) {
         return Fail(Invalid(kRequest, absl::StrCat("more than ", kMaxJsonListLength, " outputs")));
       }
@@ -321,7 +364,8 @@ bool JsonRequestParser::Start(bool object) {
       output_.parameters = JsonField::kPresent;
       return Push(Role::kOutputParams);
     case Role::kId:
-      return Fail(Invalid(kRequest, "'id' must be a string"));
+      Record(kIdFault, Invalid(kRequest, "'id' must be a string"));
+      return StartSkip(Role::kIgnore);
     case Role::kParamValue:
       return StartSkip(Role::kParamValue);  // refused, quoted, when it ends
     case Role::kName:
@@ -354,7 +398,7 @@ bool JsonRequestParser::End(bool object) {
     if (--skip_ > 0) return true;
     if (skipping_ == Role::kParamValue) {
       const absl::string_view text(skip_start_, static_cast<size_t>(cursor_ - skip_start_));
-      return Fail(NotAParameter(param_name_, JsonLeaf::Object(text)));
+      parameter_faults_[param_name_] = NotAParameter(param_name_, JsonLeaf::Object(text));
     }
     next_ = ElementRole();
     return true;
@@ -372,52 +416,66 @@ bool JsonRequestParser::End(bool object) {
   const Role role = frames_.back();
   frames_.pop_back();
   next_ = ElementRole();
-  switch (role) {
-    case Role::kInput:
-      return FinishInput();
-    case Role::kOutput:
-      return FinishOutput();
-    case Role::kRoot:
-      return FinishRequest();
-    default:
-      return true;
-  }
+  if (role == Role::kInput) FinishInput();
+  if (role == Role::kOutput) FinishOutput();
+  return true;
 }
 
-bool JsonRequestParser::FinishInput() {
+void JsonRequestParser::FinishInput() {
   bool reparsed = false;
   absl::Status finished =
       FinishJsonInput(&input_, input_index_, json_, binary_, &binary_at_, request_, &reparsed);
   reparsed_ = reparsed_ || reparsed;
-  if (!finished.ok()) return Fail(std::move(finished));
+  if (!finished.ok()) {
+    Record(kInputFault, std::move(finished));
+    return;
+  }
   ++input_index_;
-  return true;
 }
 
-bool JsonRequestParser::FinishOutput() {
-  const std::string what = absl::StrCat("outputs[", output_index_, "]");
-  if (output_.name == JsonField::kWrongType) return Fail(Invalid(what, "'name' must be a string"));
-  if (output_.name == JsonField::kAbsent) return Fail(Invalid(what, "has no 'name'"));
-  request_->add_outputs()->set_name(output_.name_value);
-  if (output_.parameters == JsonField::kWrongType) {
-    return Fail(Invalid(what, "'parameters' must be an object"));
-  }
-  if (output_.binary_data == JsonField::kWrongType) {
-    return Fail(Invalid(what, "'binary_data' must be a boolean"));
+void JsonRequestParser::FinishOutput() {
+  absl::Status finished = CheckOutput();
+  if (!finished.ok()) {
+    Record(kOutputFault, std::move(finished));
+    return;
   }
   if (output_.binary_data == JsonField::kPresent && !outputs_binary_.has_value()) {
     outputs_binary_ = output_.binary_data_value;
   }
   ++output_index_;
-  return true;
 }
 
-bool JsonRequestParser::FinishRequest() {
-  if (!has_inputs_) return Fail(Invalid(kRequest, "has no 'inputs'"));
+// The checks and messages of the document decoder, in its order.
+absl::Status JsonRequestParser::CheckOutput() {
+  const std::string what = absl::StrCat("outputs[", output_index_, "]");
+  if (output_.name == JsonField::kWrongType) return Invalid(what, "'name' must be a string");
+  if (output_.name == JsonField::kAbsent) return Invalid(what, "has no 'name'");
+  request_->add_outputs()->set_name(output_.name_value);
+  if (output_.parameters == JsonField::kWrongType) {
+    return Invalid(what, "'parameters' must be an object");
+  }
+  if (output_.binary_data == JsonField::kWrongType) {
+    return Invalid(what, "'binary_data' must be a boolean");
+  }
+  return absl::OkStatus();
+}
+
+// The document decoder checked the request in this order once the text had parsed.
+absl::Status JsonRequestParser::Finish() {
+  for (Fault fault : {kRootFault, kIdFault, kParametersFault}) {
+    if (faults_[fault].has_value()) return *faults_[fault];
+  }
+  if (!parameter_faults_.empty()) return parameter_faults_.begin()->second;  // first by name
+  if (faults_[kInputsFault].has_value()) return *faults_[kInputsFault];
+  if (inputs_ == JsonField::kAbsent) return Invalid(kRequest, "has no 'inputs'");
+  if (faults_[kInputFault].has_value()) return *faults_[kInputFault];
   if (binary_at_ != binary_.size()) {
-    return Fail(Invalid(kRequest, absl::StrCat(binary_.size() - binary_at_,
-                                               " bytes of binary data follow the JSON that no "
-                                               "input's binary_data_size accounts for")));
+    return Invalid(kRequest, absl::StrCat(binary_.size() - binary_at_,
+                                          " bytes of binary data follow the JSON that no "
+                                          "input's binary_data_size accounts for"));
+  }
+  for (Fault fault : {kOutputsFault, kOutputFault}) {
+    if (faults_[fault].has_value()) return *faults_[fault];
   }
   const auto& params = request_->parameters();
   if (const auto it = params.find("binary_data_output"); it != params.end()) {
@@ -427,7 +485,7 @@ bool JsonRequestParser::FinishRequest() {
     options_->timeout_us = it->second.int64_param();
   }
   if (outputs_binary_.has_value()) options_->binary_output = *outputs_binary_;
-  return true;
+  return absl::OkStatus();
 }
 
 absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t> header_length,

@@ -1,13 +1,14 @@
 // File: server/kserve/json_request.h
 //
 // The SAX handler that decodes an HTTP infer request's JSON (ParseHttpInferRequest, json.h):
-// Json::sax_parse calls it for each token. Only the protocol's containers keep state
+// nlohmann::json::sax_parse calls it for each token. Only the protocol's containers keep state
 // (the request, the inputs and outputs arrays, one input or output, a parameters object, a
 // shape): `frames_` is at most four deep, and any other value is skipped with a depth count.
 // An input's `data` goes to a JsonDataDecoder (json_data.h) while it is parsed, or is parsed
-// again when the input ends (json_input.h). Errors of the request's own fields stop the parse
-// at once; an input's or an output's are found when its object ends, in the order of the
-// document decoder that came before.
+// again when the input ends (json_input.h). A fault is recorded where it is found (an input's or
+// an output's when its object ends) and reported once the whole text has parsed, in the order of
+// the document decoder that came before, so that a syntax error anywhere still comes first; only
+// the bounds (json.h) stop the parse at once.
 //
 // Thread-safety: none; one parser per request, used once. It writes into the caller's request
 // and options, and keeps views into the JSON text and the lexer's strings only while a call runs.
@@ -17,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -148,9 +150,16 @@ class JsonRequestParser {
     return input_.name == JsonField::kPresent ? absl::StrCat("input '", input_.name_value, "'")
                                               : absl::StrCat("inputs[", input_index_, "]");
   }
-  bool FinishInput();
-  bool FinishOutput();
-  bool FinishRequest();
+  // An input's or an output's object has ended: check it and add it to the request.
+  void FinishInput();
+  void FinishOutput();
+  absl::Status CheckOutput();
+  // The text has parsed: the first fault in the document decoder's order, else OK (and the
+  // options set).
+  absl::Status Finish();
+  void Record(int fault, absl::Status status) {
+    if (!faults_[fault].has_value()) faults_[fault] = std::move(status);
+  }
 
   const absl::string_view json_;
   const absl::string_view binary_;
@@ -166,7 +175,22 @@ class JsonRequestParser {
   const char* skip_start_ = nullptr;
   std::optional<JsonDataDecoder> data_;  // set while a `data` value is being decoded
   std::string param_name_;
-  bool has_inputs_ = false;
+  JsonField inputs_ = JsonField::kAbsent;
+  // The request's faults, kept until the whole text has parsed (a syntax error anywhere comes
+  // first, as when the document was built first) and then reported in the document decoder's
+  // order (Finish): the first of each kind.
+  enum Fault {
+    kRootFault,
+    kIdFault,
+    kParametersFault,
+    kInputsFault,
+    kInputFault,
+    kOutputsFault,
+    kOutputFault,
+    kFaults
+  };
+  std::optional<absl::Status> faults_[kFaults];
+  std::map<std::string, absl::Status> parameter_faults_;  // by name: the first reported
   int input_index_ = 0;
   size_t binary_at_ = 0;
   JsonInput input_;

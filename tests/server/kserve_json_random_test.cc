@@ -1,9 +1,9 @@
 // The streaming ParseHttpInferRequest (server/kserve/json.h) against its slow twin, the
 // document-building decoder it replaced (kserve_json_reference.h), on random requests: every
 // datatype, flat and nested data, fields in any order, binary data, parameters and outputs, and
-// one fault at a time (a bad element, a missing or mistyped field, a count that does not match,
-// binary sizes that do not add up, truncated JSON). Both must return the same status (code and
-// message), the same request and the same options.
+// faults, one kind or several at a time (a bad element, a missing or mistyped field, a key given
+// twice, a count that does not match, binary sizes that do not add up, truncated JSON). Both must
+// return the same status (code and message), the same request and the same options.
 
 #include <algorithm>
 #include <cmath>
@@ -48,25 +48,31 @@ enum class Fault {
   kBadParameter,
   kBadOutput,
   kRootNotObject,
-  kCount  // the number of faults
+  kDuplicate,  // a key given twice, the first time with a wrong value
+  kCount       // the number of faults
 };
 
 class RequestGenerator {
  public:
-  explicit RequestGenerator(uint32_t seed) : rng_(seed) {}
+  // With `single_fault`, a case has one fault at most; else any number of them.
+  RequestGenerator(uint32_t seed, bool single_fault) : rng_(seed), single_fault_(single_fault) {}
 
   // A random request body and its header length (set when it has binary data).
   void Make(std::string* body, std::optional<int64_t>* header_length) {
-    fault_ =
-        Coin(0.4) ? Fault::kNone : static_cast<Fault>(Int(1, static_cast<int>(Fault::kCount) - 1));
+    faults_ = 0;
+    if (Coin(0.6)) {
+      for (int f = 1; f < static_cast<int>(Fault::kCount); ++f) {
+        if (Coin(single_fault_ ? 0.0 : 0.2)) faults_ |= 1u << f;
+      }
+      if (faults_ == 0) faults_ = 1u << Int(1, static_cast<int>(Fault::kCount) - 1);
+    }
     binary_.clear();
     const int inputs = Int(0, 3);
-    const int faulty_input = inputs > 0 ? Int(0, inputs - 1) : -1;
     std::vector<std::string> fields;
     if (Coin()) fields.push_back(Key("id") + (Take(Fault::kWrongType, 0.2) ? "5" : String()));
     if (Coin()) fields.push_back(Key("parameters") + Parameters());
     std::vector<std::string> list;
-    for (int i = 0; i < inputs; ++i) list.push_back(Input(i == faulty_input));
+    for (int i = 0; i < inputs; ++i) list.push_back(Input(Coin()));
     if (!Take(Fault::kMissingField, 0.2)) {
       fields.push_back(Key("inputs") + (Take(Fault::kWrongType, 0.1)
                                             ? "{}"
@@ -75,6 +81,11 @@ class RequestGenerator {
     if (Coin()) fields.push_back(Key("outputs") + Outputs());
     if (Coin(0.3)) fields.push_back(Key("extra") + Junk(3));
     std::shuffle(fields.begin(), fields.end(), rng_);
+    if (Take(Fault::kDuplicate, 0.5)) {
+      static const char* const kFirst[] = {"\"id\":5", "\"inputs\":{}", "\"parameters\":[1]",
+                                           "\"outputs\":3", "\"inputs\":[7]"};
+      fields.insert(fields.begin(), kFirst[Int(0, 4)]);
+    }
     std::string json = Ws() + "{" + absl::StrJoin(fields, Comma()) + "}" + Ws();
     if (Take(Fault::kRootNotObject)) json = Coin() ? "[" + json + "]" : "5";
     if (Take(Fault::kTruncated)) json.resize(Int(0, static_cast<int>(json.size()) - 1));
@@ -88,11 +99,9 @@ class RequestGenerator {
  private:
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Coin(double p = 0.5) { return std::bernoulli_distribution(p)(rng_); }
-  // Whether to put in `fault` (with probability p) when it is the case's: at most once.
+  // Whether to put in `fault` here (with probability p) when the case has it.
   bool Take(Fault fault, double p = 1) {
-    if (fault_ != fault || !Coin(p)) return false;
-    fault_ = Fault::kNone;
-    return true;
+    return (faults_ & (1u << static_cast<int>(fault))) != 0 && Coin(p);
   }
   std::string Ws() {
     static const char* const kSpaces[] = {"", "", "", " ", "\n  ", "\t"};
@@ -253,6 +262,12 @@ class RequestGenerator {
     if (Coin(0.2)) fields.push_back(Key("junk") + Junk(3));
     if (faulty && Take(Fault::kMissingField)) fields.erase(fields.begin() + Int(0, 3));
     std::shuffle(fields.begin(), fields.end(), rng_);
+    if (faulty && Take(Fault::kDuplicate)) {
+      static const char* const kFirst[] = {"\"name\":5", "\"data\":\"x\"", "\"shape\":{}",
+                                           "\"datatype\":1",
+                                           "\"parameters\":{\"binary_data_size\":\"x\"}"};
+      fields.insert(fields.begin(), kFirst[Int(0, 4)]);
+    }
     return "{" + Ws() + absl::StrJoin(fields, Comma()) + Ws() + "}";
   }
 
@@ -298,6 +313,7 @@ class RequestGenerator {
       items.push_back(Key("bad") + kBad[Int(0, 4)]);
     }
     std::shuffle(items.begin(), items.end(), rng_);
+    if (Take(Fault::kDuplicate, 0.3)) items.insert(items.begin(), Key(kNames[Int(0, 5)]) + "[1]");
     if (Take(Fault::kWrongType, 0.2)) return "[]";
     return "{" + absl::StrJoin(items, Comma()) + "}";
   }
@@ -328,12 +344,13 @@ class RequestGenerator {
   }
 
   std::mt19937 rng_;
-  Fault fault_ = Fault::kNone;
+  const bool single_fault_;
+  uint32_t faults_ = 0;  // bit f: the case may have Fault f
   std::string binary_;
 };
 
-TEST(KserveJsonRandom, MatchesTheDocumentDecoder) {
-  RequestGenerator generator(20261124);
+void CompareOnRandomRequests(bool single_fault) {
+  RequestGenerator generator(single_fault ? 20261124 : 20261125, single_fault);
   int ok = 0;
   for (int i = 0; i < 4000; ++i) {
     std::string body;
@@ -356,6 +373,16 @@ TEST(KserveJsonRandom, MatchesTheDocumentDecoder) {
     EXPECT_EQ(actual_options.timeout_us, expected_options.timeout_us) << body;
   }
   EXPECT_GT(ok, 1000);  // the generator makes many valid requests, not only faults
+}
+
+TEST(KserveJsonRandom, MatchesTheDocumentDecoderWithOneKindOfFault) {
+  CompareOnRandomRequests(true);
+}
+
+// Several faults: the decoder reports the one the document decoder did (the text is parsed to
+// its end before any is reported, then they are taken in the old order).
+TEST(KserveJsonRandom, MatchesTheDocumentDecoderWithSeveralFaults) {
+  CompareOnRandomRequests(false);
 }
 
 }  // namespace
