@@ -1,13 +1,15 @@
 // File: server/kserve/json_data.h
 //
 // One input's JSON `data` decoded straight into its raw bytes, element by element, from
-// nlohmann-json's SAX events: no document is built. json_request.cc forwards the events of a
-// `data` value here while it parses the request (when the datatype came first), or parses the
-// value a second time with this as the handler (when `data` came before "datatype").
+// nlohmann-json's SAX events: no document is built. The request parser (json_request.h)
+// forwards the events of a `data` value here while it parses the request (when the datatype and
+// shape came first), or FinishJsonInput (json_input.h) parses the value a second time with this
+// as the handler (when `data` came before them).
 //
-// Also the two pieces of the old DOM decoder's meaning that both need: a JSON scalar as the
-// parser reports it (JsonLeaf), converted to a datatype's bytes (AppendLeaf) or quoted in an
-// error message (QuoteLeaf), with the same words and the same conversions as before.
+// Also what both need: a JSON scalar as the parser reports it (JsonLeaf), converted to a
+// datatype's bytes (AppendLeaf) or quoted in an error message (QuoteLeaf), with the words and
+// conversions of the document decoder before them; and ParseJsonValue, nlohmann's SAX parse
+// with the position it has reached in the text, which nlohmann does not report.
 //
 // Thread-safety: none; one decoder per `data` value. The decoder holds no memory of its own
 // beyond the bytes it appends to the caller's string.

@@ -16,6 +16,7 @@
 #ifndef TENSORCOMPUTE_SERVER_KSERVE_JSON_REQUEST_H_
 #define TENSORCOMPUTE_SERVER_KSERVE_JSON_REQUEST_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "inference/grpc_predict_v2.pb.h"
 #include "nlohmann/json.hpp"
