@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -172,10 +173,97 @@ TEST(KserveJson, WrongElementsAreRefused) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown datatype 'FP99'")));
 }
 
-TEST(KserveJson, DeepNestingDoesNotOverflowTheStack) {
+// Nesting was accepted to any depth (without overflowing the stack); it is now refused where
+// the 65th level opens, before the parser reads on.
+TEST(KserveJson, DeepNestingIsRefusedAtOnce) {
   std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
   inference::ModelInferRequest request;
-  EXPECT_TRUE(Parse(OneInput("INT8", "[1]", deep), &request).ok());
+  EXPECT_THAT(Parse(OneInput("INT8", "[1]", deep), &request),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the request: JSON nests deeper than 64 levels")));
+}
+
+TEST(KserveJson, DataNestsUpToTheBound) {
+  // The request is level 1, "inputs" 2, the input 3: data arrays from level 4 to 64.
+  const int levels = kMaxJsonDepth - 3;
+  inference::ModelInferRequest request;
+  const std::string deepest = std::string(levels, '[') + "7" + std::string(levels, ']');
+  ASSERT_TRUE(Parse(OneInput("INT8", "[1]", deepest), &request).ok());
+  EXPECT_EQ(request.raw_input_contents(0), Raw<int8_t>({7}));
+  inference::ModelInferRequest request2;
+  EXPECT_THAT(Parse(OneInput("INT8", "[1]", "[" + deepest + "]"), &request2),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nests deeper than 64")));
+}
+
+TEST(KserveJson, DeepNestingInParametersIsRefused) {
+  const std::string deep = std::string(1000, '[') + std::string(1000, ']');
+  inference::ModelInferRequest request;
+  EXPECT_THAT(Parse(R"({"parameters":{"axis":)" + deep + R"(},"inputs":[]})", &request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nests deeper than 64")));
+  EXPECT_THAT(Parse(R"({"inputs":[{"name":"p","parameters":{"x":)" + deep + "}}]}", &request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nests deeper than 64")));
+  EXPECT_THAT(Parse(R"({"unknown":)" + deep + "}", &request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nests deeper than 64")));
+  // Within the bound, a parameter that is not a scalar is quoted as before (keys sorted).
+  EXPECT_THAT(Parse(R"({"parameters":{"axis":{"b":[1, 2],"a":null}},"inputs":[]})", &request),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(R"(parameter 'axis' must be a boolean, a number or a string, )"
+                                 R"(not {"a":null,"b":[1,2]})")));
+}
+
+TEST(KserveJson, DataBeforeDatatypeAndShape) {
+  inference::ModelInferRequest request;
+  ASSERT_TRUE(
+      Parse(R"({"inputs":[{"data":[[1,2],[3,4]],"name":"p","datatype":"INT16","shape":[2,2]}]})",
+            &request)
+          .ok());
+  EXPECT_EQ(request.raw_input_contents(0), Raw<int16_t>({1, 2, 3, 4}));
+  EXPECT_THAT(request.inputs(0).shape(), ::testing::ElementsAre(2, 2));
+  // The datatype first, the shape after the data.
+  inference::ModelInferRequest request2;
+  ASSERT_TRUE(Parse(R"({"inputs":[{"datatype":"BYTES","data":["a","bc"],"name":"p","shape":[2]}]})",
+                    &request2)
+                  .ok());
+  EXPECT_EQ(request2.raw_input_contents(0), std::string("\1\0\0\0a\2\0\0\0bc", 11));
+  // A bad element is named with the input's name, which comes after it.
+  inference::ModelInferRequest request3;
+  EXPECT_THAT(
+      Parse(R"({"inputs":[{"data":[1,300],"shape":[2],"datatype":"INT8","name":"p"}]})", &request3),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("input 'p': data element 1 (300) does not fit INT8")));
+  // An object element is quoted as the document decoder dumped it.
+  inference::ModelInferRequest request4;
+  EXPECT_THAT(
+      Parse(R"({"inputs":[{"data":[{"z":1,"a":[true]}],"shape":[1],"datatype":"FP32",)"
+            R"("name":"p"}]})",
+            &request4),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(R"(data element 0 ({"a":[true],"z":1}) is not a number for FP32)")));
+}
+
+TEST(KserveJson, ListsAreBounded) {
+  std::vector<std::string> inputs(kMaxJsonListLength + 1,
+                                  R"({"name":"i","datatype":"INT8","shape":[1],"data":[1]})");
+  inference::ModelInferRequest request;
+  EXPECT_THAT(
+      Parse(R"({"inputs":[)" + absl::StrJoin(inputs, ",") + "]}", &request),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("the request: more than 64 inputs")));
+  std::vector<std::string> dims(kMaxJsonListLength + 1, "1");
+  EXPECT_THAT(Parse(OneInput("INT8", "[" + absl::StrJoin(dims, ",") + "]", "[1]"), &request),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("input 'params': 'shape' has more than 64 dimensions")));
+  std::vector<std::string> params;
+  for (int i = 0; i <= kMaxJsonListLength; ++i) params.push_back(absl::StrCat("\"p", i, "\":1"));
+  EXPECT_THAT(Parse(R"({"inputs":[],"parameters":{)" + absl::StrJoin(params, ",") + "}}", &request),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the request: more than 64 parameters")));
+  std::vector<std::string> outputs(kMaxJsonListLength + 1, R"({"name":"o"})");
+  EXPECT_THAT(
+      Parse(R"({"inputs":[],"outputs":[)" + absl::StrJoin(outputs, ",") + "]}", &request),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("the request: more than 64 outputs")));
+  // At the bound, all is well.
+  inputs.pop_back();
+  EXPECT_TRUE(Parse(R"({"inputs":[)" + absl::StrJoin(inputs, ",") + "]}", &request).ok());
 }
 
 inference::ModelInferResponse Response(const std::string& datatype, std::vector<int64_t> shape,
