@@ -236,7 +236,6 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     infer_ = context_.infer_calls->Take();
     infer_->Begin(start, *std::move(reservation));
-    context_.answering.fetch_add(1);
     parser_->get().body().swap(infer_->body());  // read into the call's buffer, capacity kept
     parser_->body_limit(static_cast<uint64_t>(max_body));
     body_deadline_ = Clock::now() + ToClock(options_.http_body_timeout);
@@ -292,6 +291,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (reservation.bytes() > size) reservation.Shrink(reservation.bytes() - size);
     keep_alive_ = parser_->get().keep_alive();
     computing_ = true;
+    answering_ = true;
+    context_.answering.fetch_add(1);
     StartPeek();
     infer_->Start(route_.model, route_.version, FieldOf(parser_->get(), kHeaderLengthField),
                   [self = this->shared_from_this()](absl::Status status) mutable {
@@ -345,7 +346,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (infer_ == nullptr) return;
     infer_->Finish();
     context_.infer_calls->Give(std::move(infer_));
-    context_.answering.fetch_sub(1);
+    if (answering_) context_.answering.fetch_sub(1);
+    answering_ = false;
   }
 
   // Writes `reply`; `body_pending`: the request's body was not read, so the connection closes.
@@ -441,6 +443,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool first_ = true;        // no request read yet
   bool keep_alive_ = false;  // the current request's
   bool http10_ = false;      // the current request is HTTP/1.0
+  bool answering_ = false;   // read and submitted: counted in context_.answering
   bool computing_ = false;   // Submitted, `done` not yet here
   bool peek_pending_ = false;
   bool peer_gone_ = false;
