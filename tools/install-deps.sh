@@ -14,8 +14,9 @@ packages=(
   # libraries
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libspdlog-dev
   nlohmann-json3-dev libcli11-dev prometheus-cpp-dev
-  # KServe v2 HTTP/REST (server/kserve/http_front_end.cc): cpp-httplib, JSON with nlohmann-json above
-  libcpp-httplib-dev
+  # KServe v2 HTTP/REST: the server on Boost.Beast and Asio (header-only; TLS with libssl-dev
+  # below), the load tester's client still on cpp-httplib; JSON with nlohmann-json above
+  libboost1.81-dev libcpp-httplib-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # style check in CI
