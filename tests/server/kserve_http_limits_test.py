@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -342,6 +343,35 @@ class KserveHttpConnectionsTest(unittest.TestCase):
                         with anonymous.wrap_socket(raw, server_hostname="localhost") as sock:
                             sock.sendall(request("GET", "/v2/health/live"))
                             Reader(sock).response()
+
+    def test_huge_chunked_bodies_cost_at_most_the_body_limit(self):
+        # 256 MiB of chunks, without a token (401 before the body) and with one (413 once
+        # max_message_bytes, 64 MiB, has arrived): the server's peak RSS stays under its base
+        # plus twice the limit and a margin, and a well-behaved client is served after.
+        with tempfile.TemporaryDirectory() as tmp:
+            tokens = os.path.join(tmp, "tokens")
+            with open(tokens, "w") as f:
+                f.write("s3cret\n")
+            with ServerProcess("--http_listen=127.0.0.1:0",
+                               f"--auth_token_file={tokens}") as server:
+                base_kib = server.status_kib("VmRSS")
+                chunk = b"%x\r\n" % (1 << 20) + b" " * (1 << 20) + b"\r\n"
+                for headers, expected in (({}, 401), ({"Authorization": "Bearer s3cret"}, 413)):
+                    with connect(server.http_port, timeout=30) as sock:
+                        sock.sendall(request("POST", INFER, headers={
+                            **headers, "Transfer-Encoding": "chunked"}))
+                        for _ in range(256):
+                            if not send_quietly(sock, chunk):
+                                break
+                        status, _, _ = Reader(sock).response()
+                        self.assertEqual(status, expected)
+                peak_mib = (server.status_kib("VmHWM") - base_kib) / 1024
+                print(f"peak RSS over base: {peak_mib:.0f} MiB", file=sys.stderr)
+                self.assertLess(peak_mib, 2 * 64 + 64, f"peak RSS grew by {peak_mib:.0f} MiB")
+                with connect(server.http_port) as sock:
+                    sock.sendall(request("POST", INFER, SMALL_INFER,
+                                         {"Authorization": "Bearer s3cret"}))
+                    self.assertEqual(Reader(sock).response()[0], 200)
 
     def test_a_client_that_leaves_cancels_its_queued_request(self):
         # The request waits in the queue for its batch to fill (max_queue_delay 2 s) when its
