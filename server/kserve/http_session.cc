@@ -33,6 +33,11 @@ using Clock = std::chrono::steady_clock;
 // requests): enough to see the end of the stream, bounded so that a client cannot make the
 // session buffer without limit.
 constexpr size_t kPeekBytes = 4096;
+// What a session buffers of the raw stream beyond a header: Beast reads a body up to 64 KiB at
+// a time into the buffer, and the parser moves it into the body. The bound also holds a chunk
+// header (whose line Beast does not limit): a longer one is a parse error (400). Every
+// prepare(kPeekBytes) below is on an empty buffer, so within the bound.
+constexpr size_t kBodyReadBytes = size_t{64} << 10;
 // After an answer with "Connection: close" to a request whose body was not read: how long,
 // and how much, the session reads and discards before it closes.
 constexpr auto kLingerTime = std::chrono::seconds(1);
@@ -115,7 +120,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       : stream_(std::move(stream)),
         context_(*context),
         options_(context->options),
-        idle_timer_(stream_.get_executor()) {}
+        idle_timer_(stream_.get_executor()),
+        buffer_(static_cast<size_t>(options_.http_max_header_bytes) + kBodyReadBytes) {}
 
   ~Session() {
     FinishInfer();

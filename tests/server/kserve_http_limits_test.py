@@ -165,6 +165,18 @@ class KserveHttpLimitsTest(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertIn("malformed", json.loads(body)["error"])
 
+    def test_endless_chunk_size_line_is_400(self):
+        with connect(self.port) as sock:
+            sender = threading.Thread(target=send_quietly, args=(
+                sock, request("POST", INFER, headers={**self.auth,
+                                                      "Transfer-Encoding": "chunked"}) +
+                b"1" + b";x" * (1 << 19)))
+            sender.start()
+            status, _, body = Reader(sock).response()
+            sender.join()
+        self.assertEqual(status, 400)
+        self.assertIn("malformed", json.loads(body)["error"])
+
     def test_chunked_body_within_the_limit_is_served(self):
         chunks = b"".join(b"%x\r\n" % len(part) + part + b"\r\n"
                           for part in (SMALL_INFER[:10], SMALL_INFER[10:])) + b"0\r\n\r\n"
