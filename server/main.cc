@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
   kserve_options.http_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_idle_timeout_s));
   kserve_options.http_write_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_write_timeout_s));
   if (absl::Status valid = kserve_options.Validate(); !valid.ok()) {
-    spdlog::critical("--{}", std::string(valid.message()));
+    spdlog::critical("bad --http_* flag: {}", std::string(valid.message()));
     return 2;
   }
   auto server = tensorcompute::server::Server::Start(
