@@ -379,7 +379,8 @@ class KserveHttpConnectionsTest(unittest.TestCase):
                         self.assertEqual(status, expected)
                 peak_mib = (server.status_kib("VmHWM") - base_kib) / 1024
                 print(f"peak RSS over base: {peak_mib:.0f} MiB", file=sys.stderr)
-                self.assertLess(peak_mib, 2 * 64 + 64, f"peak RSS grew by {peak_mib:.0f} MiB")
+                if not os.environ.get("TC_SANITIZED"):  # ASan's quarantine is not the server's
+                    self.assertLess(peak_mib, 2 * 64 + 64, f"peak RSS grew by {peak_mib:.0f} MiB")
                 with connect(server.http_port) as sock:
                     sock.sendall(request("POST", INFER, SMALL_INFER,
                                          {"Authorization": "Bearer s3cret"}))
