@@ -34,7 +34,8 @@ using Clock = std::chrono::steady_clock;
 // session buffer without limit.
 constexpr size_t kPeekBytes = 4096;
 // What a session buffers of the raw stream beyond a header: Beast reads a body up to 64 KiB at
-// a time into the buffer, and the parser moves it into the body. The bound also holds a chunk
+// a time into the buffer (as much as its capacity allows: see BeginInfer), and the parser
+// moves it into the body. The bound also holds a chunk
 // header (whose line Beast does not limit): a longer one is a parse error (400). Every
 // prepare(kPeekBytes) below is on an empty buffer, so within the bound.
 constexpr size_t kBodyReadBytes = size_t{64} << 10;
@@ -155,8 +156,6 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     // No body limit yet: Beast would refuse a large Content-Length while parsing the header,
     // before Authorization is checked. OnHeader checks it, and sets the limit for the body.
     parser_->body_limit(boost::none);
-    // An idle connection keeps no large buffer (a body's reads grow it to 64 KiB).
-    if (buffer_.size() == 0 && buffer_.capacity() > kPeekBytes) buffer_.shrink_to_fit();
     if (buffer_.size() > 0) {  // pipelined: already here
       if (!first_) header_deadline_ = Clock::now() + ToClock(options_.http_header_timeout);
       return ReadHeader();
@@ -244,6 +243,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     infer_->Begin(start, *std::move(reservation));
     parser_->get().body().swap(infer_->body());  // read into the call's buffer, capacity kept
     parser_->body_limit(static_cast<uint64_t>(max_body));
+    // Beast reads as much as the buffer has room for (at least 512 bytes): 64 KiB reads, not
+    // 512-byte ones. Kept for the connection's next bodies (at most kBodyReadBytes above the
+    // header limit, per connection).
+    if (body_pending) buffer_.reserve(kBodyReadBytes);
     body_deadline_ = Clock::now() + ToClock(options_.http_body_timeout);
     const std::optional<absl::string_view> expect = FieldOf(parser_->get(), http::field::expect);
     if (!body_pending || !expect.has_value() || !absl::EqualsIgnoreCase(*expect, "100-continue")) {
