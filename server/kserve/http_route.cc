@@ -10,6 +10,29 @@ namespace {
 
 absl::string_view PathOf(absl::string_view target) { return target.substr(0, target.find('?')); }
 
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A path segment with its %XX escapes decoded (a malformed escape is kept as it is).
+std::string Unescape(absl::string_view segment) {
+  std::string out;
+  out.reserve(segment.size());
+  for (size_t i = 0; i < segment.size(); ++i) {
+    if (segment[i] == '%' && i + 2 < segment.size() && HexValue(segment[i + 1]) >= 0 &&
+        HexValue(segment[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(HexValue(segment[i + 1]) * 16 + HexValue(segment[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(segment[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Route MatchRoute(absl::string_view method, absl::string_view target) {
@@ -32,7 +55,7 @@ Route MatchRoute(absl::string_view method, absl::string_view target) {
   size_t next = 3;
   std::string version;
   if (parts.size() >= 5 && parts[3] == "versions" && !parts[4].empty()) {
-    version = std::string(parts[4]);
+    version = Unescape(parts[4]);
     next = 5;
   }
   Endpoint endpoint = Endpoint::kNone;
@@ -45,7 +68,7 @@ Route MatchRoute(absl::string_view method, absl::string_view target) {
   }
   if (endpoint == Endpoint::kNone) return route;
   route.endpoint = endpoint;
-  route.model = std::string(parts[2]);
+  route.model = Unescape(parts[2]);
   route.version = std::move(version);
   return route;
 }

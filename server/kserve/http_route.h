@@ -10,6 +10,7 @@
 //   POST /v2/models/{name}[/versions/{v}]/infer       kInfer
 //
 // anything else (another method included) is kNone, answered 404 with NoSuchEndpointError.
+// {name} and {v} have their %XX escapes decoded.
 //
 // Thread-safety: pure functions.
 

@@ -28,6 +28,15 @@ TEST(HttpRoute, ModelEndpointsWithAndWithoutVersion) {
   EXPECT_EQ(infer.model, "gather_nd");
 }
 
+TEST(HttpRoute, NameAndVersionAreUnescaped) {
+  const Route route = MatchRoute("GET", "/v2/models/my%20table/versions/%31");
+  EXPECT_EQ(route.endpoint, Endpoint::kModelMetadata);
+  EXPECT_EQ(route.model, "my table");
+  EXPECT_EQ(route.version, "1");
+  EXPECT_EQ(MatchRoute("GET", "/v2/models/a%2").model, "a%2");
+  EXPECT_EQ(MatchRoute("GET", "/v2/models/a%zz").model, "a%zz");
+}
+
 TEST(HttpRoute, WrongMethodOrPathIsNone) {
   EXPECT_EQ(MatchRoute("POST", "/v2/health/live").endpoint, Endpoint::kNone);
   EXPECT_EQ(MatchRoute("GET", "/v2/models/gather/infer").endpoint, Endpoint::kNone);
