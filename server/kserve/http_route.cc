@@ -40,7 +40,7 @@ Route MatchRoute(absl::string_view method, absl::string_view target) {
   const absl::string_view path = PathOf(target);
   if (path.empty() || path.front() != '/') return route;
   const std::vector<absl::string_view> parts = absl::StrSplit(path.substr(1), '/');
-  const bool get = method == "GET";
+  const bool get = method == "GET" || method == "HEAD";  // HEAD: the GET without its body
   if (parts.empty() || parts[0] != "v2") return route;
   if (parts.size() == 1) {
     if (get) route.endpoint = Endpoint::kServerMetadata;

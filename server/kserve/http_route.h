@@ -11,6 +11,7 @@
 //
 // anything else (another method included) is kNone, answered 404 with NoSuchEndpointError.
 // {name} and {v} have their %XX escapes decoded.
+// HEAD is served as GET (the session then sends the header only).
 //
 // Thread-safety: pure functions.
 

@@ -185,6 +185,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void OnHeader(beast::error_code ec) {
     first_ = false;
+    head_only_ = false;
     if (ec == http::error::header_limit) {
       return Write(ErrorReply(431, absl::StrCat("the request header is larger than ",
                                                 options_.http_max_header_bytes,
@@ -199,6 +200,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     const http::request<http::string_body>& request = parser_->get();
     keep_alive_ = request.keep_alive();
     http10_ = request.version() < 11;
+    head_only_ = request.method() == http::verb::head;
     const bool body_pending = !parser_->is_done();
     if (std::optional<HttpReply> refused = CheckHeader(*parser_, options_)) {
       return Write(*std::move(refused), /*body_pending=*/true);
@@ -380,9 +382,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     absl::StrAppend(&head_, "\r\n");
     buffers_.clear();
     buffers_.push_back(net::buffer(head_));
-    if (!reply_.body.empty()) buffers_.push_back(net::buffer(reply_.body));
-    for (absl::string_view part : reply_.binary) {
-      if (!part.empty()) buffers_.push_back(net::buffer(part.data(), part.size()));
+    if (!head_only_) {
+      if (!reply_.body.empty()) buffers_.push_back(net::buffer(reply_.body));
+      for (absl::string_view part : reply_.binary) {
+        if (!part.empty()) buffers_.push_back(net::buffer(part.data(), part.size()));
+      }
     }
     writing_ = true;
     Tcp().expires_after(ToClock(options_.http_write_timeout));
@@ -451,9 +455,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   int64_t lingered_ = 0;
   bool first_ = true;        // no request read yet
   bool keep_alive_ = false;  // the current request's
-  bool http10_ = false;      // the current request is HTTP/1.0
-  bool answering_ = false;   // read and submitted: counted in context_.answering
-  bool computing_ = false;   // Submitted, `done` not yet here
+  bool http10_ = false;
+  bool head_only_ = false;  // the current request is HEAD: no body in the answer      // the
+                            // current request is HTTP/1.0
+  bool answering_ = false;  // read and submitted: counted in context_.answering
+  bool computing_ = false;  // Submitted, `done` not yet here
   bool peek_pending_ = false;
   bool peer_gone_ = false;
   bool writing_ = false;

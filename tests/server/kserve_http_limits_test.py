@@ -219,6 +219,18 @@ class KserveHttpLimitsTest(unittest.TestCase):
         self.assertEqual(status, 415)
         self.assertIn("gzip", json.loads(body)["error"])
 
+    def test_head_is_the_get_without_its_body(self):
+        with connect(self.port) as sock:
+            sock.sendall(request("HEAD", "/v2/health/live") + request("GET", "/v2/health/live"))
+            reader = Reader(sock)
+            while reader.data.count(b"\r\n\r\n") < 2 or not reader.data.endswith(b"}"):
+                reader._fill()
+            head, rest = reader.data.split(b"\r\n\r\n", 1)
+            self.assertTrue(head.startswith(b"HTTP/1.1 200"))
+            self.assertIn(b"Content-Length: 13", head)
+            self.assertTrue(rest.startswith(b"HTTP/1.1 200"))
+            self.assertTrue(rest.endswith(b'{"live":true}'))
+
     def test_range_is_ignored(self):
         status, _, body = self.exchange(request("GET", "/v2/health/live",
                                                 headers={"Range": "bytes=0-1,0-1,0-1"}))

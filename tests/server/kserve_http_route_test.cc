@@ -12,6 +12,7 @@ TEST(HttpRoute, HealthAndServerMetadata) {
   EXPECT_EQ(MatchRoute("GET", "/v2/health/ready").endpoint, Endpoint::kReady);
   EXPECT_EQ(MatchRoute("GET", "/v2").endpoint, Endpoint::kServerMetadata);
   EXPECT_EQ(MatchRoute("GET", "/v2?verbose=1").endpoint, Endpoint::kServerMetadata);
+  EXPECT_EQ(MatchRoute("HEAD", "/v2/health/ready").endpoint, Endpoint::kReady);
 }
 
 TEST(HttpRoute, ModelEndpointsWithAndWithoutVersion) {
@@ -40,7 +41,8 @@ TEST(HttpRoute, NameAndVersionAreUnescaped) {
 TEST(HttpRoute, WrongMethodOrPathIsNone) {
   EXPECT_EQ(MatchRoute("POST", "/v2/health/live").endpoint, Endpoint::kNone);
   EXPECT_EQ(MatchRoute("GET", "/v2/models/gather/infer").endpoint, Endpoint::kNone);
-  EXPECT_EQ(MatchRoute("HEAD", "/v2").endpoint, Endpoint::kNone);
+  EXPECT_EQ(MatchRoute("PUT", "/v2").endpoint, Endpoint::kNone);
+  EXPECT_EQ(MatchRoute("HEAD", "/v2/models/x/infer").endpoint, Endpoint::kNone);
   EXPECT_EQ(MatchRoute("GET", "/v3").endpoint, Endpoint::kNone);
   EXPECT_EQ(MatchRoute("GET", "/v2/models/").endpoint, Endpoint::kNone);
   EXPECT_EQ(MatchRoute("GET", "/v2/models/a/b/c").endpoint, Endpoint::kNone);
