@@ -63,7 +63,7 @@ RUN apt-get update \
       g++ cmake ninja-build pkg-config \
       libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
       libspdlog-dev nlohmann-json3-dev libcli11-dev prometheus-cpp-dev libssl-dev \
-      libcpp-httplib-dev libboost1.81-dev \
+      libboost1.81-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src

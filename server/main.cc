@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -71,7 +72,24 @@ ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9090",
           "host:port of the Prometheus endpoint (GET /metrics); port 0 picks one; empty = none");
 ABSL_FLAG(std::string, http_listen, "",
           "host:port for KServe v2 HTTP/REST (port 0 picks one); empty = no HTTP endpoint");
-ABSL_FLAG(int, http_threads, 8, "threads serving HTTP connections (--http_listen)");
+ABSL_FLAG(int, http_threads, 8,
+          "I/O threads serving every HTTP connection (--http_listen), asynchronously");
+ABSL_FLAG(int, http_max_connections, 1024,
+          "most open HTTP connections; a further one is closed at once (and counted)");
+ABSL_FLAG(int64_t, http_max_header_bytes, 16 << 10,
+          "largest HTTP request header (request line and fields); larger gets 431");
+ABSL_FLAG(int, http_max_header_fields, 100, "most HTTP request header fields; more gets 431");
+ABSL_FLAG(int64_t, http_header_timeout_s, 10,
+          "seconds from an HTTP request's first byte (a connection's accept) to its header's end; "
+          "then the connection closes");
+ABSL_FLAG(int64_t, http_body_progress_timeout_s, 10,
+          "longest wait for the next byte of an HTTP request body; then the connection closes");
+ABSL_FLAG(int64_t, http_body_timeout_s, 120,
+          "longest a whole HTTP request body may take to arrive; then the connection closes");
+ABSL_FLAG(int64_t, http_idle_timeout_s, 60,
+          "close a keep-alive HTTP connection with no request for this long");
+ABSL_FLAG(int64_t, http_write_timeout_s, 60,
+          "longest the writing of one HTTP response may take; then the connection closes");
 ABSL_FLAG(int64_t, max_connection_age_s, 0,
           "send GOAWAY to connections older than this (+-10%), so clients reconnect and spread "
           "over new replicas; 0 = never");
@@ -254,6 +272,19 @@ int main(int argc, char** argv) {
   tensorcompute::server::kserve::Options kserve_options;
   kserve_options.http_listen = absl::GetFlag(FLAGS_http_listen);
   kserve_options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  kserve_options.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  kserve_options.http_max_header_bytes = absl::GetFlag(FLAGS_http_max_header_bytes);
+  kserve_options.http_max_header_fields = absl::GetFlag(FLAGS_http_max_header_fields);
+  kserve_options.http_header_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_header_timeout_s));
+  kserve_options.http_body_progress_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_http_body_progress_timeout_s));
+  kserve_options.http_body_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_body_timeout_s));
+  kserve_options.http_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_idle_timeout_s));
+  kserve_options.http_write_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_write_timeout_s));
+  if (absl::Status valid = kserve_options.Validate(); !valid.ok()) {
+    spdlog::critical("bad --http_* flag: {}", std::string(valid.message()));
+    return 2;
+  }
   auto server = tensorcompute::server::Server::Start(
       options, {tensorcompute::server::kserve::MakeFrontEnd(kserve_options)});
   if (!server.ok()) {

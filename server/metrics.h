@@ -69,6 +69,9 @@ class Metrics {
   // An RPC was answered with `code`, `latency` after it arrived.
   void CountRequest(Rpc rpc, absl::StatusCode code, absl::Duration latency);
   void CountBatch(int64_t size);
+  // A connection was closed as soon as it was accepted because a listener had as many open as
+  // it serves (the KServe HTTP front end's http_max_connections).
+  void CountRejectedConnection() { rejected_connections_.fetch_add(1, std::memory_order_relaxed); }
   // A gather by params_name found resident tensor `name`. (Names are bounded by the tensors
   // ever stored; a short lock, beside the request's own costs.)
   void CountLookup(absl::string_view name);
@@ -79,6 +82,9 @@ class Metrics {
   int64_t requests_total() const;
   int64_t inflight_requests() const { return inflight_.load(std::memory_order_relaxed); }
   int64_t batches() const { return batches_.load(); }
+  int64_t rejected_connections() const {
+    return rejected_connections_.load(std::memory_order_relaxed);
+  }
   int64_t batched_requests() const { return batched_requests_.load(); }
   int64_t max_batch_size() const { return max_batch_size_.load(); }
   // Batches whose size is <= 2^bucket and > 2^(bucket-1) (the last bucket: everything larger).
@@ -103,6 +109,7 @@ class Metrics {
   std::array<std::atomic<int64_t>, kNumRpcs> latency_ns_{};
   std::array<std::array<std::atomic<int64_t>, kLatencyBuckets + 1>, kNumRpcs> latency_buckets_{};
   std::atomic<int64_t> batches_{0};
+  std::atomic<int64_t> rejected_connections_{0};
   std::atomic<int64_t> batched_requests_{0};
   std::atomic<int64_t> max_batch_size_{0};
   std::array<std::atomic<int64_t>, kBuckets + 1> batch_buckets_{};

@@ -142,6 +142,13 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   inflight.metric.push_back(Gauge(static_cast<double>(metrics_->inflight_requests())));
   families.push_back(std::move(inflight));
 
+  MetricFamily rejected = Family("tensorcompute_rejected_connections_total",
+                                 "Connections closed at once: the listener was at its connection "
+                                 "limit (--http_max_connections)",
+                                 MetricType::Counter);
+  rejected.metric.push_back(Counter(static_cast<double>(metrics_->rejected_connections())));
+  families.push_back(std::move(rejected));
+
   if (budget_ != nullptr) {
     MetricFamily used =
         Family("tensorcompute_inflight_bytes",

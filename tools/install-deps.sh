@@ -14,9 +14,8 @@ packages=(
   # libraries
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libspdlog-dev
   nlohmann-json3-dev libcli11-dev prometheus-cpp-dev
-  # KServe v2 HTTP/REST (server/kserve/http_front_end.cc): cpp-httplib, JSON with nlohmann-json above
-  libcpp-httplib-dev
-  # HTTP on Boost.Beast and Asio (header-only): the load tester's HTTP mode (client/http_connection.cc)
+  # KServe v2 HTTP/REST on Boost.Beast and Asio (header-only; TLS with libssl-dev below): the
+  # server's front end and the load tester's client; JSON with nlohmann-json above
   libboost1.81-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev

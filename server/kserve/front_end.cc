@@ -3,6 +3,9 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
+#include "core/status_macros.h"
 #include "server/kserve/grpc_service.h"
 #include "server/kserve/http_front_end.h"
 
@@ -18,12 +21,8 @@ class KserveFrontEnd final : public FrontEnd {
 
   absl::Status Start() override {
     if (options_.http_listen.empty()) return absl::OkStatus();
-    HttpFrontEnd::Options http_options;
-    http_options.listen = options_.http_listen;
-    http_options.threads = options_.http_threads;
-    http_options.max_body_bytes = context_.options->max_message_bytes;
-    absl::StatusOr<std::unique_ptr<HttpFrontEnd>> http =
-        HttpFrontEnd::Start(http_options, context_.gate, context_.compute, context_.ready);
+    absl::StatusOr<std::unique_ptr<HttpFrontEnd>> http = HttpFrontEnd::Start(
+        options_, *context_.options, context_.gate, context_.compute, context_.ready);
     if (!http.ok()) return http.status();
     http_ = *std::move(http);
     return absl::OkStatus();
@@ -45,6 +44,32 @@ class KserveFrontEnd final : public FrontEnd {
 };
 
 }  // namespace
+
+absl::Status Options::Validate() const {
+  const auto at_least_one = [](const char* name, int64_t value) {
+    return value >= 1 ? absl::OkStatus()
+                      : absl::InvalidArgumentError(
+                            absl::StrCat(name, " is ", value, "; it must be at least 1"));
+  };
+  const auto positive = [](const char* name, absl::Duration value) {
+    return value > absl::ZeroDuration()
+               ? absl::OkStatus()
+               : absl::InvalidArgumentError(absl::StrCat(name, " is ", absl::FormatDuration(value),
+                                                         "; it must be positive"));
+  };
+  TC_RETURN_IF_ERROR(at_least_one("http_max_connections", http_max_connections));
+  TC_RETURN_IF_ERROR(at_least_one("http_max_header_bytes", http_max_header_bytes));
+  TC_RETURN_IF_ERROR(at_least_one("http_max_header_fields", http_max_header_fields));
+  if (http_max_header_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("http_max_header_bytes is above 1 GiB");
+  }
+  TC_RETURN_IF_ERROR(positive("http_header_timeout", http_header_timeout));
+  TC_RETURN_IF_ERROR(positive("http_body_progress_timeout", http_body_progress_timeout));
+  TC_RETURN_IF_ERROR(positive("http_body_timeout", http_body_timeout));
+  TC_RETURN_IF_ERROR(positive("http_idle_timeout", http_idle_timeout));
+  TC_RETURN_IF_ERROR(positive("http_write_timeout", http_write_timeout));
+  return absl::OkStatus();
+}
 
 FrontEndFactory MakeFrontEnd(const Options& options) {
   return [options](const FrontEndContext& context) -> absl::StatusOr<std::unique_ptr<FrontEnd>> {

@@ -1,324 +1,199 @@
 #include "server/kserve/http_front_end.h"
 
 #include <algorithm>
-#include <memory>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "httplib.h"
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 
-#include "proto/kserve_wire.h"
-#include "server/kserve/codec.h"
-#include "server/kserve/json.h"
+#include "core/status_macros.h"
+#include "server/kserve/http_endpoints.h"
+#include "server/kserve/http_infer_call.h"
+#include "server/kserve/http_session.h"
 
 namespace tensorcompute::server::kserve {
 namespace {
 
-constexpr char kJson[] = "application/json";
-constexpr char kHeaderLength[] = "Inference-Header-Content-Length";
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
 
-void Reply(httplib::Response& res, const absl::Status& status) {
-  res.status = proto::HttpStatusOf(status.code());
-  res.set_content(ErrorJson(status.message()), kJson);
-}
-
-std::optional<absl::string_view> AuthorizationOf(const httplib::Request& req) {
-  const auto it = req.headers.find("Authorization");  // httplib compares names case-blind
-  if (it == req.headers.end()) return std::nullopt;
-  return absl::string_view(it->second);
-}
-
-// "/v2/models/{name}[/versions/{v}]" followed by `suffix`: name in match 1, version in 2.
-std::string ModelPattern(absl::string_view suffix) {
-  return absl::StrCat(R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)", suffix);
-}
-
-// One HTTP thread's buffers for /infer: the body, the decoded request and the response, kept
-// from call to call so that a steady stream of large requests reuses pages already faulted in
-// (a fresh 1 MiB buffer costs several times its copy to fault in; 55% of a 1 MiB call's server
-// time went to growing and faulting fresh body strings). A call that moved more than
-// kKeepBytes releases them afterwards: at most about 3 x 4 MiB stay with each HTTP thread.
-// httplib runs a connection's request and its response on one thread, so a response that
-// refers to these is written before the thread reads its next request.
-struct InferScratch {
-  static constexpr size_t kKeepBytes = size_t{4} << 20;
-  std::string body;
-  inference::ModelInferRequest request;
-  inference::ModelInferResponse response;
-
-  void TrimAfter(size_t call_bytes) {
-    if (call_bytes <= kKeepBytes) return;
-    std::string().swap(body);
-    request = inference::ModelInferRequest();
-    response = inference::ModelInferResponse();
+// The TLS context of `server`'s files: TLS 1.2 and later; with tls_client_ca, client
+// certificates signed by it are required.
+absl::StatusOr<std::unique_ptr<net::ssl::context>> MakeTlsContext(const ServerOptions& server) {
+  auto tls = std::make_unique<net::ssl::context>(net::ssl::context::tls_server);
+  tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                   net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                   net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
+  boost::system::error_code ec;
+  tls->use_certificate_chain_file(server.tls_cert, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load tls_cert ", server.tls_cert, ": ", ec.message()));
   }
-};
-
-InferScratch& ThreadScratch() {
-  thread_local InferScratch scratch;
-  return scratch;
+  tls->use_private_key_file(server.tls_key, net::ssl::context::pem, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load tls_key ", server.tls_key, ": ", ec.message()));
+  }
+  if (!server.tls_client_ca.empty()) {
+    tls->load_verify_file(server.tls_client_ca, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot load tls_client_ca ", server.tls_client_ca, ": ", ec.message()));
+    }
+    tls->set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert);
+  }
+  return tls;
 }
 
 }  // namespace
 
+// Declared in the order of destruction that the sessions need: the io_context (whose pending
+// handlers hold the sessions) goes before the context, endpoints and TLS context they use.
+struct HttpFrontEnd::State {
+  State(const Options& options, CallGate* gate, ComputeService* compute,
+        std::function<bool()> ready)
+      : endpoints(gate, compute, std::move(ready)),
+        infer_calls(gate, compute, std::max(1, options.http_threads)),
+        metrics(&gate->metrics()),
+        acceptor(io),
+        retry(io) {}
+
+  void Accept();
+  void OnAccept(boost::system::error_code ec, tcp::socket socket);
+
+  HttpEndpoints endpoints;
+  HttpInferCallPool infer_calls;
+  HttpContext context;
+  Metrics* metrics;
+  std::unique_ptr<net::ssl::context> tls;  // null: plaintext
+  net::io_context io;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  tcp::acceptor acceptor;
+  net::steady_timer retry;  // after a failed accept (out of file descriptors)
+};
+
+void HttpFrontEnd::State::Accept() {
+  acceptor.async_accept(net::make_strand(io),
+                        [this](boost::system::error_code ec, tcp::socket socket) {
+                          OnAccept(ec, std::move(socket));
+                        });
+}
+
+void HttpFrontEnd::State::OnAccept(boost::system::error_code ec, tcp::socket socket) {
+  if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+  if (ec) {  // e.g. EMFILE: try again shortly rather than spin
+    retry.expires_after(std::chrono::milliseconds(50));
+    retry.async_wait([this](boost::system::error_code wait_ec) {
+      if (!wait_ec) Accept();
+    });
+    return;
+  }
+  if (context.connections.load() >= context.options.http_max_connections) {
+    metrics->CountRejectedConnection();
+    boost::system::error_code ignored;
+    socket.close(ignored);
+  } else {
+    context.connections.fetch_add(1);
+    if (tls != nullptr) {
+      StartHttpsSession(std::move(socket), tls.get(), &context);
+    } else {
+      StartHttpSession(std::move(socket), &context);
+    }
+  }
+  Accept();
+}
+
+HttpFrontEnd::HttpFrontEnd() = default;
+
 absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(const Options& options,
+                                                                  const ServerOptions& server,
                                                                   CallGate* gate,
                                                                   ComputeService* compute,
                                                                   std::function<bool()> ready) {
-  const size_t colon = options.listen.rfind(':');
+  TC_RETURN_IF_ERROR(options.Validate());
+  const size_t colon = options.http_listen.rfind(':');
   int port = 0;
   if (colon == std::string::npos ||
-      !absl::SimpleAtoi(absl::string_view(options.listen).substr(colon + 1), &port) || port < 0 ||
-      port > 65535) {
+      !absl::SimpleAtoi(absl::string_view(options.http_listen).substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
-        absl::StrCat("http_listen '", options.listen, "' is not host:port"));
+        absl::StrCat("http_listen '", options.http_listen, "' is not host:port"));
   }
-  std::string host = options.listen.substr(0, colon);
+  std::string host = options.http_listen.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
   std::unique_ptr<HttpFrontEnd> http(new HttpFrontEnd());
-  http->gate_ = gate;
-  http->compute_ = compute;
-  http->ready_ = std::move(ready);
-  http->http_ = std::make_unique<httplib::Server>();
-  const int threads = std::max(1, options.threads);
-  http->http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // cpp-httplib writes a response's headers and body separately: with Nagle's algorithm the
-  // body of a small answer waits for the client's delayed ACK (~40 ms on Linux).
-  http->http_->set_tcp_nodelay(true);
-  http->payload_max_ = static_cast<size_t>(std::max<int64_t>(0, options.max_body_bytes));
-  http->http_->set_payload_max_length(http->payload_max_);
-  http->Route();
-  const int max_body = static_cast<int>(std::min<int64_t>(options.max_body_bytes, INT32_MAX));
-  http->http_->set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // one of ours, already {"error": ...}
-    std::string message;
-    if (res.status == 413) {
-      message =
-          absl::StrCat("the request body is larger than max_message_bytes (", max_body, " bytes)");
-    } else if (res.status == 404) {
-      message = absl::StrCat("no such endpoint: ", req.method, " ", req.path,
-                             " (KServe v2 REST: /v2, /v2/health/{live,ready}, "
-                             "/v2/models/{name}[/versions/{v}][/ready|/infer])");
-    } else {
-      message = absl::StrCat("HTTP status ", res.status);
-    }
-    res.set_content(ErrorJson(message), kJson);
-  });
-  http->http_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        Reply(res, absl::InternalError("internal error while serving the HTTP request"));
-      });
-  const bool bound = port == 0 ? (port = http->http_->bind_to_any_port(host)) > 0
-                               : http->http_->bind_to_port(host, port);
-  if (!bound) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.listen, " (http_listen)"));
+  http->state_ = std::make_unique<State>(options, gate, compute, std::move(ready));
+  State& state = *http->state_;
+  state.context.options = options;
+  state.context.max_body_bytes = server.max_message_bytes;
+  state.context.endpoints = &state.endpoints;
+  state.context.infer_calls = &state.infer_calls;
+  if (!server.tls_cert.empty()) {
+    TC_ASSIGN_OR_RETURN(state.tls, MakeTlsContext(server));
   }
-  http->port_ = port;
-  HttpFrontEnd* raw = http.get();
-  http->thread_ = std::thread([raw] {
-    raw->http_->listen_after_bind();
-    raw->listen_returned_.store(true);
-  });
+  const auto cannot_listen = [&options](const boost::system::error_code& ec) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.http_listen, " (http_listen): ", ec.message()));
+  };
+  boost::system::error_code ec;
+  tcp::resolver resolver(state.io);
+  const tcp::resolver::results_type endpoints = resolver.resolve(
+      host.empty() ? "0.0.0.0" : host, std::to_string(port), tcp::resolver::passive, ec);
+  if (ec || endpoints.empty()) return cannot_listen(ec);
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  state.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) state.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) state.acceptor.bind(endpoint, ec);
+  if (!ec) state.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return cannot_listen(ec);
+  http->port_ = state.acceptor.local_endpoint().port();
+  state.work.emplace(state.io.get_executor());
+  state.Accept();
+  const int threads = std::max(1, options.http_threads);
+  for (int i = 0; i < threads; ++i) {
+    http->threads_.emplace_back([&state] { state.io.run(); });
+  }
   return http;
 }
 
 HttpFrontEnd::~HttpFrontEnd() { Stop(); }
 
 void HttpFrontEnd::Stop() {
-  if (!thread_.joinable()) return;
-  // httplib's stop() does nothing before its accept loop runs: wait for it to start (or fail).
-  while (!http_->is_running() && !listen_returned_.load()) absl::SleepFor(absl::Milliseconds(1));
-  http_->stop();
-  thread_.join();
-}
-
-void HttpFrontEnd::Route() {
-  httplib::Server& http = *http_;
-  // Every endpoint but the health ones: the token, then draining. Answers refusals itself.
-  auto admit = [this](const httplib::Request& req, httplib::Response& res, Rpc rpc,
-                      absl::Time start) {
-    absl::Status admitted = gate_->Admit(AuthorizationOf(req), /*needs_admin=*/false);
-    if (!admitted.ok()) Answer(res, rpc, start, admitted);
-    return admitted.ok();
-  };
-  auto ready_reply = [](httplib::Response& res, bool ready) {
-    res.status = ready ? 200 : 503;
-    res.set_content(ready ? "{\"ready\":true}" : "{\"ready\":false}", kJson);
-  };
-
-  http.Get("/v2/health/live", [this](const httplib::Request&, httplib::Response& res) {
-    const absl::Time start = gate_->Arrive();
-    res.set_content("{\"live\":true}", kJson);
-    gate_->Answer(Rpc::kServerLive, start, absl::OkStatus());
+  if (threads_.empty()) return;
+  State& state = *state_;
+  absl::Notification closed;
+  net::post(state.io, [&state, &closed] {
+    boost::system::error_code ignored;
+    state.acceptor.close(ignored);
+    state.retry.cancel();
+    closed.Notify();
   });
-  http.Get("/v2/health/ready",
-           [this, ready_reply](const httplib::Request&, httplib::Response& res) {
-             const absl::Time start = gate_->Arrive();
-             ready_reply(res, ready_() && !gate_->draining());
-             gate_->Answer(Rpc::kServerReady, start, absl::OkStatus());
-           });
-  http.Get("/v2", [this, admit](const httplib::Request& req, httplib::Response& res) {
-    const absl::Time start = gate_->Arrive();
-    if (!admit(req, res, Rpc::kServerMetadata, start)) return;
-    res.set_content(ServerMetadataJson(ServerMetadata()), kJson);
-    gate_->Answer(Rpc::kServerMetadata, start, absl::OkStatus());
-  });
-  http.Get(ModelPattern(""), [this, admit](const httplib::Request& req, httplib::Response& res) {
-    const absl::Time start = gate_->Arrive();
-    if (!admit(req, res, Rpc::kModelMetadata, start)) return;
-    absl::StatusOr<inference::ModelMetadataResponse> metadata =
-        ModelMetadata(req.matches[1].str(), req.matches[2].str(), compute_->registry());
-    if (!metadata.ok()) return Answer(res, Rpc::kModelMetadata, start, metadata.status());
-    res.set_content(ModelMetadataJson(*metadata), kJson);
-    gate_->Answer(Rpc::kModelMetadata, start, absl::OkStatus());
-  });
-  http.Get(ModelPattern("/ready"),
-           [this, admit, ready_reply](const httplib::Request& req, httplib::Response& res) {
-             const absl::Time start = gate_->Arrive();
-             if (!admit(req, res, Rpc::kModelReady, start)) return;
-             absl::StatusOr<bool> ready =
-                 ModelReady(req.matches[1].str(), req.matches[2].str(), compute_->registry());
-             if (!ready.ok()) return Answer(res, Rpc::kModelReady, start, ready.status());
-             ready_reply(res, *ready && ready_());
-             gate_->Answer(Rpc::kModelReady, start, absl::OkStatus());
-           });
-  http.Post(ModelPattern("/infer"), [this, admit](const httplib::Request& req,
-                                                  httplib::Response& res,
-                                                  const httplib::ContentReader& read) {
-    InferScratch& scratch = ThreadScratch();
-    scratch.body.clear();
-    // Read the body ourselves (httplib would grow a fresh string 4 KiB at a time): into this
-    // thread's buffer, sized once from Content-Length (httplib has already refused one over
-    // max_message_bytes with 413 before any byte is read).
-    size_t expected = 0;
-    if (absl::SimpleAtoi(req.get_header_value("Content-Length"), &expected) &&
-        expected <= payload_max_) {
-      scratch.body.reserve(expected);
-    }
-    const bool read_all = read([&scratch](const char* data, size_t n) {
-      scratch.body.append(data, n);
-      return true;
-    });
-    if (!read_all) {  // too large (httplib set 413; the error handler words it) or cut short
-      if (res.status < 400) res.status = 400;
-      scratch.TrimAfter(scratch.body.capacity());
-      return;
-    }
-    const absl::Time start = gate_->Arrive();
-    const size_t body_bytes = scratch.body.size();
-    auto fail = [&](const absl::Status& status) {
-      Answer(res, Rpc::kModelInfer, start, status);
-      scratch.TrimAfter(body_bytes);
-    };
-    if (!admit(req, res, Rpc::kModelInfer, start)) return scratch.TrimAfter(body_bytes);
-    std::optional<int64_t> header_length;
-    if (req.has_header(kHeaderLength)) {
-      int64_t n = 0;
-      if (!absl::SimpleAtoi(req.get_header_value(kHeaderLength), &n)) {
-        return fail(
-            absl::InvalidArgumentError(absl::StrCat(kHeaderLength, " is not a number of bytes")));
-      }
-      header_length = n;
-    }
-    inference::ModelInferRequest& request = scratch.request;
-    request.Clear();  // keeps its raw_input_contents' buffers for reuse
-    HttpInferOptions options;
-    if (absl::Status parsed =
-            ParseHttpInferRequest(scratch.body, header_length, &request, &options);
-        !parsed.ok()) {
-      return fail(parsed);
-    }
-    request.set_model_name(req.matches[1].str());
-    request.set_model_version(req.matches[2].str());
-    const absl::Time deadline = options.timeout_us.has_value()
-                                    ? absl::Now() + absl::Microseconds(*options.timeout_us)
-                                    : absl::InfiniteFuture();
-    inference::ModelInferResponse& response = scratch.response;
-    response.Clear();  // keeps its buffers' pages
-    if (absl::Status status = Infer(request, static_cast<int64_t>(body_bytes), deadline, &response);
-        !status.ok()) {
-      return fail(status);
-    }
-    gate_->Answer(Rpc::kModelInfer, start, absl::OkStatus());
-    size_t output_bytes = 0;
-    for (const std::string& raw : response.raw_output_contents()) output_bytes += raw.size();
-    const size_t call_bytes = std::max(body_bytes, output_bytes);
-    if (!options.binary_output) {
-      res.set_content(WriteHttpInferResponse(response, false).body, kJson);
-      return scratch.TrimAfter(call_bytes);
-    }
-    // Binary output: the JSON, then the outputs' bytes sent from the response itself, which
-    // this thread keeps until httplib has written it (it writes before its next request).
-    auto body =
-        std::make_shared<HttpBody>(WriteHttpInferResponse(response, true, /*append_binary=*/false));
-    size_t total = body->body.size();
-    for (absl::string_view part : body->binary) total += part.size();
-    res.set_header(kHeaderLength, absl::StrCat(*body->header_length));
-    res.set_content_provider(
-        total, "application/octet-stream",
-        [body](size_t offset, size_t, httplib::DataSink& sink) {
-          // Everything from `offset` on, part by part (httplib calls again if a write stops short).
-          std::vector<absl::string_view> parts = {body->body};
-          parts.insert(parts.end(), body->binary.begin(), body->binary.end());
-          for (absl::string_view part : parts) {
-            if (offset >= part.size()) {
-              offset -= part.size();
-              continue;
-            }
-            if (!sink.write(part.data() + offset, part.size() - offset)) return false;
-            offset = 0;
-          }
-          return true;
-        },
-        [&scratch, call_bytes](bool) { scratch.TrimAfter(call_bytes); });
-  });
-}
-
-void HttpFrontEnd::Answer(httplib::Response& res, Rpc rpc, absl::Time start,
-                          const absl::Status& status) {
-  gate_->Answer(rpc, start, status);
-  Reply(res, status);
-}
-
-absl::Status HttpFrontEnd::Infer(const inference::ModelInferRequest& request, int64_t message_bytes,
-                                 absl::Time deadline, inference::ModelInferResponse* response) {
-  ByteBudget& budget = compute_->budget();
-  std::optional<ByteBudget::Reservation> reservation = budget.TryReserve(message_bytes);
-  if (!reservation.has_value()) return budget.NeedsError(message_bytes);
-  InferJob job;
-  if (absl::Status prepared =
-          PrepareInfer(request, compute_->registry(), compute_->plan_options(), &job);
-      !prepared.ok()) {
-    return prepared;
+  closed.WaitForNotification();
+  // The server drains compute before it stops front ends: what is left is answers being
+  // written, each bounded by the write timeout.
+  const absl::Time give_up = absl::Now() + state.context.options.http_write_timeout;
+  while (state.context.answering.load() > 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
   }
-  ComputeRequest compute_request;
-  compute_request.plan = job.plan;
-  compute_request.params = job.params;
-  compute_request.indices = job.indices;
-  compute_request.table = job.table;
-  compute_request.deadline = deadline;
-  compute_request.make_output = [&job, response] { return PrepareInferOutput(&job, response); };
-  // No cancel flag: a client that disconnects (httplib gives no notice while the handler
-  // waits) still has its request computed, and the answer dropped.
-  absl::Notification done;
-  absl::Status result;
-  compute_->Submit(std::move(compute_request), &*reservation,
-                   [&done, &result](absl::Status status) {
-                     result = std::move(status);
-                     done.Notify();
-                   });
-  done.WaitForNotification();
-  if (result.ok()) CompleteInferResponse(request, &job, response);
-  return result;
+  state.work.reset();
+  state.io.stop();
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
 }
 
 }  // namespace tensorcompute::server::kserve

@@ -40,7 +40,7 @@ class ServerProcess:
     def __enter__(self):
         self._process = subprocess.Popen(
             [self.binary, *self.flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
+            text=True, errors="replace")  # a logged message may quote a client's raw bytes
         for line in self._process.stdout:
             self.output.append(line)
             match = re.search(r"\bport=(\d+)", line)
