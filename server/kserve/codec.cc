@@ -1,5 +1,6 @@
 #include "server/kserve/codec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_join.h"
 
 #include "core/shape.h"
+#include "proto/decoded_cost.h"
 #include "proto/kserve_wire.h"
 
 namespace tensorcompute::server::kserve {
@@ -515,6 +517,28 @@ inference::ServerMetadataResponse ServerMetadata() {
   response.set_version(TC_VERSION);
   response.add_extensions("binary_tensor_data");
   return response;
+}
+
+int64_t BytesInputsConversion(const inference::ModelInferRequest& request) {
+  int64_t bytes = 0;
+  const int n = std::min(request.inputs_size(), request.raw_input_contents_size());
+  for (int i = 0; i < n; ++i) {
+    const inference::ModelInferRequest::InferInputTensor& input = request.inputs(i);
+    if (proto::KserveDatatypeOf(input.datatype()) != core::DataType::kString) continue;
+    const core::Shape shape(input.shape().begin(), input.shape().end());
+    const int64_t elements = core::CheckedNumElements(shape).value_or(0);
+    const std::string& raw = request.raw_input_contents(i);
+    size_t at = 0;
+    for (int64_t k = 0; k < elements && raw.size() - at >= proto::kKserveBytesLengthSize; ++k) {
+      const uint32_t length =
+          proto::ReadKserveBytesLength(reinterpret_cast<const uint8_t*>(raw.data() + at));
+      at += proto::kKserveBytesLengthSize;
+      if (raw.size() - at < length) break;
+      at += length;
+      bytes += proto::kConvertedString + proto::StringHeap(length);
+    }
+  }
+  return bytes;
 }
 
 }  // namespace tensorcompute::server::kserve

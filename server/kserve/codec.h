@@ -73,6 +73,14 @@ struct InferJob {
   core::Tensor output_strings;                         // a BYTES output, before encoding
 };
 
+// What decoding `request`'s BYTES inputs sent in raw_input_contents will add to it: each is
+// one protobuf string, but PrepareInfer turns every 4-byte length and its bytes into a core
+// string (proto::kConvertedString, and its contents beyond the short buffer; proto/
+// decoded_cost.h). Counted by walking the lengths, up to the count the shape claims; a malformed
+// framing stops the walk (PrepareInfer refuses it before it allocates more). For the front ends
+// to charge to the in-flight budget before PrepareInfer.
+int64_t BytesInputsConversion(const inference::ModelInferRequest& request);
+
 // Decodes and plans `request`: the model (`registry` may be null: then only the built-in
 // models exist), its version, parameters, inputs and requested outputs. On success `job` holds
 // the plan and views, ready for a Task.

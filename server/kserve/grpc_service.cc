@@ -7,9 +7,6 @@
 
 #include "grpcpp/impl/codegen/proto_utils.h"
 
-#include "core/shape.h"
-#include "proto/decoded_cost.h"
-#include "proto/kserve_wire.h"
 #include "server/grpc_status.h"
 #include "server/kserve/codec.h"
 #include "server/unary_call.h"
@@ -19,34 +16,6 @@ namespace {
 
 // ModelInfer's index in the service, in the order of the .proto.
 constexpr int kModelInferMethod = 5;
-
-// What decoding the BYTES inputs sent in raw_input_contents will add to the parsed request:
-// they are one protobuf string each, which the scan of the message (proto/decoded_cost.h)
-// counts as such, but the codec turns every 4-byte length and its bytes into a core string
-// (proto::kConvertedString, and its contents beyond the short buffer). Counted by walking the
-// lengths, up to the count the shape claims; a malformed framing stops the walk (the codec
-// refuses it before it allocates more).
-int64_t RawBytesConversion(const inference::ModelInferRequest& request) {
-  int64_t bytes = 0;
-  const int n = std::min(request.inputs_size(), request.raw_input_contents_size());
-  for (int i = 0; i < n; ++i) {
-    const inference::ModelInferRequest::InferInputTensor& input = request.inputs(i);
-    if (proto::KserveDatatypeOf(input.datatype()) != core::DataType::kString) continue;
-    const core::Shape shape(input.shape().begin(), input.shape().end());
-    const int64_t elements = core::CheckedNumElements(shape).value_or(0);
-    const std::string& raw = request.raw_input_contents(i);
-    size_t at = 0;
-    for (int64_t k = 0; k < elements && raw.size() - at >= proto::kKserveBytesLengthSize; ++k) {
-      const uint32_t length =
-          proto::ReadKserveBytesLength(reinterpret_cast<const uint8_t*>(raw.data() + at));
-      at += proto::kKserveBytesLengthSize;
-      if (raw.size() - at < length) break;
-      at += length;
-      bytes += proto::kConvertedString + proto::StringHeap(length);
-    }
-  }
-  return bytes;
-}
 
 // One ModelInfer call: decoded by the codec, computed like a native Gather.
 class InferCall final : public UnaryCall {
@@ -65,7 +34,7 @@ class InferCall final : public UnaryCall {
   }
 
   void Run() override {
-    if (const int64_t raw_strings = RawBytesConversion(request_); raw_strings > 0) {
+    if (const int64_t raw_strings = BytesInputsConversion(request_); raw_strings > 0) {
       if (absl::Status reserved = ReserveMore(raw_strings, "BYTES inputs in raw_input_contents");
           !reserved.ok()) {
         return Answer(reserved);

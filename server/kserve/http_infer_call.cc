@@ -41,7 +41,17 @@ absl::Status HttpInferCall::Submit(absl::string_view model, absl::string_view ve
   }
   request_.Clear();  // keeps its raw_input_contents' buffers for reuse
   options_ = HttpInferOptions();
-  TC_RETURN_IF_ERROR(ParseHttpInferRequest(body_, json_length, &request_, &options_));
+  int64_t decoded_bytes = 0;
+  TC_RETURN_IF_ERROR(
+      ParseHttpInferRequest(body_, json_length, &request_, &options_, &decoded_bytes));
+  // What the decode built beside the body (json.h's bound) and what the codec will build of
+  // BYTES inputs, charged by the rule gRPC's messages follow (ByteBudget::CheckDecoded).
+  decoded_bytes += BytesInputsConversion(request_);
+  ByteBudget& budget = compute_.budget();
+  const int64_t total = reservation_.bytes() + decoded_bytes;
+  TC_RETURN_IF_ERROR(budget.CheckDecoded(
+      total, absl::StrCat(body_.size(), " bytes of HTTP body and the inputs decoded from it")));
+  if (!reservation_.TryGrow(decoded_bytes)) return budget.NeedsError(total);
   request_.set_model_name(std::string(model));
   request_.set_model_version(std::string(version));
   response_.Clear();  // keeps its buffers' pages

@@ -64,7 +64,10 @@ class HttpInferCall {
   ByteBudget::Reservation& reservation() { return reservation_; }
   absl::Time start() const { return start_; }
 
-  // Decodes body() for model `model` (version `version`, empty: any) and submits it.
+  // Decodes body() for model `model` (version `version`, empty: any) and submits it. What the
+  // decode holds beside the body (json.h's held bytes) and what the BYTES inputs become
+  // (BytesInputsConversion) are added to the reservation first, by ByteBudget::CheckDecoded's
+  // rule: RESOURCE_EXHAUSTED beyond the whole budget, UNAVAILABLE when it does not fit now.
   // `header_length` is the Inference-Header-Content-Length field (nullopt without one).
   // `done` is called exactly once, from any thread, possibly before Start returns: OK when the
   // output is computed, else the error (INVALID_ARGUMENT for a bad body or header, the plan's,
