@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "absl/status/status.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "boost/asio/connect.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
