@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include <boost/asio/post.hpp>
@@ -19,6 +17,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+
+#include "server/kserve/http_request_checks.h"
 
 namespace tensorcompute::server::kserve {
 namespace {
@@ -67,38 +67,6 @@ std::optional<absl::string_view> FieldOf(const http::request_header<>& header,
   const auto it = header.find(beast::string_view(name.data(), name.size()));
   if (it == header.end()) return std::nullopt;
   return absl::string_view(it->value().data(), it->value().size());
-}
-
-// The framing and encoding rules a header must pass before anything else is done with it:
-// nullopt, or the refusal.
-std::optional<HttpReply> CheckHeader(const http::request_parser<http::string_body>& parser,
-                                     const Options& options) {
-  const http::request_header<>& header = parser.get().base();
-  const auto fields = std::distance(header.begin(), header.end());
-  if (fields > options.http_max_header_fields) {
-    return ErrorReply(431, absl::StrCat("the request has ", fields, " header fields; at most ",
-                                        options.http_max_header_fields,
-                                        " are accepted (http_max_header_fields)"));
-  }
-  const size_t lengths = header.count(http::field::content_length);
-  const size_t encodings = header.count(http::field::transfer_encoding);
-  if (lengths > 1) return ErrorReply(400, "the request has more than one Content-Length field");
-  if (lengths > 0 && encodings > 0) {
-    return ErrorReply(400, "the request has both Content-Length and Transfer-Encoding");
-  }
-  if (encodings > 1 ||
-      (encodings == 1 && !absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(*FieldOf(
-                                                     header, http::field::transfer_encoding)),
-                                                 "chunked"))) {
-    return ErrorReply(501, "Transfer-Encoding other than chunked is not supported");
-  }
-  if (std::optional<absl::string_view> coding = FieldOf(header, http::field::content_encoding);
-      coding.has_value() &&
-      !absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(*coding), "identity")) {
-    return ErrorReply(415, absl::StrCat("Content-Encoding '", *coding,
-                                        "' is not supported: send the body uncompressed"));
-  }
-  return std::nullopt;
 }
 
 absl::string_view ReasonOf(int status) {
@@ -202,7 +170,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     http10_ = request.version() < 11;
     head_only_ = request.method() == http::verb::head;
     const bool body_pending = !parser_->is_done();
-    if (std::optional<HttpReply> refused = CheckHeader(*parser_, options_)) {
+    if (std::optional<HttpReply> refused = CheckRequestHeader(parser_->get().base(), options_)) {
       return Write(*std::move(refused), /*body_pending=*/true);
     }
     const absl::string_view method(request.method_string().data(), request.method_string().size());

@@ -5,6 +5,8 @@
                                           format (FdpWriter mirrors the calls it makes)
   tests/fuzz/corpus/wire_request_fuzzer/  one selector byte (0 Gather, 1 GatherNd) and a
                                           serialized GatherRequest / GatherNdRequest
+  tests/fuzz/corpus/http_request_fuzzer/  raw HTTP/1.1 bytes of one connection: the requests of
+                                          tests/server/kserve_http*_test.py and docs/kserve.md
 
 The seeds are the inputs of the advisories issue 8 names (TF CVE-2021-37687, -37653, -37654,
 CVE-2022-35937, TF#58262, onnxruntime#27963), edge cases of validation, and one small valid
@@ -17,6 +19,7 @@ project's virtual environment, which has grpcio-tools and protobuf):
 """
 
 import importlib
+import json
 import os
 import shutil
 import struct
@@ -381,6 +384,137 @@ def wire_seeds(pb2):
     return s
 
 
+# ---- http_request_fuzzer -----------------------------------------------------------------
+
+INFER = "/v2/models/gather/infer"
+
+
+def http_request(method, target, body=b"", headers=None, length=True):
+    """One HTTP/1.1 request; Content-Length from the body unless given or `length` is False."""
+    headers = dict(headers or {})
+    lines = [f"{method} {target} HTTP/1.1", "Host: t"]
+    if length and body and "Content-Length" not in headers and "Transfer-Encoding" not in headers:
+        headers["Content-Length"] = str(len(body))
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def chunked(body, size=7):
+    out = b""
+    for i in range(0, len(body), size):
+        part = body[i:i + size]
+        out += b"%x\r\n" % len(part) + part + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+def infer_json(params, indices, model_params=None, id_=None):
+    doc = {"inputs": [dict(name="params", **params), dict(name="indices", **indices)]}
+    if model_params:
+        doc["parameters"] = model_params
+    if id_:
+        doc["id"] = id_
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def binary_infer(params_dt, params_fmt, params_shape, params_values, idx):
+    """Triton's binary data extension: the JSON, then params' and indices' bytes."""
+    pbytes = b"".join(struct.pack("<" + params_fmt, v) for v in params_values)
+    ibytes = b"".join(struct.pack("<q", v) for v in idx)
+    doc = {"inputs": [
+        {"name": "params", "datatype": params_dt, "shape": params_shape,
+         "parameters": {"binary_data_size": len(pbytes)}},
+        {"name": "indices", "datatype": "INT64", "shape": [len(idx)],
+         "parameters": {"binary_data_size": len(ibytes)}}],
+        "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}
+    head = json.dumps(doc, separators=(",", ":")).encode()
+    return head + pbytes + ibytes, len(head)
+
+
+def http_seeds():
+    s = {}
+    idx = {"datatype": "INT64", "shape": [2], "data": [1, 0]}
+    # One valid JSON infer of each datatype.
+    values = {"BOOL": [True, False], "UINT8": [1, 255], "UINT16": [2, 65535], "UINT32": [3, 7],
+              "UINT64": [4, 18446744073709551615], "INT8": [-128, 127], "INT16": [-5, 6],
+              "INT32": [-7, 8], "INT64": [-9223372036854775808, 10], "FP16": [0.5, -2.25],
+              "BF16": [1.5, 3.0], "FP32": [1e-3, 3.5], "FP64": [1e300, -0.0],
+              "BYTES": ["a", "\u00e9t\u00e9"]}
+    for dt, v in values.items():
+        body = infer_json({"datatype": dt, "shape": [2], "data": v}, idx)
+        s[f"infer_json_{dt.lower()}"] = http_request("POST", INFER, body)
+    # docs/kserve.md's curl examples.
+    s["doc_ready"] = http_request("GET", "/v2/health/ready")
+    s["doc_model_metadata"] = http_request("GET", "/v2/models/gather")
+    s["doc_versions_3"] = http_request("GET", "/v2/models/gather/versions/3")
+    s["doc_gather_fp32"] = http_request("POST", INFER, infer_json(
+        {"datatype": "FP32", "shape": [3, 2], "data": [[1, 2], [3, 4], [5, 6]]},
+        {"datatype": "INT64", "shape": [2], "data": [2, 0]}))
+    s["doc_gather_nd_bytes"] = http_request("POST", "/v2/models/gather_nd/infer", infer_json(
+        {"datatype": "BYTES", "shape": [2, 2], "data": [["a", "b"], ["c", "d"]]},
+        {"datatype": "INT32", "shape": [2, 2], "data": [[1, 0], [0, 1]]}, id_="q1"))
+    s["doc_axis1_index7"] = http_request("POST", INFER, infer_json(
+        {"datatype": "INT32", "shape": [1, 3], "data": [1, 2, 3]},
+        {"datatype": "INT64", "shape": [1], "data": [7]}, model_params={"axis": 1}))
+    # Binary data (in and out), and a header length that does not add up.
+    body, n = binary_infer("INT16", "h", [3], [7, -8, 9], [2, 0])
+    s["binary_int16"] = http_request("POST", INFER, body, {"Inference-Header-Content-Length": n})
+    body, n = binary_infer("BF16", "H", [2], [0x3FC0, 0x4040], [1])
+    s["binary_bf16"] = http_request("POST", INFER, body, {"Inference-Header-Content-Length": n})
+    s["binary_header_length_99"] = http_request(
+        "POST", INFER, body, {"Inference-Header-Content-Length": "99"})
+    s["binary_header_length_nan"] = http_request(
+        "POST", INFER, body, {"Inference-Header-Content-Length": "x"})
+    small = infer_json({"datatype": "INT32", "shape": [3], "data": [1, 2, 3]},
+                       {"datatype": "INT64", "shape": [1], "data": [-1]})
+    # Framing: chunked, negative or bad chunk sizes, CL + TE, two lengths, encodings.
+    s["chunked"] = http_request("POST", INFER, chunked(small), {"Transfer-Encoding": "chunked"})
+    s["chunked_negative_size"] = http_request(
+        "POST", INFER, b"-5\r\nhello\r\n0\r\n\r\n", {"Transfer-Encoding": "chunked"})
+    s["chunked_huge_size"] = http_request(
+        "POST", INFER, b"ffffffffffffffff\r\nab\r\n", {"Transfer-Encoding": "chunked"})
+    s["chunked_extension_trailer"] = http_request(
+        "POST", INFER, b"%x;ext=1\r\n" % len(small) + small + b"\r\n0\r\nX-T: 1\r\n\r\n",
+        {"Transfer-Encoding": "chunked"})
+    s["cl_and_te"] = http_request("POST", INFER, chunked(small),
+                                  {"Content-Length": "5", "Transfer-Encoding": "chunked"})
+    s["two_content_lengths"] = (b"POST " + INFER.encode() + b" HTTP/1.1\r\nHost: t\r\n"
+                                b"Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}")
+    s["te_gzip"] = http_request("POST", INFER, small, {"Transfer-Encoding": "gzip"}, length=False)
+    s["content_encoding_gzip"] = http_request("POST", INFER, small, {"Content-Encoding": "gzip"})
+    s["content_encoding_identity"] = http_request(
+        "POST", INFER, small, {"Content-Encoding": " Identity "})
+    s["content_length_2pow40"] = http_request("POST", INFER, headers={"Content-Length": 1 << 40})
+    s["content_length_short"] = http_request("POST", INFER, small[:10],
+                                             {"Content-Length": len(small)})
+    s["expect_100_continue"] = http_request("POST", INFER, small, {"Expect": "100-continue"})
+    s["many_headers_101"] = http_request(
+        "GET", "/v2/health/live", headers={f"X-H{i}": "v" for i in range(101)})
+    s["header_over_16k"] = http_request("GET", "/v2/health/live", headers={"X-Big": "v" * 16400})
+    s["http10_keep_alive"] = http_request("GET", "/v2", headers={"Connection": "keep-alive"}) \
+        .replace(b"HTTP/1.1", b"HTTP/1.0")
+    s["head_ready"] = http_request("HEAD", "/v2/models/gather/ready")
+    s["escaped_name_version"] = http_request("POST", "/v2/models/ga%74her/versions/%31/infer?x=1",
+                                             small)
+    s["no_such_endpoint"] = http_request("GET", "/v3")
+    s["garbage"] = b"\x00\x01GARBAGE / HTTP/9.9\r\n\r\n"
+    # Pipelined: an infer, a GET, a refused one (closes), and one never read.
+    s["pipelined"] = (http_request("POST", INFER, small) + http_request("GET", "/v2/health/live")
+                      + http_request("POST", INFER, chunked(small, 3),
+                                     {"Transfer-Encoding": "chunked"})
+                      + http_request("POST", INFER, small, {"Content-Encoding": "br"})
+                      + http_request("GET", "/v2"))
+    # Malformed JSON bodies the decoder must refuse.
+    s["json_truncated"] = http_request("POST", INFER, small[:-3])
+    s["json_deep"] = http_request("POST", INFER, b'{"inputs":' + b"[" * 70 + b"]" * 70 + b"}")
+    s["json_data_before_shape"] = http_request("POST", INFER, (
+        b'{"inputs":[{"data":[1,2],"name":"params","datatype":"INT8","shape":[2]},'
+        b'{"name":"indices","shape":[1],"datatype":"INT64","data":[1]}],'
+        b'"parameters":{"binary_data_output":true,"timeout":5}}'))
+    s["json_count_mismatch"] = http_request("POST", INFER, infer_json(
+        {"datatype": "INT8", "shape": [3], "data": [1, 2]}, idx))
+    return s
+
+
 def write(target, seeds):
     folder = os.path.join(CORPUS, target)
     os.makedirs(folder, exist_ok=True)
@@ -392,6 +526,7 @@ def write(target, seeds):
 
 def main():
     write("core_gather_fuzzer", core_seeds())
+    write("http_request_fuzzer", http_seeds())
     pb2, scratch = load_pb2()
     try:
         write("wire_request_fuzzer", wire_seeds(pb2))

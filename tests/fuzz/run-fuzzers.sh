@@ -7,7 +7,7 @@
 #   tests/fuzz/run-fuzzers.sh SECONDS [BUILD_DIR] [TARGET...]
 #
 # BUILD_DIR defaults to build-fuzz (configured with -DTC_BUILD_FUZZERS=ON); TARGET defaults to
-# both fuzzers. Crash reproducers are written to $TC_FUZZ_ARTIFACTS (default: a scratch folder,
+# the three fuzzers. Crash reproducers are written to $TC_FUZZ_ARTIFACTS (default: a scratch folder,
 # kept on failure); the grown corpus is kept in $TC_FUZZ_KEEP_CORPUS/<target> when that is set,
 # and $TC_FUZZ_EXTRA_CORPUS/<target>, when set and present, is read as well (to go on from an
 # earlier run).
@@ -17,7 +17,9 @@ seconds="${1:?usage: run-fuzzers.sh SECONDS [BUILD_DIR] [TARGET...]}"
 build_dir="${2:-build-fuzz}"
 shift $(( $# >= 2 ? 2 : 1 ))
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(core_gather_fuzzer wire_request_fuzzer); fi
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(core_gather_fuzzer wire_request_fuzzer http_request_fuzzer)
+fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 scratch="$(mktemp -d -t tc-fuzz.XXXXXX)"
