@@ -5,6 +5,7 @@
 // each one, its default and the status code it produces; server/kserve/front_end.h the
 // KServe ones).
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/spdlog.h"
 #include <signal.h>
+#include <sys/resource.h>
 
 #include "server/kserve/front_end.h"
 #include "server/server.h"
@@ -75,7 +77,8 @@ ABSL_FLAG(std::string, http_listen, "",
 ABSL_FLAG(int, http_threads, 8,
           "I/O threads serving every HTTP connection (--http_listen), asynchronously");
 ABSL_FLAG(int, http_max_connections, 1024,
-          "most open HTTP connections; a further one is closed at once (and counted)");
+          "most open HTTP connections; at the limit a new one closes the connection idle "
+          "longest (waiting for a request), or, none idle, is closed at once (both counted)");
 ABSL_FLAG(int64_t, http_max_header_bytes, 16 << 10,
           "largest HTTP request header (request line and fields); larger gets 431");
 ABSL_FLAG(int, http_max_header_fields, 100, "most HTTP request header fields; more gets 431");
@@ -172,6 +175,22 @@ bool SetUpLogging() {
   return true;
 }
 
+// Raises the soft limit on open files to the hard one: every connection is a descriptor, and at
+// the soft limit (often 1024) accept() fails with EMFILE, so connections would queue in the
+// kernel unseen by --http_max_connections and its idle-connection rule. Logs the limit.
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = before;
+  }
+  spdlog::info("open files: soft limit {} (was {}, hard limit {})",
+               static_cast<uint64_t>(limit.rlim_cur), static_cast<uint64_t>(before),
+               static_cast<uint64_t>(limit.rlim_max));
+}
+
 // "0,1" -> {0, 1}; "" -> {} (every GPU). False for anything else.
 bool ParseOrdinals(const std::string& text, std::vector<int>* ordinals) {
   if (text.empty()) return true;
@@ -203,6 +222,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tensorcompute-server: bad --log_level or --log_format\n");
     return 2;
   }
+  RaiseFileLimit();
   const std::string device = absl::GetFlag(FLAGS_device);
   if (device != "auto" && device != "cpu" && device != "gpu") {
     spdlog::critical("--device={} is not one of auto, cpu, gpu", device);

@@ -72,6 +72,11 @@ class Metrics {
   // A connection was closed as soon as it was accepted because a listener had as many open as
   // it serves (the KServe HTTP front end's http_max_connections).
   void CountRejectedConnection() { rejected_connections_.fetch_add(1, std::memory_order_relaxed); }
+  // An idle HTTP connection (waiting for a request's first byte) was closed to make room for a
+  // new one at the listener's limit (kserve/http_idle_list.h).
+  void CountIdleConnectionClosed() {
+    idle_connections_closed_.fetch_add(1, std::memory_order_relaxed);
+  }
   // A gather by params_name found resident tensor `name`. (Names are bounded by the tensors
   // ever stored; a short lock, beside the request's own costs.)
   void CountLookup(absl::string_view name);
@@ -84,6 +89,9 @@ class Metrics {
   int64_t batches() const { return batches_.load(); }
   int64_t rejected_connections() const {
     return rejected_connections_.load(std::memory_order_relaxed);
+  }
+  int64_t idle_connections_closed() const {
+    return idle_connections_closed_.load(std::memory_order_relaxed);
   }
   int64_t batched_requests() const { return batched_requests_.load(); }
   int64_t max_batch_size() const { return max_batch_size_.load(); }
@@ -110,6 +118,7 @@ class Metrics {
   std::array<std::array<std::atomic<int64_t>, kLatencyBuckets + 1>, kNumRpcs> latency_buckets_{};
   std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> rejected_connections_{0};
+  std::atomic<int64_t> idle_connections_closed_{0};
   std::atomic<int64_t> batched_requests_{0};
   std::atomic<int64_t> max_batch_size_{0};
   std::array<std::atomic<int64_t>, kBuckets + 1> batch_buckets_{};

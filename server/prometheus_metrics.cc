@@ -149,6 +149,13 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   rejected.metric.push_back(Counter(static_cast<double>(metrics_->rejected_connections())));
   families.push_back(std::move(rejected));
 
+  MetricFamily evicted = Family("tensorcompute_http_idle_connections_closed_total",
+                                "Idle HTTP connections (waiting for a request) closed to make "
+                                "room for a new one at --http_max_connections",
+                                MetricType::Counter);
+  evicted.metric.push_back(Counter(static_cast<double>(metrics_->idle_connections_closed())));
+  families.push_back(std::move(evicted));
+
   if (budget_ != nullptr) {
     MetricFamily used =
         Family("tensorcompute_inflight_bytes",

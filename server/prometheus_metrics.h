@@ -8,7 +8,9 @@
 //   tensorcompute_requests_total{rpc,code}              counter    answers by RPC and status
 //   tensorcompute_request_duration_seconds{rpc}         histogram  arrival to answer
 //   tensorcompute_inflight_requests                     gauge      accepted, not yet answered
-//   tensorcompute_rejected_connections_total            counter    closed at once: at the limit
+//   tensorcompute_rejected_connections_total            counter    closed at once: at the limit,
+//                                                                  none idle
+//   tensorcompute_http_idle_connections_closed_total    counter    idle, closed for a newcomer
 //   tensorcompute_inflight_bytes                        gauge      of max_inflight_bytes in use
 //   tensorcompute_inflight_bytes_limit                  gauge      max_inflight_bytes
 //   tensorcompute_queue_depth                           gauge      waiting in the batcher

@@ -36,8 +36,11 @@ struct Options {
   // {"error": "..."} (docs/kserve.md lists them). The body limit is the server's
   // max_message_bytes (413, for every framing, counted as the bytes arrive).
 
-  // Connections open at once; a further one is closed as soon as it is accepted and counted
-  // (tensorcompute_rejected_connections_total). At least 1; default 1024.
+  // Connections open at once. At the limit, a new connection closes the one idle longest
+  // (waiting for a request's first byte: just accepted, or kept alive between requests;
+  // tensorcompute_http_idle_connections_closed_total) and is served; when none is idle it is
+  // closed as soon as it is accepted (tensorcompute_rejected_connections_total). A connection
+  // with a request in progress is never closed for a newcomer. At least 1; default 1024.
   int http_max_connections = 1024;
   // The request line and header fields together: larger gets 431 and the connection closed.
   // Default 16 KiB.

@@ -1,6 +1,7 @@
 #include "server/kserve/http_front_end.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -95,13 +96,26 @@ void HttpFrontEnd::State::Accept() {
 void HttpFrontEnd::State::OnAccept(boost::system::error_code ec, tcp::socket socket) {
   if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
   if (ec) {  // e.g. EMFILE: try again shortly rather than spin
-    retry.expires_after(std::chrono::milliseconds(50));
+    // Out of descriptors, an idle connection gives its own back (the rule of the limit,
+    // below), and the next accept comes soon; else wait for a timeout or a client to leave.
+    const bool out_of_files = ec == net::error::no_descriptors || ec.value() == ENFILE;
+    const bool evicted = out_of_files && context.idle.EvictOldest();
+    if (evicted) metrics->CountIdleConnectionClosed();
+    retry.expires_after(std::chrono::milliseconds(evicted ? 5 : 50));
     retry.async_wait([this](boost::system::error_code wait_ec) {
       if (!wait_ec) Accept();
     });
     return;
   }
-  if (context.connections.load() >= context.options.http_max_connections) {
+  // At the limit, the connection idle longest makes room (http_idle_list.h); it counts itself
+  // out once closed on its strand, so the count may pass the limit by the connections being
+  // closed.
+  bool admit = context.connections.load() < context.options.http_max_connections;
+  if (!admit && context.idle.EvictOldest()) {
+    metrics->CountIdleConnectionClosed();
+    admit = true;
+  }
+  if (!admit) {
     metrics->CountRejectedConnection();
     boost::system::error_code ignored;
     socket.close(ignored);

@@ -20,14 +20,26 @@
 // every endpoint but /v2/health/* needs "Authorization: Bearer <token>" (else 401). While the
 // server drains, everything but /v2/health/* answers 503.
 //
-// The pieces: this file owns the io_context, its `http_threads` I/O threads, the acceptor
-// (connections beyond http_max_connections are closed at once and counted) and the TLS
-// context; http_session.h serves one connection and enforces every limit of kserve::Options
+// The pieces: this file owns the io_context, its `http_threads` I/O threads, the acceptor and
+// the TLS context; http_session.h serves one connection and enforces every limit of kserve::Options
 // (front_end.h) before memory is spent: header size and field count (431), framing (400, 501),
 // Content-Encoding (415), Authorization before the body (401), the body limit for every
 // framing (413), the body's bytes reserved in the in-flight budget before it is read (503),
 // and the header, body, idle and write timeouts; http_endpoints.h and http_infer_call.h answer.
 // No I/O thread waits while a request computes: Submit's callback posts the answer back.
+//
+// Connections (http_max_connections), nginx's rule for reusable connections: a connection
+// that arrives when http_max_connections are open closes the one that has been idle longest
+// and is admitted in its place. Idle means waiting for the first byte of a request: freshly
+// accepted (or in its TLS handshake), or kept alive between requests; a connection with a
+// request in progress (header partly read, body being read, computing, writing) is never
+// closed for a newcomer. Only when none is idle is the new connection closed at once. Both
+// are counted (tensorcompute_http_idle_connections_closed_total,
+// tensorcompute_rejected_connections_total). So connections that send nothing cannot lock
+// good clients out: they only age out one another. The idle ones are kept in an
+// HttpIdleList (http_idle_list.h), oldest first, O(1) per transition; the victim is closed on
+// its own strand, and counts itself out then (so the count may briefly pass the limit by the
+// connections being closed).
 //
 // Thread-safety: Start and Stop from one thread; the sessions run on the I/O threads.
 

@@ -81,7 +81,8 @@ std::string TooLargeError(int64_t max_body_bytes) {
 }
 
 template <class Stream>
-class Session : public std::enable_shared_from_this<Session<Stream>> {
+class Session final : public std::enable_shared_from_this<Session<Stream>>,
+                      public HttpIdleList::Member {
  public:
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
@@ -93,6 +94,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         buffer_(static_cast<size_t>(options_.http_max_header_bytes) + kBodyReadBytes) {}
 
   ~Session() {
+    context_.idle.Leave(&idle_node_);
     FinishInfer();
     context_.connections.fetch_sub(1);
   }
@@ -101,11 +103,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     beast::error_code ec;
     Tcp().socket().set_option(tcp::no_delay(true), ec);
     header_deadline_ = Clock::now() + ToClock(options_.http_header_timeout);
+    idle_node_.owner = this->weak_from_this();
     if constexpr (kTls) {
+      EnterIdle();  // the handshake: nothing is asked of the server yet
       Tcp().expires_at(header_deadline_);
       stream_.async_handshake(net::ssl::stream_base::server,
                               [self = this->shared_from_this()](beast::error_code ec) {
-                                if (ec) return self->Close();
+                                if (!self->LeaveIdle() || ec) return self->Close();
                                 self->ReadRequest();
                               });
     } else {
@@ -133,10 +137,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     } else {
       Tcp().expires_after(ToClock(options_.http_idle_timeout));
     }
+    EnterIdle();
     stream_.async_read_some(buffer_.prepare(kPeekBytes), [self = this->shared_from_this()](
                                                              beast::error_code ec, size_t n) {
       self->buffer_.commit(n);
-      if (ec) return self->Close();
+      if (!self->LeaveIdle() || ec) return self->Close();
       if (!self->first_) {
         self->header_deadline_ = Clock::now() + ToClock(self->options_.http_header_timeout);
       }
@@ -299,6 +304,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void OnPeek(beast::error_code ec, size_t n) {
     peek_pending_ = false;
     buffer_.commit(n);
+    if (!LeaveIdle()) return Close();
     if (ec) {
       peer_gone_ = true;
       if (computing_) return infer_->Cancel();  // OnInferDone answers it, and closes
@@ -370,6 +376,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (ec || peer_gone_) return Close();
     if (close_after_) return linger_ && !peek_pending_ ? Linger() : Close();
     if (peek_pending_) {  // the next request's first byte, within the idle timeout
+      EnterIdle();
       idle_timer_.expires_after(ToClock(options_.http_idle_timeout));
       idle_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
         if (!ec && self->peek_pending_) self->Close();
@@ -398,9 +405,30 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                           });
   }
 
+  // Idle (http_idle_list.h): waiting for a request's first byte, so that a new connection
+  // arriving at http_max_connections may close this one. Idempotent.
+  void EnterIdle() {
+    if (idle_) return;
+    idle_ = true;
+    context_.idle.Enter(&idle_node_);
+  }
+
+  // No longer idle. Returns false if an eviction took the session first: it must close.
+  bool LeaveIdle() {
+    if (!idle_) return true;
+    idle_ = false;
+    return context_.idle.Leave(&idle_node_);
+  }
+
+  // HttpIdleList::Member: from the accepting thread; the close runs on the strand.
+  void Evict() override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this()] { self->Close(); });
+  }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
+    LeaveIdle();
     idle_timer_.cancel();
     beast::error_code ec;
     Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -411,6 +439,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   HttpContext& context_;
   const Options& options_;
   net::steady_timer idle_timer_;
+  HttpIdleList::Node idle_node_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   Route route_;
@@ -434,6 +463,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool close_after_ = false;
   bool linger_ = false;
   bool closed_ = false;
+  bool idle_ = false;  // entered in context_.idle (and maybe evicted since)
 };
 
 }  // namespace

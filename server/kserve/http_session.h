@@ -26,6 +26,10 @@
 //            taken as gone.
 //   write    the answer within http_write_timeout; then the next request within
 //            http_idle_timeout.
+//   idle     while it waits for a request's first byte (from the accept, through a TLS
+//            handshake, and between keep-alive requests), the session is in context->idle:
+//            a connection arriving at http_max_connections may close it (http_idle_list.h).
+//            With a request in progress it never is.
 //
 // A request refused before its body was read is answered with "Connection: close", and the
 // session then stops sending, discards what the client still sends for up to 1 s (4 MiB), and
@@ -45,6 +49,7 @@
 
 #include "server/kserve/front_end.h"
 #include "server/kserve/http_endpoints.h"
+#include "server/kserve/http_idle_list.h"
 #include "server/kserve/http_infer_call.h"
 
 namespace tensorcompute::server::kserve {
@@ -57,6 +62,7 @@ struct HttpContext {
   HttpInferCallPool* infer_calls = nullptr;
   std::atomic<int64_t> connections{0};  // sessions alive (the acceptor counts them in)
   std::atomic<int64_t> answering{0};    // infers from body read to answer written or dropped
+  HttpIdleList idle;                    // sessions waiting for a request's first byte
 };
 
 // Serves the accepted `socket` until the connection closes. The caller has counted it in

@@ -269,21 +269,50 @@ class KserveHttpLimitsTest(unittest.TestCase):
 class KserveHttpConnectionsTest(unittest.TestCase):
     """Each test with a server of its own, with short timeouts or a small connection limit."""
 
-    def test_connection_limit_closes_further_connections_and_counts_them(self):
-        with ServerProcess("--http_listen=127.0.0.1:0", "--http_max_connections=4") as server:
-            held = [connect(server.http_port) for _ in range(4)]
-            for sock in held:  # each one served, and kept open
+    def test_connection_limit_closes_the_longest_idle_connection_for_a_new_one(self):
+        with ServerProcess("--http_listen=127.0.0.1:0", "--http_max_connections=16") as server:
+            # 16 idle: 8 kept alive after a request, then 8 that never sent a byte.
+            held = []
+            for _ in range(8):  # one after the other: idle in this order
+                sock = connect(server.http_port)
                 sock.sendall(request("GET", "/v2/health/live"))
                 self.assertEqual(Reader(sock).response()[0], 200)
+                held.append(sock)
+                time.sleep(0.05)
+            held += [connect(server.http_port) for _ in range(8)]
+            time.sleep(0.3)
+            with connect(server.http_port) as good:  # admitted: the oldest idle one makes room
+                good.sendall(request("POST", INFER, SMALL_INFER))
+                status, _, body = Reader(good).response()
+                self.assertEqual(status, 200, body)
+                self.assertEqual(json.loads(body)["outputs"][0]["data"], [30, 10])
+            self.assertTrue(Reader(held[0]).closed(within=5), "the longest idle was closed")
+            for sock in held[1:8]:  # the other kept-alive ones are still served
+                sock.sendall(request("GET", "/v2/health/live"))
+                self.assertEqual(Reader(sock).response()[0], 200)
+            samples = scrape(server.metrics_port)
+            self.assertEqual(
+                samples[("tensorcompute_http_idle_connections_closed_total", labels())], 1)
+            self.assertEqual(samples[("tensorcompute_rejected_connections_total", labels())], 0)
+            for sock in held:
+                sock.close()
+
+    def test_connection_limit_closes_a_new_connection_when_none_is_idle(self):
+        with ServerProcess("--http_listen=127.0.0.1:0", "--http_max_connections=16") as server:
+            head = request("GET", "/v2/health/live")
+            held = [connect(server.http_port) for _ in range(16)]
+            for sock in held:  # each mid-request: half its header sent
+                sock.sendall(head[:len(head) // 2])
+            time.sleep(0.3)
             extra = connect(server.http_port)
             self.assertTrue(Reader(extra).closed(within=5))
             extra.close()
             samples = scrape(server.metrics_port)
             self.assertEqual(samples[("tensorcompute_rejected_connections_total", labels())], 1)
-            held.pop().close()
-            time.sleep(0.3)
-            with connect(server.http_port) as sock:
-                sock.sendall(request("GET", "/v2/health/live"))
+            self.assertEqual(
+                samples[("tensorcompute_http_idle_connections_closed_total", labels())], 0)
+            for sock in held:  # none was closed for it: each finishes its request
+                sock.sendall(head[len(head) // 2:])
                 self.assertEqual(Reader(sock).response()[0], 200)
             for sock in held:
                 sock.close()
