@@ -53,6 +53,7 @@
 #include "server/kserve/http_route.h"
 #include "server/kserve/json.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/infer_check.h"
 
 namespace tensorcompute::fuzz {
 namespace {
@@ -160,28 +161,9 @@ void ServeInfer(const server::kserve::Route& route, absl::string_view body,
       server::kserve::PrepareInfer(request, nullptr, ServerPlanOptions(), &job);
   if (!prepared.ok()) return CheckStatus(prepared, "PrepareInfer");
   CheckDecoded(request, std::nullopt, /*binary=*/false);  // binary data too, once planned
-  std::optional<int64_t> axis;
-  int64_t batch_dims = 0;
-  for (const auto& [name, value] : request.parameters()) {
-    const int64_t v = value.parameter_choice_case() == inference::InferParameter::kInt64Param
-                          ? value.int64_param()
-                          : static_cast<int64_t>(value.uint64_param());
-    if (name == "axis") axis = v;
-    if (name == "batch_dims") batch_dims = v;
-  }
-  CheckPlan(job.plan, job.params, batch_dims);
   inference::ModelInferResponse response;
-  const core::MutableTensorView output = server::kserve::PrepareInferOutput(&job, &response);
-  const absl::Status executed = core::ExecuteGather(job.plan, job.params, job.indices, output);
-  core::TensorView output_view;
-  output_view.dtype = output.dtype;
-  output_view.shape = output.shape;
-  output_view.data = output.data;
-  std::vector<const std::string*> strings(output.strings.begin(), output.strings.end());
-  output_view.strings = strings;
-  CheckAgainstReference(job.plan, job.params, job.indices, axis, batch_dims, executed, output_view);
+  const absl::Status executed = ExecuteAndCheckInfer(request, &job, &response);
   if (!executed.ok()) return CheckStatus(executed, "execute");
-  server::kserve::CompleteInferResponse(request, &job, &response);
   Check(response.raw_output_contents_size() == 1, "response: one raw output");
   if (job.plan.dtype != core::DataType::kString) {
     Check(static_cast<int64_t>(response.raw_output_contents(0).size()) == job.plan.output_bytes,

@@ -27,6 +27,7 @@
 #include "proto/tensor_codec.h"
 #include "server/kserve/codec.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/infer_check.h"
 
 namespace tensorcompute::fuzz {
 namespace {
@@ -100,29 +101,9 @@ void ServeInfer(const inference::ModelInferRequest& request) {
           "PrepareInfer: unexpected code " + prepared.ToString());
     return;
   }
-  // The axis and batch_dims the plan was made with, as the reference wants them.
-  std::optional<int64_t> axis;
-  int64_t batch_dims = 0;
-  for (const auto& [name, value] : request.parameters()) {
-    const int64_t v = value.parameter_choice_case() == inference::InferParameter::kInt64Param
-                          ? value.int64_param()
-                          : static_cast<int64_t>(value.uint64_param());
-    if (name == "axis") axis = v;
-    if (name == "batch_dims") batch_dims = v;
-  }
-  CheckPlan(job.plan, job.params, batch_dims);
   inference::ModelInferResponse response;
-  const core::MutableTensorView output = server::kserve::PrepareInferOutput(&job, &response);
-  const absl::Status executed = core::ExecuteGather(job.plan, job.params, job.indices, output);
-  core::TensorView output_view;
-  output_view.dtype = output.dtype;
-  output_view.shape = output.shape;
-  output_view.data = output.data;
-  std::vector<const std::string*> strings(output.strings.begin(), output.strings.end());
-  output_view.strings = strings;
-  CheckAgainstReference(job.plan, job.params, job.indices, axis, batch_dims, executed, output_view);
+  const absl::Status executed = ExecuteAndCheckInfer(request, &job, &response);
   if (!executed.ok()) return;
-  server::kserve::CompleteInferResponse(request, &job, &response);
   Check(response.outputs_size() == 1 && response.raw_output_contents_size() == 1,
         "response: one output with raw contents");
   if (job.plan.dtype != core::DataType::kString) {
