@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 
 #include "server/kserve/json.h"
+#include "tests/testing/sanitizers.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tensorcompute::server::kserve {
@@ -23,17 +24,7 @@ namespace {
 using ::tensorcompute::testing::StatusIs;
 using ::testing::HasSubstr;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using ::tensorcompute::testing::kSanitized;
 
 constexpr int64_t kMiB = 1 << 20;
 
