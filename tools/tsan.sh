@@ -30,6 +30,13 @@ mirror=${TC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache=${TC_CACHE:-/var/cache/tensorcompute}/abseil-${absl_version}-${absl_debian_revision}-tsan
 build=${TC_TSAN_BUILD:-build-tsan}
 tests_regex='^(core_test|batching_test|server_test)\.'
+# Left out: tests that reach protobuf's reflection over map fields (Message::SpaceUsedLong, in
+# the KServe JSON decoder's held bytes and proto/decoded_cost's object sizes). Under TSan,
+# protobuf 3.21's map_field.h gives MapFieldBase two more members (seq1_, seq2_), so code built
+# here and Debian's uninstrumented libprotobuf disagree on its layout, and the library's
+# SpaceUsedLong crashes (SEGV) on maps our code built. Single-threaded decoders, or a server test
+# whose threads the rest of this run covers; ASan+UBSan run them all.
+tests_excluded='^server_test\.(KserveJson|KserveJsonRandom|KserveJsonMemory|DecodedSizeTest)\.'
 binaries=(tests/core/core_test tests/batching/batching_test tests/server/server_test
           server/tensorcompute-server)
 
@@ -139,7 +146,8 @@ reports=$build/tsan-reports
 rm -rf "$reports" && mkdir -p "$reports"
 rc=0
 TSAN_OPTIONS="$TSAN_OPTIONS:log_path=$reports/tsan" \
-  ctest --test-dir "$build" -R "$tests_regex" --output-on-failure -j2 --repeat until-pass:2 \
+  ctest --test-dir "$build" -R "$tests_regex" -E "$tests_excluded" --output-on-failure -j2 \
+    --repeat until-pass:2 \
   || rc=$?
 if [ -n "$(ls -A "$reports")" ]; then
   cat "$reports"/* >&2
