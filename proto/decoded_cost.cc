@@ -56,13 +56,20 @@ class Scanner {
   bool Message(const Descriptor* type, int depth, uint32_t end_group) {
     if (depth > kMaxDepth) return false;
     bool has_unknown = false;
+    // A map entry whose value is a message and is missing on the wire: the parser puts a
+    // default value message in the map all the same.
+    const bool message_value = type != nullptr && type->options().map_entry() &&
+                               type->map_value()->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
+    bool saw_value = false;
     while (true) {
       const int before = in_.CurrentPosition();
       const uint32_t tag = in_.ReadTag();
       if (tag == 0) {
         // The end of the input or of the limit reads no byte; a zero byte is not a tag.
-        return end_group == 0 && in_.CurrentPosition() == before &&
-               (depth == 0 || in_.BytesUntilLimit() == 0);
+        const bool ok = end_group == 0 && in_.CurrentPosition() == before &&
+                        (depth == 0 || in_.BytesUntilLimit() == 0);
+        if (ok && message_value && !saw_value) ++cost.messages;
+        return ok;
       }
       const auto wire_type = static_cast<WireType>(WireFormatLite::GetTagWireType(tag));
       const uint32_t number = static_cast<uint32_t>(WireFormatLite::GetTagFieldNumber(tag));
@@ -72,6 +79,7 @@ class Scanner {
       const FieldDescriptor* field =
           type == nullptr ? nullptr : type->FindFieldByNumber(static_cast<int>(number));
       if (field != nullptr && Accepts(*field, wire_type)) {
+        if (message_value && field == type->map_value()) saw_value = true;
         if (!Known(*field, wire_type, depth, type->options().map_entry())) return false;
         continue;
       }
