@@ -11,6 +11,13 @@ its peak RSS (VmHWM) under its RSS before plus the budget plus OVERHEAD_MIB:
   - fits: messages of 1.5 MiB (750 k strings, ~100 MB decoded), two of which fit the budget:
     each OK or UNAVAILABLE ("server overloaded"), and some OK.
 
+The same over KServe HTTP/REST, with BYTES inputs as binary data (a 4-byte length per string,
+so half as many strings in the same body), against a server of its own: its HTTP threads'
+allocator arenas are not the gRPC threads'. The HTTP front end reserves the body before reading
+it and charges what the JSON decode held and what the BYTES inputs become before planning
+(server/kserve/http_infer_call.h): the bombs are 429 (RESOURCE_EXHAUSTED), unconverted, and the
+ones that fit 200 or 503 (UNAVAILABLE); the same RSS bound holds.
+
 OVERHEAD_MIB = 128: gRPC's per-connection buffers and what the allocator keeps of freed memory
 across its threads. Measured (2-core machine): the whole run peaks at base + 165 to 200 MiB,
 under 3 s; before the decoded cost was charged, the same bombs were all OK and took the server
@@ -18,6 +25,8 @@ to 1.7 GB (native) and 3.4 GB (KServe), and the full-size ones (62 MiB, the defa
 budget) to 3.7 and 9.0 GB (docs/reliability.md).
 """
 
+import http.client
+import json
 import os
 import threading
 import unittest
@@ -59,6 +68,17 @@ def native_strings(n):
     return field(1, params) + field(2, indices)
 
 
+def http_strings(n):
+    """KServe HTTP infer body for `gather` (binary data extension): params BYTES [n], all empty
+    (a 4-byte zero length each); indices INT32 [1] = {0}. Returns (JSON length, body)."""
+    header = json.dumps({"inputs": [
+        {"name": "params", "shape": [n], "datatype": "BYTES",
+         "parameters": {"binary_data_size": 4 * n}},
+        {"name": "indices", "shape": [1], "datatype": "INT32",
+         "parameters": {"binary_data_size": 4}}]}).encode()
+    return len(header), header + b"\0" * (4 * n) + b"\0" * 4
+
+
 def kserve_strings(n):
     """ModelInferRequest for `gather`: params BYTES [n] in bytes_contents, all empty."""
     params = (field(1, b"params") + field(2, b"BYTES") + field(3, varint(n)) +
@@ -89,6 +109,51 @@ class StringBombTest(unittest.TestCase):
             self.assertLessEqual(hwm_mib, base_mib + BUDGET / MIB + OVERHEAD_MIB)
             # Still serving afterwards.
             self.assertEqual(self.send_all(channel, GATHER, native_strings(10), 1), {"OK": 1})
+
+    def test_concurrent_http_bodies_of_empty_strings_stay_within_the_budget(self):
+        with ServerProcess(f"--max_inflight_bytes={BUDGET}", f"--max_message_bytes={MAX_MESSAGE}",
+                           "--drain_notice_ms=0", "--http_listen=127.0.0.1:0") as server:
+            # Warm up: the HTTP threads and a call's buffers belong to the base.
+            self.assertEqual(self.post_all(server.http_port, http_strings(10), 2), {200: 2})
+            base_mib = server.status_kib("VmRSS") / 1024
+            for n, want in [(BOMB // 2, {429}), (FITS // 2, {200, 503})]:
+                codes = self.post_all(server.http_port, http_strings(n), CLIENTS)
+                self.assertEqual(set(codes) - want, set(), (n, codes))
+                if 200 in want:
+                    self.assertGreater(codes.get(200, 0), 0, (n, codes))
+            hwm_mib = server.status_kib("VmHWM") / 1024
+            print(f"HTTP: RSS before {base_mib:.0f} MiB, VmHWM {hwm_mib:.0f} MiB; bound "
+                  f"{base_mib:.0f} + {BUDGET / MIB:.0f} + {OVERHEAD_MIB} MiB")
+            self.assertLessEqual(hwm_mib, base_mib + BUDGET / MIB + OVERHEAD_MIB)
+            # Still serving afterwards.
+            self.assertEqual(self.post_all(server.http_port, http_strings(10), 1), {200: 1})
+
+    def post_all(self, port, request, clients):
+        """POSTs the (JSON length, body) `request` from `clients` threads at once; returns
+        {HTTP status: count}."""
+        header_length, body = request
+        codes = {}
+        lock = threading.Lock()
+
+        def one():
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            connection.request("POST", "/v2/models/gather/infer", body, {
+                "Content-Type": "application/octet-stream",
+                "Inference-Header-Content-Length": str(header_length)})
+            response = connection.getresponse()
+            reply = response.read()
+            connection.close()
+            if response.status not in (200, 429, 503):
+                print("HTTP", response.status, reply[:300])
+            with lock:
+                codes[response.status] = codes.get(response.status, 0) + 1
+
+        threads = [threading.Thread(target=one) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return codes
 
     def send_all(self, channel, method, message, clients):
         """Sends `message` from `clients` threads at once; returns {code name: count}."""
