@@ -23,6 +23,9 @@ namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = boost::asio::ip::tcp;
 
+// The most Beast reads at once (http::read_some asks for up to 64 KiB).
+constexpr size_t kReadBytes = size_t{64} << 10;
+
 struct HttpConnection::State {
   boost::asio::io_context io;
   std::optional<beast::tcp_stream> stream;  // connected, or empty
@@ -105,6 +108,10 @@ absl::StatusOr<int> HttpConnection::Exchange(absl::string_view path, const Heade
     if (timeout_ != absl::InfiniteDuration()) {
       stream.expires_after(absl::ToChronoMilliseconds(timeout_));
     }
+    // Beast reads at most what the buffer has room for (512 bytes at least, 64 KiB at most),
+    // and a buffer that the parser keeps consuming never grows: without room made first, a
+    // 1 MiB answer takes 2,048 reads.
+    state_->buffer.reserve(kReadBytes);
     http::read(stream, state_->buffer, parser, ec);
   }
   parser.get().body().swap(*answer);
