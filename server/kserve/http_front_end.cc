@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -69,8 +71,22 @@ struct HttpFrontEnd::State {
       : endpoints(gate, compute, std::move(ready)),
         infer_calls(gate, compute, std::max(1, options.http_threads)),
         metrics(&gate->metrics()),
-        acceptor(io),
-        retry(io) {}
+        ios(MakeIoContexts(options.http_threads)),
+        acceptor(*ios.front()),
+        retry(*ios.front()) {}
+
+  // One io_context per I/O thread (Asio's "io_context per CPU"): a connection's handlers all
+  // run on the thread that accepted it was given to, so that a handler posted by another (its
+  // write's next part, a read, the answer from compute) never wakes an idle I/O thread to run
+  // it. With one io_context for all threads, every posted handler woke one: at 1 MiB answers,
+  // 160 futex calls and 75 context switches per request, and half the requests per second.
+  static std::vector<std::unique_ptr<net::io_context>> MakeIoContexts(int threads) {
+    std::vector<std::unique_ptr<net::io_context>> ios;
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      ios.push_back(std::make_unique<net::io_context>(1));
+    }
+    return ios;
+  }
 
   void Accept();
   void OnAccept(boost::system::error_code ec, tcp::socket socket);
@@ -80,13 +96,16 @@ struct HttpFrontEnd::State {
   HttpContext context;
   Metrics* metrics;
   std::unique_ptr<net::ssl::context> tls;  // null: plaintext
-  net::io_context io;
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::unique_ptr<net::io_context>> ios;  // the acceptor's is the first
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
+  size_t next_io = 0;  // the acceptor's strand only: who gets the next connection
   tcp::acceptor acceptor;
   net::steady_timer retry;  // after a failed accept (out of file descriptors)
 };
 
 void HttpFrontEnd::State::Accept() {
+  net::io_context& io = *ios[next_io];
+  next_io = (next_io + 1) % ios.size();
   acceptor.async_accept(net::make_strand(io),
                         [this](boost::system::error_code ec, tcp::socket socket) {
                           OnAccept(ec, std::move(socket));
@@ -165,7 +184,7 @@ absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(const Options&
         absl::StrCat("cannot listen on ", options.http_listen, " (http_listen): ", ec.message()));
   };
   boost::system::error_code ec;
-  tcp::resolver resolver(state.io);
+  tcp::resolver resolver(*state.ios.front());
   const tcp::resolver::results_type endpoints = resolver.resolve(
       host.empty() ? "0.0.0.0" : host, std::to_string(port), tcp::resolver::passive, ec);
   if (ec || endpoints.empty()) return cannot_listen(ec);
@@ -176,11 +195,12 @@ absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(const Options&
   if (!ec) state.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) return cannot_listen(ec);
   http->port_ = state.acceptor.local_endpoint().port();
-  state.work.emplace(state.io.get_executor());
+  for (const std::unique_ptr<net::io_context>& io : state.ios) {
+    state.work.push_back(net::make_work_guard(*io));
+  }
   state.Accept();
-  const int threads = std::max(1, options.http_threads);
-  for (int i = 0; i < threads; ++i) {
-    http->threads_.emplace_back([&state] { state.io.run(); });
+  for (const std::unique_ptr<net::io_context>& io : state.ios) {
+    http->threads_.emplace_back([io = io.get()] { io->run(); });
   }
   return http;
 }
@@ -191,7 +211,7 @@ void HttpFrontEnd::Stop() {
   if (threads_.empty()) return;
   State& state = *state_;
   absl::Notification closed;
-  net::post(state.io, [&state, &closed] {
+  net::post(*state.ios.front(), [&state, &closed] {
     boost::system::error_code ignored;
     state.acceptor.close(ignored);
     state.retry.cancel();
@@ -204,8 +224,8 @@ void HttpFrontEnd::Stop() {
   while (state.context.answering.load() > 0 && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  state.work.reset();
-  state.io.stop();
+  state.work.clear();
+  for (const std::unique_ptr<net::io_context>& io : state.ios) io->stop();
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
 }
