@@ -75,11 +75,11 @@ struct HttpFrontEnd::State {
         acceptor(*ios.front()),
         retry(*ios.front()) {}
 
-  // One io_context per I/O thread (Asio's "io_context per CPU"): a connection's handlers all
-  // run on the thread that accepted it was given to, so that a handler posted by another (its
-  // write's next part, a read, the answer from compute) never wakes an idle I/O thread to run
-  // it. With one io_context for all threads, every posted handler woke one: at 1 MiB answers,
-  // 160 futex calls and 75 context switches per request, and half the requests per second.
+  // One io_context per I/O thread (Asio's "io_context per CPU"): all of a connection's
+  // handlers run on the thread of the io_context it was given at accept, so that a handler posted
+  // by another (its write's next part, a read, the answer from compute) never wakes an idle I/O
+  // thread to run it. With one io_context for all threads, every posted handler woke one: at 1 MiB
+  // answers, 160 futex calls and 75 context switches per request, and half the requests per second.
   static std::vector<std::unique_ptr<net::io_context>> MakeIoContexts(int threads) {
     std::vector<std::unique_ptr<net::io_context>> ios;
     for (int i = 0; i < std::max(1, threads); ++i) {
@@ -95,10 +95,10 @@ struct HttpFrontEnd::State {
   HttpInferCallPool infer_calls;
   HttpContext context;
   Metrics* metrics;
-  std::unique_ptr<net::ssl::context> tls;  // null: plaintext
+  std::unique_ptr<net::ssl::context> tls;             // null: plaintext
   std::vector<std::unique_ptr<net::io_context>> ios;  // the acceptor's is the first
   std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
-  size_t next_io = 0;  // the acceptor's strand only: who gets the next connection
+  size_t next_io = 0;  // who gets the next connection; only Accept, on the first one's thread
   tcp::acceptor acceptor;
   net::steady_timer retry;  // after a failed accept (out of file descriptors)
 };

@@ -21,7 +21,8 @@
 // server drains, everything but /v2/health/* answers 503.
 //
 // The pieces: this file owns the `http_threads` I/O threads, one io_context each (a connection
-// stays on the one it was given when accepted, round-robin), the acceptor and the TLS context; http_session.h serves one connection and enforces every limit of kserve::Options
+// stays on the one it was given when accepted, round-robin), the acceptor and the TLS context;
+// http_session.h serves one connection and enforces every limit of kserve::Options
 // (front_end.h) before memory is spent: header size and field count (431), framing (400, 501),
 // Content-Encoding (415), Authorization before the body (401), the body limit for every
 // framing (413), the body's bytes reserved in the in-flight budget before it is read (503),
