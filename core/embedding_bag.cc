@@ -285,6 +285,34 @@ struct Views {
   uint8_t* output;
 };
 
+// Bag b's index positions [first, last).
+void BagRange(const EmbeddingBagPlan& plan, const Views& v, int64_t b, int64_t* first,
+              int64_t* last) {
+  if (v.offsets == nullptr) {
+    *first = b * plan.bag_size;
+    *last = *first + plan.bag_size;
+  } else {
+    *first = LoadIndex(v.offsets, plan.offsets_dtype, b);
+    *last =
+        b + 1 < v.num_offsets ? LoadIndex(v.offsets, plan.offsets_dtype, b + 1) : plan.num_indices;
+  }
+}
+
+// How far ahead (in index positions) rows are prefetched, as core/gather_kernels.cc does for
+// slices: random rows are bound by memory latency, so several loads must be in flight; long
+// rows are sequential reads that the hardware prefetcher already follows.
+int64_t RowPrefetchDistance(int64_t row_bytes) {
+  if (row_bytes <= 256) return 8;
+  if (row_bytes <= 4096) return 4;
+  return 0;
+}
+
+void PrefetchRow(const uint8_t* p, int64_t bytes) {
+  const int64_t n = std::min<int64_t>(bytes, 2048);
+  for (int64_t off = 0; off < n; off += 64) __builtin_prefetch(p + off);
+  __builtin_prefetch(p + n - 1);
+}
+
 // Reduces bags [begin, end). Returns -1, or the flat position of the first out-of-range index
 // met (bags before its bag are written).
 template <typename Elem>
@@ -292,26 +320,30 @@ int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, 
   using Acc = typename Elem::Acc;
   const int64_t dim = plan.dim;
   const int64_t esize = plan.element_size;
+  const int64_t row_bytes = dim * esize;
   const bool weighted = plan.weighted();
   const bool is_max = plan.mode == EmbeddingBagMode::kMax;
+  const int64_t distance = row_bytes > 0 ? RowPrefetchDistance(row_bytes) : 0;
+  int64_t unused, range_last;  // the chunk's last index position, + 1
+  BagRange(plan, v, end - 1, &unused, &range_last);
   std::vector<Acc> acc(static_cast<size_t>(dim));
   for (int64_t b = begin; b < end; ++b) {
     int64_t first, last;
-    if (v.offsets == nullptr) {
-      first = b * plan.bag_size;
-      last = first + plan.bag_size;
-    } else {
-      first = LoadIndex(v.offsets, plan.offsets_dtype, b);
-      last = b + 1 < v.num_offsets ? LoadIndex(v.offsets, plan.offsets_dtype, b + 1)
-                                   : plan.num_indices;
-    }
+    BagRange(plan, v, b, &first, &last);
     std::fill(acc.begin(), acc.end(), Acc(0));
     BagStats<Acc> stats;
     for (int64_t i = first; i < last; ++i) {
       int64_t row;
+      if (distance > 0 && i + distance < range_last) {
+        int64_t ahead;  // a bad value is reported when its turn comes
+        if (NormalizeIndex(LoadIndex(v.indices, plan.index_dtype, i + distance), plan.rows,
+                           &ahead)) {
+          PrefetchRow(v.params + ahead * row_bytes, row_bytes);
+        }
+      }
       if (!NormalizeIndex(LoadIndex(v.indices, plan.index_dtype, i), plan.rows, &row)) return i;
       if (IsPaddingRow(row, plan.padding_row)) continue;
-      const uint8_t* src = v.params + row * dim * esize;
+      const uint8_t* src = v.params + row * row_bytes;
       if (weighted) {
         const Acc w = plan.weights_dtype == DataType::kFloat32
                           ? static_cast<Acc>(NativeElem<float>::Load(v.weights + i * 4))
@@ -333,7 +365,7 @@ int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, 
         }
       }
     }
-    uint8_t* out = v.output + b * dim * esize;
+    uint8_t* out = v.output + b * row_bytes;
     for (int64_t d = 0; d < dim; ++d) {
       Elem::Store(out + d * esize, BagResult(plan.mode, weighted, acc[d], stats));
     }

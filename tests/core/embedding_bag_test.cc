@@ -206,6 +206,60 @@ TEST(EmbeddingBagSemantics, MaxFollowsTorchCpuForNanAndSignedZero) {
   EXPECT_TRUE(got[3] == 0 && !std::signbit(got[3]));
 }
 
+TEST(EmbeddingBagSemantics, MisalignedViewsGiveTheSameBytes) {
+  const Tensor table = CountingTable();
+  const Tensor input = Idx({8}, {1, 2, 4, 5, 4, 3, 2, 9});
+  const Tensor offsets = Idx({3}, {0, 4, 4}, DataType::kInt32);
+  const Tensor w = MakeTensor<float>({8}, {1, 0, 2, 0.5f, -1, 0, 0, 1});
+  auto aligned = Bag(table, input, &offsets, &w, WithMode(Mode::kMean));
+  ASSERT_THAT(aligned, IsOk());
+  // Every input one byte past an aligned address.
+  std::vector<std::vector<uint8_t>> storage;
+  auto shifted = [&](const Tensor& t) {
+    storage.emplace_back(t.bytes().size() + 1);
+    std::memcpy(storage.back().data() + 1, t.bytes().data(), t.bytes().size());
+    TensorView v = t.view();
+    v.data = absl::Span<const uint8_t>(storage.back().data() + 1, t.bytes().size());
+    return v;
+  };
+  storage.reserve(4);
+  const TensorView p = shifted(table), i = shifted(input), o = shifted(offsets), ww = shifted(w);
+  auto got = EmbeddingBag(p, i, &o, &ww, WithMode(Mode::kMean));
+  ASSERT_THAT(got, IsOk());
+  EXPECT_TRUE(IdenticalTensors(aligned->view(), got->view()));
+}
+
+TEST(EmbeddingBagMath, WeightedTermsRoundOnce) {
+  // w * x = 1 + 2^-11 + 2^-24 is not a float; fma keeps the 2^-24 that mul-then-add loses.
+  const float w = 1 + 0x1p-12f, x = 1 + 0x1p-12f;
+  EXPECT_EQ(AccumulateWeighted(-1.0f, w, x), 0x1p-11f + 0x1p-24f);
+  EXPECT_EQ(AccumulateUnweighted(1.0f, 0x1p-24f), 1.0f);
+}
+
+TEST(EmbeddingBagMath, BagResultDividesAsTheModeSays) {
+  BagStats<double> stats;
+  for (Mode mode : {Mode::kSum, Mode::kMean, Mode::kMax, Mode::kSqrtn}) {
+    EXPECT_EQ(BagResult(mode, false, 5.0, stats), 0.0) << EmbeddingBagModeName(mode);
+  }
+  AddWeight(stats, 2.0);
+  AddWeight(stats, -1.0);  // count 2, sum_w 1, sum_w2 5
+  EXPECT_EQ(BagResult(Mode::kSum, true, 6.0, stats), 6.0);
+  EXPECT_EQ(BagResult(Mode::kMean, true, 6.0, stats), 6.0);
+  EXPECT_EQ(BagResult(Mode::kMean, false, 6.0, stats), 3.0);
+  EXPECT_EQ(BagResult(Mode::kSqrtn, true, 6.0, stats), 6.0 / std::sqrt(5.0));
+  EXPECT_EQ(BagResult(Mode::kSqrtn, false, 6.0, stats), 6.0 / std::sqrt(2.0));
+}
+
+TEST(EmbeddingBagMath, MaxKeepsTheFirstOfEqualsAndIgnoresLaterNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(AccumulateMax(0.0f, nan, /*first=*/true)));
+  EXPECT_TRUE(std::isnan(AccumulateMax(nan, 5.0f, /*first=*/false)));
+  EXPECT_EQ(AccumulateMax(1.0f, nan, /*first=*/false), 1.0f);
+  EXPECT_TRUE(std::signbit(AccumulateMax(-0.0f, 0.0f, /*first=*/false)));
+  EXPECT_EQ(AccumulateMax(7.0f, -3.0f, /*first=*/true), -3.0f);
+  EXPECT_EQ(EmbeddingBagModeName(static_cast<Mode>(9)), "mode(9)");
+}
+
 // ---- (c) Errors, with their exact messages ----
 
 class EmbeddingBagErrors : public ::testing::Test {
