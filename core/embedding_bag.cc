@@ -1,0 +1,440 @@
+#include "core/embedding_bag.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+#include "core/gather_plan.h"
+#include "core/half_float.h"
+#include "core/index_math.h"
+#include "core/status_macros.h"
+
+namespace tensorcompute::core {
+namespace {
+
+constexpr int64_t kMaxRank = 32;  // ranks above 2 are refused anyway; this bounds the checks
+
+// Each parallel chunk reads at least this many params bytes.
+constexpr int64_t kMinChunkBytes = int64_t{64} << 10;
+
+// Views may point anywhere (request bytes), so every value is loaded with memcpy, which the
+// compiler turns into a plain load.
+int64_t LoadIndex(const uint8_t* data, DataType dtype, int64_t i) {
+  if (dtype == DataType::kInt32) {
+    int32_t v;
+    std::memcpy(&v, data + i * sizeof(v), sizeof(v));
+    return v;
+  }
+  int64_t v;
+  std::memcpy(&v, data + i * sizeof(v), sizeof(v));
+  return v;
+}
+
+bool IsFloatParams(DataType dtype) {
+  return dtype == DataType::kFloat16 || dtype == DataType::kBfloat16 ||
+         dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
+}
+
+absl::Status Invalid(auto&&... pieces) {
+  return absl::InvalidArgumentError(absl::StrCat(pieces...));
+}
+
+// Checks offsets (rank 1, int32/int64, already ValidateTensor'd) against `num_indices` and
+// returns the number of bags.
+absl::StatusOr<int64_t> CheckOffsets(const TensorView& offsets, int64_t num_indices,
+                                     bool include_last_offset) {
+  if (!IsIndexType(offsets.dtype)) {
+    return Invalid("offsets must be int32 or int64, got ", DataTypeName(offsets.dtype));
+  }
+  if (offsets.rank() != 1) {
+    return Invalid("EmbeddingBag: offsets must have rank 1, got shape ",
+                   ShapeToString(offsets.shape));
+  }
+  const int64_t n = offsets.shape[0];
+  if (include_last_offset && n == 0) {
+    return Invalid(
+        "EmbeddingBag: with include_last_offset, offsets must have at least 1 entry (bags + 1 "
+        "entries, the last being the end of indices), got 0");
+  }
+  const uint8_t* data = offsets.data.data();
+  int64_t prev = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = LoadIndex(data, offsets.dtype, i);
+    if (i == 0 && v != 0) {
+      return Invalid("offsets[0] = ", v, " must be 0 (the first bag starts at indices[0])");
+    }
+    if (v < prev) {
+      return Invalid("offsets[", i, "] = ", v, " is less than offsets[", i - 1, "] = ", prev,
+                     "; offsets must not decrease");
+    }
+    if (v > num_indices) {
+      return Invalid("offsets[", i, "] = ", v, " is past the end of indices (", num_indices,
+                     " values)");
+    }
+    prev = v;
+  }
+  if (include_last_offset && prev != num_indices) {
+    return Invalid("offsets[", n - 1, "] = ", prev,
+                   " is the end of the last bag (include_last_offset) and must equal the number "
+                   "of indices, ",
+                   num_indices);
+  }
+  const int64_t bags = include_last_offset ? n - 1 : n;
+  if (bags == 0 && num_indices > 0) {
+    return Invalid("EmbeddingBag: offsets define no bag but indices has ", num_indices,
+                   " values; every index must belong to a bag");
+  }
+  return bags;
+}
+
+absl::Status CheckWeights(const TensorView& weights, const TensorView& params,
+                          const TensorView& indices, EmbeddingBagMode mode) {
+  if (weights.shape != indices.shape) {
+    return Invalid("per_sample_weights must have the shape of indices ",
+                   ShapeToString(indices.shape), ", got ", ShapeToString(weights.shape));
+  }
+  if (weights.dtype != DataType::kFloat32 && weights.dtype != params.dtype) {
+    const std::string accepted = params.dtype == DataType::kFloat32
+                                     ? "float32"
+                                     : absl::StrCat("float32 or ", DataTypeName(params.dtype));
+    return Invalid("per_sample_weights must be ", accepted, " (the params' dtype), got ",
+                   DataTypeName(weights.dtype));
+  }
+  if (mode == EmbeddingBagMode::kMax) {
+    return Invalid(
+        "EmbeddingBag: per_sample_weights are not supported with mode MAX (as in "
+        "torch); use SUM, MEAN or SQRTN");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string EmbeddingBagModeName(EmbeddingBagMode mode) {
+  switch (mode) {
+    case EmbeddingBagMode::kSum:
+      return "SUM";
+    case EmbeddingBagMode::kMean:
+      return "MEAN";
+    case EmbeddingBagMode::kMax:
+      return "MAX";
+    case EmbeddingBagMode::kSqrtn:
+      return "SQRTN";
+  }
+  return absl::StrCat("mode(", static_cast<int32_t>(mode), ")");
+}
+
+absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
+                                                  const TensorView& indices,
+                                                  const TensorView* offsets,
+                                                  const TensorView* per_sample_weights,
+                                                  const EmbeddingBagOptions& options) {
+  TC_RETURN_IF_ERROR(ValidateTensor(params, "params", kMaxRank));
+  TC_RETURN_IF_ERROR(ValidateTensor(indices, "indices", kMaxRank));
+  if (offsets != nullptr) TC_RETURN_IF_ERROR(ValidateTensor(*offsets, "offsets", kMaxRank));
+  if (per_sample_weights != nullptr) {
+    TC_RETURN_IF_ERROR(ValidateTensor(*per_sample_weights, "per_sample_weights", kMaxRank));
+  }
+  const auto mode_value = static_cast<int32_t>(options.mode);
+  if (mode_value < 0 || mode_value > 3) {
+    return Invalid("EmbeddingBag: unknown mode ", mode_value,
+                   "; expected SUM (0), MEAN (1), MAX (2) or SQRTN (3)");
+  }
+  if (params.rank() != 2) {
+    return Invalid("EmbeddingBag: params must have rank 2 [rows, dim], got shape ",
+                   ShapeToString(params.shape));
+  }
+  if (!IsFloatParams(params.dtype)) {
+    return Invalid("EmbeddingBag: params must be float16, bfloat16, float32 or float64, got ",
+                   DataTypeName(params.dtype));
+  }
+  if (!IsIndexType(indices.dtype)) {
+    return Invalid("indices must be int32 or int64, got ", DataTypeName(indices.dtype));
+  }
+  if (indices.rank() != 1 && indices.rank() != 2) {
+    return Invalid(
+        "EmbeddingBag: indices must have rank 1 (with offsets) or rank 2 [bags, n] (fixed-size "
+        "bags, without offsets), got shape ",
+        ShapeToString(indices.shape));
+  }
+  EmbeddingBagPlan plan;
+  plan.mode = options.mode;
+  plan.dtype = params.dtype;
+  plan.index_dtype = indices.dtype;
+  plan.element_size = static_cast<int64_t>(ElementSize(params.dtype));
+  plan.rows = params.shape[0];
+  plan.dim = params.shape[1];
+  plan.num_indices = Product(indices.shape, 0, indices.shape.size());
+  plan.indices_shape = indices.shape;
+  if (indices.rank() == 2) {
+    if (offsets != nullptr) {
+      return Invalid(
+          "EmbeddingBag: offsets must be absent when indices has rank 2 [bags, n] (fixed-size "
+          "bags), got offsets of shape ",
+          ShapeToString(offsets->shape));
+    }
+    if (options.include_last_offset) {
+      return Invalid(
+          "EmbeddingBag: include_last_offset applies only to offsets, not to indices of rank 2 "
+          "[bags, n]");
+    }
+    plan.bags = indices.shape[0];
+    plan.bag_size = indices.shape[1];
+  } else {
+    if (offsets == nullptr) {
+      return Invalid(
+          "EmbeddingBag: indices of rank 1 need offsets (bag b is indices[offsets[b] : "
+          "offsets[b+1]]); or pass indices of rank 2 [bags, n] for fixed-size bags");
+    }
+    TC_ASSIGN_OR_RETURN(plan.bags,
+                        CheckOffsets(*offsets, plan.num_indices, options.include_last_offset));
+    plan.offsets_dtype = offsets->dtype;
+  }
+  if (per_sample_weights != nullptr) {
+    TC_RETURN_IF_ERROR(CheckWeights(*per_sample_weights, params, indices, options.mode));
+    plan.weights_dtype = per_sample_weights->dtype;
+  }
+  if (options.padding_idx) {
+    const int64_t p = *options.padding_idx;
+    if (!NormalizeIndex(p, plan.rows, &plan.padding_row)) {
+      return Invalid("padding_idx = ", p, " is not in [", -plan.rows, ", ", plan.rows,
+                     ") for params with ", plan.rows, " rows");
+    }
+  }
+  plan.output_shape = {plan.bags, plan.dim};
+  const std::optional<int64_t> elements = CheckedMul(plan.bags, plan.dim);
+  const std::optional<int64_t> bytes =
+      elements ? CheckedMul(*elements, plan.element_size) : std::nullopt;
+  if (!bytes || *bytes > options.max_output_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "output of shape ", ShapeToString(plan.output_shape), " needs ",
+        bytes ? absl::StrCat(*bytes) : std::string("more than 2^63"), " bytes, over the limit of ",
+        options.max_output_bytes, " bytes (max_output_bytes)"));
+  }
+  plan.output_bytes = *bytes;
+  return plan;
+}
+
+namespace {
+
+// Element access per params dtype: Acc is the accumulation type, Load/Store convert.
+struct Float16Elem {
+  using Acc = float;
+  static float Load(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return HalfToFloat(h);
+  }
+  static void Store(uint8_t* p, float v) {
+    const uint16_t h = FloatToHalf(v);
+    std::memcpy(p, &h, 2);
+  }
+};
+struct BFloat16Elem {
+  using Acc = float;
+  static float Load(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return BFloat16ToFloat(h);
+  }
+  static void Store(uint8_t* p, float v) {
+    const uint16_t h = FloatToBFloat16(v);
+    std::memcpy(p, &h, 2);
+  }
+};
+template <typename T>
+struct NativeElem {
+  using Acc = T;
+  static T Load(const uint8_t* p) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+  }
+  static void Store(uint8_t* p, T v) { std::memcpy(p, &v, sizeof(T)); }
+};
+
+// Keeps the lowest reported bad position across chunks (as core/gather.cc does): chunks cover
+// consecutive bags, and bags cover consecutive indices, so the minimum is the first overall.
+class FirstBad {
+ public:
+  void Report(int64_t position) {
+    if (position < 0) return;
+    int64_t cur = min_.load(std::memory_order_relaxed);
+    while (position < cur &&
+           !min_.compare_exchange_weak(cur, position, std::memory_order_relaxed)) {
+    }
+  }
+  bool found() const { return min_.load() != kNone; }
+  int64_t position() const { return min_.load(); }
+
+ private:
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  std::atomic<int64_t> min_{kNone};
+};
+
+struct Views {
+  const uint8_t* params;
+  const uint8_t* indices;
+  const uint8_t* offsets;  // null for fixed bags
+  int64_t num_offsets;
+  const uint8_t* weights;  // null when unweighted
+  uint8_t* output;
+};
+
+// Bag b's index positions [first, last).
+void BagRange(const EmbeddingBagPlan& plan, const Views& v, int64_t b, int64_t* first,
+              int64_t* last) {
+  if (v.offsets == nullptr) {
+    *first = b * plan.bag_size;
+    *last = *first + plan.bag_size;
+  } else {
+    *first = LoadIndex(v.offsets, plan.offsets_dtype, b);
+    *last =
+        b + 1 < v.num_offsets ? LoadIndex(v.offsets, plan.offsets_dtype, b + 1) : plan.num_indices;
+  }
+}
+
+// How far ahead (in index positions) rows are prefetched, as core/gather_kernels.cc does for
+// slices: random rows are bound by memory latency, so several loads must be in flight; long
+// rows are sequential reads that the hardware prefetcher already follows.
+int64_t RowPrefetchDistance(int64_t row_bytes) {
+  if (row_bytes <= 256) return 8;
+  if (row_bytes <= 4096) return 4;
+  return 0;
+}
+
+void PrefetchRow(const uint8_t* p, int64_t bytes) {
+  const int64_t n = std::min<int64_t>(bytes, 2048);
+  for (int64_t off = 0; off < n; off += 64) __builtin_prefetch(p + off);
+  __builtin_prefetch(p + n - 1);
+}
+
+// Reduces bags [begin, end). Returns -1, or the flat position of the first out-of-range index
+// met (bags before its bag are written).
+template <typename Elem>
+int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, int64_t end) {
+  using Acc = typename Elem::Acc;
+  const int64_t dim = plan.dim;
+  const int64_t esize = plan.element_size;
+  const int64_t row_bytes = dim * esize;
+  const bool weighted = plan.weighted();
+  const bool is_max = plan.mode == EmbeddingBagMode::kMax;
+  const int64_t distance = row_bytes > 0 ? RowPrefetchDistance(row_bytes) : 0;
+  int64_t unused, range_last;  // the chunk's last index position, + 1
+  BagRange(plan, v, end - 1, &unused, &range_last);
+  std::vector<Acc> acc(static_cast<size_t>(dim));
+  for (int64_t b = begin; b < end; ++b) {
+    int64_t first, last;
+    BagRange(plan, v, b, &first, &last);
+    std::fill(acc.begin(), acc.end(), Acc(0));
+    BagStats<Acc> stats;
+    for (int64_t i = first; i < last; ++i) {
+      int64_t row;
+      if (distance > 0 && i + distance < range_last) {
+        int64_t ahead;  // a bad value is reported when its turn comes
+        if (NormalizeIndex(LoadIndex(v.indices, plan.index_dtype, i + distance), plan.rows,
+                           &ahead)) {
+          PrefetchRow(v.params + ahead * row_bytes, row_bytes);
+        }
+      }
+      if (!NormalizeIndex(LoadIndex(v.indices, plan.index_dtype, i), plan.rows, &row)) return i;
+      if (IsPaddingRow(row, plan.padding_row)) continue;
+      const uint8_t* src = v.params + row * row_bytes;
+      if (weighted) {
+        const Acc w = plan.weights_dtype == DataType::kFloat32
+                          ? static_cast<Acc>(NativeElem<float>::Load(v.weights + i * 4))
+                          : Elem::Load(v.weights + i * esize);
+        AddWeight(stats, w);
+        for (int64_t d = 0; d < dim; ++d) {
+          acc[d] = AccumulateWeighted(acc[d], w, Elem::Load(src + d * esize));
+        }
+      } else if (is_max) {
+        const bool first_row = stats.count == 0;
+        ++stats.count;
+        for (int64_t d = 0; d < dim; ++d) {
+          acc[d] = AccumulateMax(acc[d], Elem::Load(src + d * esize), first_row);
+        }
+      } else {
+        ++stats.count;
+        for (int64_t d = 0; d < dim; ++d) {
+          acc[d] = AccumulateUnweighted(acc[d], Elem::Load(src + d * esize));
+        }
+      }
+    }
+    uint8_t* out = v.output + b * row_bytes;
+    for (int64_t d = 0; d < dim; ++d) {
+      Elem::Store(out + d * esize, BagResult(plan.mode, weighted, acc[d], stats));
+    }
+  }
+  return -1;
+}
+
+int64_t ReduceBagsForDtype(const EmbeddingBagPlan& plan, const Views& v, int64_t begin,
+                           int64_t end) {
+  switch (plan.dtype) {
+    case DataType::kFloat16:
+      return ReduceBags<Float16Elem>(plan, v, begin, end);
+    case DataType::kBfloat16:
+      return ReduceBags<BFloat16Elem>(plan, v, begin, end);
+    case DataType::kFloat32:
+      return ReduceBags<NativeElem<float>>(plan, v, begin, end);
+    default:
+      return ReduceBags<NativeElem<double>>(plan, v, begin, end);
+  }
+}
+
+}  // namespace
+
+absl::Status ExecuteEmbeddingBag(const EmbeddingBagPlan& plan, const TensorView& params,
+                                 const TensorView& indices, const TensorView* offsets,
+                                 const TensorView* per_sample_weights,
+                                 const MutableTensorView& output, ThreadPool* pool,
+                                 int64_t min_parallel_bytes) {
+  const Views views{params.data.data(),
+                    indices.data.data(),
+                    offsets != nullptr ? offsets->data.data() : nullptr,
+                    offsets != nullptr ? offsets->shape[0] : 0,
+                    per_sample_weights != nullptr ? per_sample_weights->data.data() : nullptr,
+                    output.data.data()};
+  // Work is the rows read plus the rows written; a chunk gets about kMinChunkBytes of it.
+  const int64_t row_bytes = std::max<int64_t>(1, plan.dim * plan.element_size);
+  const double work = static_cast<double>(plan.num_indices + plan.bags) * row_bytes;
+  FirstBad bad;
+  auto run = [&](int64_t begin, int64_t end) {
+    bad.Report(ReduceBagsForDtype(plan, views, begin, end));
+  };
+  if (pool != nullptr && pool->size() > 0 && work >= static_cast<double>(min_parallel_bytes) &&
+      plan.bags > 1) {
+    const auto min_chunk = std::max<int64_t>(
+        1, static_cast<int64_t>(static_cast<double>(plan.bags) * kMinChunkBytes / work));
+    pool->ParallelFor(plan.bags, min_chunk, run);
+  } else if (plan.bags > 0) {
+    run(0, plan.bags);
+  }
+  if (!bad.found()) return absl::OkStatus();
+  // The words are Gather's (gather_plan.h's BadIndexError), for a rank-1 gather of axis 0.
+  GatherPlan words;
+  words.index_dtype = plan.index_dtype;
+  words.depth = 1;
+  words.index_dims = {plan.rows};
+  words.indexed_axis = 0;
+  words.indices_shape = plan.indices_shape;
+  return BadIndexError(words, indices, bad.position());
+}
+
+absl::StatusOr<Tensor> EmbeddingBag(const TensorView& params, const TensorView& indices,
+                                    const TensorView* offsets, const TensorView* per_sample_weights,
+                                    const EmbeddingBagOptions& options, ThreadPool* pool) {
+  TC_ASSIGN_OR_RETURN(EmbeddingBagPlan plan,
+                      PlanEmbeddingBag(params, indices, offsets, per_sample_weights, options));
+  TC_ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(plan.dtype, plan.output_shape));
+  TC_RETURN_IF_ERROR(ExecuteEmbeddingBag(plan, params, indices, offsets, per_sample_weights,
+                                         out.mutable_view(), pool));
+  return out;
+}
+
+}  // namespace tensorcompute::core

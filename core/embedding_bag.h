@@ -1,0 +1,144 @@
+// File: core/embedding_bag.h
+//
+// Pooled embedding lookups (EmbeddingBag) on the CPU: for each bag of indices, the rows of a
+// [rows, dim] table that they name, reduced to one row by SUM, MEAN, MAX or SQRTN.
+//
+//   PlanEmbeddingBag(...)     validates a request (every user-visible message is written in
+//                             the .cc) and sizes the output [bags, dim];
+//   ExecuteEmbeddingBag(...)  runs a plan into an output slot the caller sized, checking each
+//                             index value in the same pass (the server's path);
+//   EmbeddingBag(...)         plan + allocate + execute into a new Tensor (tests, tools).
+//
+// Semantics (the oracle is torch.nn.functional.embedding_bag, plus TensorFlow's "sqrtn"):
+//   https://pytorch.org/docs/stable/generated/torch.nn.functional.embedding_bag.html
+//   https://www.tensorflow.org/api_docs/python/tf/nn/embedding_lookup_sparse
+// - params: rank 2 [rows, dim] of float16, bfloat16, float32 or float64.
+// - indices int32/int64 of rank 1 with offsets int32/int64 of rank 1: bag b is
+//   indices[offsets[b] : offsets[b+1]], the last bag running to the end of indices. With
+//   include_last_offset, offsets has bags + 1 entries and its last entry is the end of the last
+//   bag; we require it to equal len(indices) (torch's documentation states no rule for other
+//   values), so that in both forms every index belongs to exactly one bag.
+//   offsets[0] must be 0 and offsets must not decrease or pass the end. Empty offsets without
+//   include_last_offset mean zero bags, and then indices must be empty too.
+//   Or indices of rank 2 [bags, n] and no offsets: fixed-size bags (include_last_offset must be
+//   false then).
+// - Index values in [-rows, -1] count from the end; others outside [-rows, rows) are
+//   INVALID_ARGUMENT naming the position and value ("indices[5] = 9 is not in [-4, 4)", the
+//   wording of Gather), found during execution: the lowest bad position is reported.
+// - per_sample_weights (optional): the shape of indices, float32 or the params' dtype.
+//   SUM = Σ wᵢxᵢ, MEAN = Σ wᵢxᵢ / Σ wᵢ, SQRTN = Σ wᵢxᵢ / √Σ wᵢ²; without weights wᵢ = 1.
+//   MAX with weights is INVALID_ARGUMENT (as in torch).
+// - padding_idx (optional, in [-rows, rows), negative counting from the end): index values
+//   naming that row (after normalisation) are skipped and not counted.
+// - An empty bag (or one of padding rows only) gives zeros in every mode.
+// - Accumulation (core/embedding_bag_math.h): per output element in float32 (float64 for
+//   float64 params), in the bag's index order, weighted terms with one rounding (fma), then
+//   the division, then one rounding to the output dtype. MAX keeps torch's CPU rule: the
+//   first row sets the value, later rows replace it only when strictly greater (so a NaN
+//   survives only as a bag's first row, and of -0 and +0 the first met wins).
+// Results do not depend on how bags are split across threads.
+//
+// Thread-safety: pure functions over caller-owned views; concurrent calls are safe, each
+// writing only its own output.
+
+#ifndef TENSORCOMPUTE_CORE_EMBEDDING_BAG_H_
+#define TENSORCOMPUTE_CORE_EMBEDDING_BAG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include "core/dtype.h"
+#include "core/embedding_bag_math.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace tensorcompute::core {
+
+// "SUM", "MEAN", "MAX", "SQRTN"; "mode(<n>)" for a value outside the enum.
+std::string EmbeddingBagModeName(EmbeddingBagMode mode);
+
+struct EmbeddingBagOptions {
+  // How each bag is reduced. Default SUM.
+  EmbeddingBagMode mode = EmbeddingBagMode::kSum;
+
+  // offsets has bags + 1 entries, the last being len(indices). Default false.
+  bool include_last_offset = false;
+
+  // A row to skip, in [-rows, rows); unset means none.
+  std::optional<int64_t> padding_idx;
+
+  // Largest output accepted, in bytes; larger is RESOURCE_EXHAUSTED. Default 1 GiB.
+  int64_t max_output_bytes = int64_t{1} << 30;
+};
+
+// A validated request.
+struct EmbeddingBagPlan {
+  EmbeddingBagMode mode = EmbeddingBagMode::kSum;
+  DataType dtype = DataType::kUnspecified;          // params' and the output's dtype
+  DataType index_dtype = DataType::kUnspecified;    // kInt32 or kInt64
+  DataType offsets_dtype = DataType::kUnspecified;  // kInt32/kInt64; kUnspecified: fixed bags
+  DataType weights_dtype = DataType::kUnspecified;  // kUnspecified: no weights
+  int64_t element_size = 0;                         // bytes of one params element
+
+  int64_t rows = 0;          // params.shape[0]
+  int64_t dim = 0;           // params.shape[1]
+  int64_t bags = 0;          // output rows
+  int64_t num_indices = 0;   // index values in all
+  int64_t bag_size = 0;      // fixed bags: indices.shape[1]; with offsets: unused (0)
+  int64_t padding_row = -1;  // normalised padding_idx; -1 for none
+
+  Shape output_shape;  // [bags, dim]
+  int64_t output_bytes = 0;
+  Shape indices_shape;  // for error messages
+
+  bool weighted() const { return weights_dtype != DataType::kUnspecified; }
+  bool fixed_bags() const { return offsets_dtype == DataType::kUnspecified; }
+};
+
+// Validates an EmbeddingBag request. `offsets` and `per_sample_weights` are nullptr when
+// absent. Reads the offsets (their order is checked here) but no index value.
+// Returns the plan, or INVALID_ARGUMENT for, checked in this order: a malformed tensor
+// (ValidateTensor; named "params", "indices", "offsets", "per_sample_weights"); a mode outside
+// the enum; params not of rank 2 or not a float dtype; indices not int32/int64; indices of
+// rank other than 1 and 2; rank 1 without offsets; rank 2 with offsets or with
+// include_last_offset; offsets not int32/int64 or not of rank 1; with include_last_offset, no
+// offsets entry; offsets[0] != 0; a decreasing offset; an offset past the end of indices;
+// with include_last_offset, a last offset other than len(indices); zero bags but some
+// indices; weights of another shape than indices or of a dtype other than float32 and the
+// params'; weights with MAX; padding_idx outside [-rows, rows).
+// Or RESOURCE_EXHAUSTED when the output exceeds options.max_output_bytes.
+absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
+                                                  const TensorView& indices,
+                                                  const TensorView* offsets,
+                                                  const TensorView* per_sample_weights,
+                                                  const EmbeddingBagOptions& options = {});
+
+// Requests that read at least this many params bytes are split across the pool.
+inline constexpr int64_t kEmbeddingBagMinParallelBytes = int64_t{256} << 10;
+
+// Executes `plan` with the views it was made from into `output`, splitting the bags across
+// `pool` (nullptr: the calling thread only) when the rows read add up to min_parallel_bytes.
+// Returns OK, or INVALID_ARGUMENT for the lowest flat position of indices holding an
+// out-of-range value (output contents then unspecified).
+// REQUIRES: output.dtype == plan.dtype, output.shape == plan.output_shape, output.data is
+// plan.output_bytes long; offsets/per_sample_weights non-null exactly as in the plan.
+absl::Status ExecuteEmbeddingBag(const EmbeddingBagPlan& plan, const TensorView& params,
+                                 const TensorView& indices, const TensorView* offsets,
+                                 const TensorView* per_sample_weights,
+                                 const MutableTensorView& output, ThreadPool* pool = nullptr,
+                                 int64_t min_parallel_bytes = kEmbeddingBagMinParallelBytes);
+
+// Plan + allocate + execute. Errors as PlanEmbeddingBag and ExecuteEmbeddingBag.
+absl::StatusOr<Tensor> EmbeddingBag(const TensorView& params, const TensorView& indices,
+                                    const TensorView* offsets, const TensorView* per_sample_weights,
+                                    const EmbeddingBagOptions& options = {},
+                                    ThreadPool* pool = nullptr);
+
+}  // namespace tensorcompute::core
+
+#endif  // TENSORCOMPUTE_CORE_EMBEDDING_BAG_H_

@@ -1,0 +1,91 @@
+// File: core/embedding_bag_math.h
+//
+// The per-element arithmetic of EmbeddingBag (core/embedding_bag.h) as small inline functions
+// that compile for the host and, under nvcc, for the device (TC_HOST_DEVICE, core/index_math.h),
+// so that a CUDA kernel accumulates exactly as the CPU does and the two agree byte for byte.
+//
+// One output element of a bag is computed as
+//   acc = 0; for each row x of the bag, in index order, skipping padding rows:
+//     SUM/MEAN/SQRTN: acc = fma(w, x, acc) with weights (one rounding), acc += x without;
+//     MAX:            acc = x for the bag's first row, then acc = x when x > acc (torch's CPU
+//                     rule: a NaN is kept only when it is the first row; among equal values,
+//                     -0 and +0 included, the first one wins);
+//   then BagResult() divides (MEAN, SQRTN) and the caller rounds once to the output dtype.
+// `Acc` is float (float16, bfloat16 and float32 params) or double (float64 params).
+// Pure functions; thread-safe.
+
+#ifndef TENSORCOMPUTE_CORE_EMBEDDING_BAG_MATH_H_
+#define TENSORCOMPUTE_CORE_EMBEDDING_BAG_MATH_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/index_math.h"
+
+namespace tensorcompute::core {
+
+// How a bag's rows are reduced. The numbers are part of the API (the wire will use them).
+enum class EmbeddingBagMode : int32_t { kSum = 0, kMean = 1, kMax = 2, kSqrtn = 3 };
+
+// What a bag contributed besides its rows: how many rows (padding rows excluded), and the sum
+// of the weights and of their squares (only kept when weighted).
+template <typename Acc>
+struct BagStats {
+  int64_t count = 0;
+  Acc sum_w = 0;
+  Acc sum_w2 = 0;
+};
+
+// Adds one weight to the bag's statistics (sum_w += w; sum_w2 = fma(w, w, sum_w2)).
+template <typename Acc>
+TC_HOST_DEVICE inline void AddWeight(BagStats<Acc>& stats, Acc w) {
+  ++stats.count;
+  stats.sum_w += w;
+  stats.sum_w2 = std::fma(w, w, stats.sum_w2);
+}
+
+// One weighted term with a single rounding.
+template <typename Acc>
+TC_HOST_DEVICE inline Acc AccumulateWeighted(Acc acc, Acc w, Acc x) {
+  return std::fma(w, x, acc);
+}
+
+// One unweighted term.
+template <typename Acc>
+TC_HOST_DEVICE inline Acc AccumulateUnweighted(Acc acc, Acc x) {
+  return acc + x;
+}
+
+// MAX's update: the first row of the bag sets the value; later rows replace it only when
+// strictly greater (so NaN later in a bag is ignored, and the first of equal values stays).
+template <typename Acc>
+TC_HOST_DEVICE inline Acc AccumulateMax(Acc acc, Acc x, bool first) {
+  return (first || x > acc) ? x : acc;
+}
+
+// The bag's value from its accumulator: 0 for a bag with no (non-padding) rows in every mode;
+// SUM and MAX: acc; MEAN: acc / sum_w (weighted) or acc / count; SQRTN: acc / sqrt(sum_w2)
+// (weighted) or acc / sqrt(count). A weighted MEAN whose weights add up to 0 divides by 0
+// (IEEE: inf or NaN), as TensorFlow's combiner does.
+template <typename Acc>
+TC_HOST_DEVICE inline Acc BagResult(EmbeddingBagMode mode, bool weighted, Acc acc,
+                                    const BagStats<Acc>& stats) {
+  if (stats.count == 0) return Acc(0);
+  switch (mode) {
+    case EmbeddingBagMode::kMean:
+      return acc / (weighted ? stats.sum_w : static_cast<Acc>(stats.count));
+    case EmbeddingBagMode::kSqrtn:
+      return acc / std::sqrt(weighted ? stats.sum_w2 : static_cast<Acc>(stats.count));
+    default:
+      return acc;
+  }
+}
+
+// Whether normalised row `row` is the padding row (`padding_row` < 0: none).
+TC_HOST_DEVICE inline bool IsPaddingRow(int64_t row, int64_t padding_row) {
+  return row == padding_row;
+}
+
+}  // namespace tensorcompute::core
+
+#endif  // TENSORCOMPUTE_CORE_EMBEDDING_BAG_MATH_H_
