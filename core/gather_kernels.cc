@@ -146,6 +146,40 @@ struct StreamingSliceCopier {
 };
 #endif
 
+// A slice of a fixed size of at most kMaxFixedSliceBytes (embedding rows: 16 to 256 B), with the
+// copy unrolled at compile time: a call to memcpy and its size dispatch cost as much as the copy
+// of one line. Small random rows are bound by how many misses are in flight, as single elements
+// are, so they are prefetched as far ahead, into L2 (PrefetchToL2's reasons), one line at a time.
+// With kStreaming the stores are non-temporal (REQUIRES: dst 16-byte aligned; the caller fences).
+inline constexpr int64_t kMaxFixedSliceBytes = 256;
+
+template <int64_t kBytes, bool kStreaming>
+struct FixedSliceCopier {
+  static_assert(kBytes % 16 == 0 && kBytes <= kMaxFixedSliceBytes);
+  const uint8_t* src;
+  uint8_t* dst;
+  int64_t prefetch_distance() const { return kBytes <= 64 ? 32 : 16; }
+  void Prefetch(int64_t row) const {
+    const uint8_t* p = src + row * kBytes;
+    for (int64_t off = 0; off < kBytes; off += kCacheLine) PrefetchToL2(p + off);
+    PrefetchToL2(p + kBytes - 1);  // an unaligned slice spans one more line
+  }
+  void Copy(int64_t out_row, int64_t row) const {
+    const uint8_t* s = src + row * kBytes;
+    uint8_t* d = dst + out_row * kBytes;
+#if defined(__SSE2__)
+    if constexpr (kStreaming) {
+      for (int64_t i = 0; i < kBytes; i += 16) {
+        _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+      }
+      return;
+    }
+#endif
+    std::memcpy(d, s, kBytes);
+  }
+};
+
 struct StringCopier {
   const std::string* const* src;
   std::string* const* dst;
@@ -181,6 +215,31 @@ int64_t WalkAnyIndex(const GatherPlan& p, const TensorView& indices, int64_t beg
                      Copier& copier) {
   return p.index_dtype == DataType::kInt32 ? Walk<int32_t>(p, indices, begin, end, copier)
                                            : Walk<int64_t>(p, indices, begin, end, copier);
+}
+
+// Runs the walk with FixedSliceCopier<slice_bytes> when there is one for that size (storing the
+// walk's result in *bad) and returns true; returns false, having done nothing, otherwise.
+template <bool kStreaming>
+bool WalkFixedSlice(const GatherPlan& p, const TensorView& indices, const uint8_t* src,
+                    uint8_t* dst, int64_t slice_bytes, int64_t begin, int64_t end, int64_t* bad) {
+  const auto walk = [&](auto copier) {
+    *bad = WalkAnyIndex(p, indices, begin, end, copier);
+    return true;
+  };
+  switch (slice_bytes) {
+    case 16:
+      return walk(FixedSliceCopier<16, kStreaming>{src, dst});
+    case 32:
+      return walk(FixedSliceCopier<32, kStreaming>{src, dst});
+    case 64:
+      return walk(FixedSliceCopier<64, kStreaming>{src, dst});
+    case 128:
+      return walk(FixedSliceCopier<128, kStreaming>{src, dst});
+    case 256:
+      return walk(FixedSliceCopier<256, kStreaming>{src, dst});
+    default:
+      return false;
+  }
 }
 
 template <typename Index>
@@ -230,16 +289,20 @@ int64_t GatherRows(const GatherPlan& plan, const TensorView& params, const Tenso
     }
   }
   const int64_t slice_bytes = plan.slice_bytes();
+  int64_t bad = -1;
 #if defined(__SSE2__)
   if (streaming && slice_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
-    StreamingSliceCopier c{src, dst, slice_bytes};
-    const int64_t bad = WalkAnyIndex(plan, indices, begin, end, c);
+    if (!WalkFixedSlice<true>(plan, indices, src, dst, slice_bytes, begin, end, &bad)) {
+      StreamingSliceCopier c{src, dst, slice_bytes};
+      bad = WalkAnyIndex(plan, indices, begin, end, c);
+    }
     _mm_sfence();  // order the streaming stores before anyone reads the output
     return bad;
   }
 #else
   (void)streaming;
 #endif
+  if (WalkFixedSlice<false>(plan, indices, src, dst, slice_bytes, begin, end, &bad)) return bad;
   SliceCopier c{src, dst, slice_bytes};
   return WalkAnyIndex(plan, indices, begin, end, c);
 }

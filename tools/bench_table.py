@@ -15,6 +15,8 @@ import tempfile
 
 CASES = [
     ("rows_64B", "gather axis 0, rows of 64 B"),
+    ("rows_128B", "gather axis 0, rows of 128 B"),
+    ("rows_256B", "gather axis 0, rows of 256 B"),
     ("rows_1KiB", "gather axis 0, rows of 1 KiB"),
     ("rows_64KiB", "gather axis 0, rows of 64 KiB"),
     ("scalar_f32", "scalar gather, M elements/s"),

@@ -180,6 +180,8 @@ void Args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
 BENCHMARK_CAPTURE(BM_Gather, rows_64B, RowsCase(64))->Apply(Args);
+BENCHMARK_CAPTURE(BM_Gather, rows_128B, RowsCase(128))->Apply(Args);
+BENCHMARK_CAPTURE(BM_Gather, rows_256B, RowsCase(256))->Apply(Args);
 BENCHMARK_CAPTURE(BM_Gather, rows_1KiB, RowsCase(1024))->Apply(Args);
 BENCHMARK_CAPTURE(BM_Gather, rows_64KiB, RowsCase(64 << 10))->Apply(Args);
 BENCHMARK_CAPTURE(BM_Gather, scalar_f32, ScalarCase())->Apply(Args);
