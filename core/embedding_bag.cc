@@ -224,6 +224,7 @@ namespace {
 // Element access per params dtype: Acc is the accumulation type, Load/Store convert.
 struct Float16Elem {
   using Acc = float;
+  static constexpr int64_t kSize = 2;
   static float Load(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -236,6 +237,7 @@ struct Float16Elem {
 };
 struct BFloat16Elem {
   using Acc = float;
+  static constexpr int64_t kSize = 2;
   static float Load(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -249,6 +251,7 @@ struct BFloat16Elem {
 template <typename T>
 struct NativeElem {
   using Acc = T;
+  static constexpr int64_t kSize = sizeof(T);
   static T Load(const uint8_t* p) {
     T v;
     std::memcpy(&v, p, sizeof(T));
@@ -298,39 +301,46 @@ void BagRange(const EmbeddingBagPlan& plan, const Views& v, int64_t b, int64_t* 
   }
 }
 
-// How far ahead (in index positions) rows are prefetched, as core/gather_kernels.cc does for
-// slices: random rows are bound by memory latency, so several loads must be in flight; long
-// rows are sequential reads that the hardware prefetcher already follows.
+// How far ahead (in index positions) rows are prefetched, and where to: the distances and the L2
+// hint of the gather kernels' small slices (core/gather_kernels.cc, docs/performance.md "Small
+// rows"), since random rows are bound by how many misses are in flight; long rows are sequential
+// reads that the hardware prefetcher already follows.
 int64_t RowPrefetchDistance(int64_t row_bytes) {
-  if (row_bytes <= 256) return 8;
+  if (row_bytes <= 64) return 32;
+  if (row_bytes <= 256) return 16;
   if (row_bytes <= 4096) return 4;
   return 0;
 }
 
 void PrefetchRow(const uint8_t* p, int64_t bytes) {
   const int64_t n = std::min<int64_t>(bytes, 2048);
-  for (int64_t off = 0; off < n; off += 64) __builtin_prefetch(p + off);
-  __builtin_prefetch(p + n - 1);
+  for (int64_t off = 0; off < n; off += 64) __builtin_prefetch(p + off, 0, 2);
+  __builtin_prefetch(p + n - 1, 0, 2);
 }
 
+// How a bag's rows go into the accumulator: kWeighted (fma with the row's weight), kMax, or
+// kPlain (a sum, for SUM, MEAN and SQRTN without weights).
+enum class Reduce { kPlain, kWeighted, kMax };
+
 // Reduces bags [begin, end). Returns -1, or the flat position of the first out-of-range index
-// met (bags before its bag are written).
-template <typename Elem>
+// met (bags before its bag are written). The element loops have a constant stride, so that the
+// compiler vectorizes them across the row; each element's own sequence of operations is the
+// one of embedding_bag_math.h, whatever the vector width.
+template <typename Elem, Reduce kReduce>
 int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, int64_t end) {
   using Acc = typename Elem::Acc;
+  constexpr int64_t kSize = Elem::kSize;
   const int64_t dim = plan.dim;
-  const int64_t esize = plan.element_size;
-  const int64_t row_bytes = dim * esize;
-  const bool weighted = plan.weighted();
-  const bool is_max = plan.mode == EmbeddingBagMode::kMax;
+  const int64_t row_bytes = dim * kSize;
   const int64_t distance = row_bytes > 0 ? RowPrefetchDistance(row_bytes) : 0;
   int64_t unused, range_last;  // the chunk's last index position, + 1
   BagRange(plan, v, end - 1, &unused, &range_last);
-  std::vector<Acc> acc(static_cast<size_t>(dim));
+  std::vector<Acc> acc_buffer(static_cast<size_t>(dim));
+  Acc* const acc = acc_buffer.data();
   for (int64_t b = begin; b < end; ++b) {
     int64_t first, last;
     BagRange(plan, v, b, &first, &last);
-    std::fill(acc.begin(), acc.end(), Acc(0));
+    std::fill(acc, acc + dim, Acc(0));
     BagStats<Acc> stats;
     for (int64_t i = first; i < last; ++i) {
       int64_t row;
@@ -344,46 +354,60 @@ int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, 
       if (!NormalizeIndex(LoadIndex(v.indices, plan.index_dtype, i), plan.rows, &row)) return i;
       if (IsPaddingRow(row, plan.padding_row)) continue;
       const uint8_t* src = v.params + row * row_bytes;
-      if (weighted) {
+      if constexpr (kReduce == Reduce::kWeighted) {
         const Acc w = plan.weights_dtype == DataType::kFloat32
                           ? static_cast<Acc>(NativeElem<float>::Load(v.weights + i * 4))
-                          : Elem::Load(v.weights + i * esize);
+                          : Elem::Load(v.weights + i * kSize);
         AddWeight(stats, w);
         for (int64_t d = 0; d < dim; ++d) {
-          acc[d] = AccumulateWeighted(acc[d], w, Elem::Load(src + d * esize));
+          acc[d] = AccumulateWeighted(acc[d], w, Elem::Load(src + d * kSize));
         }
-      } else if (is_max) {
+      } else if constexpr (kReduce == Reduce::kMax) {
         const bool first_row = stats.count == 0;
         ++stats.count;
         for (int64_t d = 0; d < dim; ++d) {
-          acc[d] = AccumulateMax(acc[d], Elem::Load(src + d * esize), first_row);
+          acc[d] = AccumulateMax(acc[d], Elem::Load(src + d * kSize), first_row);
         }
       } else {
         ++stats.count;
         for (int64_t d = 0; d < dim; ++d) {
-          acc[d] = AccumulateUnweighted(acc[d], Elem::Load(src + d * esize));
+          acc[d] = AccumulateUnweighted(acc[d], Elem::Load(src + d * kSize));
         }
       }
     }
+    // BagResult (embedding_bag_math.h), with the divisor computed once for the bag.
     uint8_t* out = v.output + b * row_bytes;
-    for (int64_t d = 0; d < dim; ++d) {
-      Elem::Store(out + d * esize, BagResult(plan.mode, weighted, acc[d], stats));
+    if (stats.count == 0) {
+      for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, Acc(0));
+    } else if (ModeDivides(plan.mode)) {
+      const Acc divisor = BagDivisor(plan.mode, kReduce == Reduce::kWeighted, stats);
+      for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, acc[d] / divisor);
+    } else {
+      for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, acc[d]);
     }
   }
   return -1;
+}
+
+template <typename Elem>
+int64_t ReduceBagsFor(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, int64_t end) {
+  if (plan.weighted()) return ReduceBags<Elem, Reduce::kWeighted>(plan, v, begin, end);
+  if (plan.mode == EmbeddingBagMode::kMax)
+    return ReduceBags<Elem, Reduce::kMax>(plan, v, begin, end);
+  return ReduceBags<Elem, Reduce::kPlain>(plan, v, begin, end);
 }
 
 int64_t ReduceBagsForDtype(const EmbeddingBagPlan& plan, const Views& v, int64_t begin,
                            int64_t end) {
   switch (plan.dtype) {
     case DataType::kFloat16:
-      return ReduceBags<Float16Elem>(plan, v, begin, end);
+      return ReduceBagsFor<Float16Elem>(plan, v, begin, end);
     case DataType::kBfloat16:
-      return ReduceBags<BFloat16Elem>(plan, v, begin, end);
+      return ReduceBagsFor<BFloat16Elem>(plan, v, begin, end);
     case DataType::kFloat32:
-      return ReduceBags<NativeElem<float>>(plan, v, begin, end);
+      return ReduceBagsFor<NativeElem<float>>(plan, v, begin, end);
     default:
-      return ReduceBags<NativeElem<double>>(plan, v, begin, end);
+      return ReduceBagsFor<NativeElem<double>>(plan, v, begin, end);
   }
 }
 

@@ -67,18 +67,26 @@ TC_HOST_DEVICE inline Acc AccumulateMax(Acc acc, Acc x, bool first) {
 // SUM and MAX: acc; MEAN: acc / sum_w (weighted) or acc / count; SQRTN: acc / sqrt(sum_w2)
 // (weighted) or acc / sqrt(count). A weighted MEAN whose weights add up to 0 divides by 0
 // (IEEE: inf or NaN), as TensorFlow's combiner does.
+// Whether `mode` divides the accumulator (MEAN, SQRTN) and, if so, by what (BagDivisor, once
+// per bag; every element of the bag is divided by the same value).
+TC_HOST_DEVICE inline bool ModeDivides(EmbeddingBagMode mode) {
+  return mode == EmbeddingBagMode::kMean || mode == EmbeddingBagMode::kSqrtn;
+}
+
+template <typename Acc>
+TC_HOST_DEVICE inline Acc BagDivisor(EmbeddingBagMode mode, bool weighted,
+                                     const BagStats<Acc>& stats) {
+  if (mode == EmbeddingBagMode::kMean) {
+    return weighted ? stats.sum_w : static_cast<Acc>(stats.count);
+  }
+  return std::sqrt(weighted ? stats.sum_w2 : static_cast<Acc>(stats.count));
+}
+
 template <typename Acc>
 TC_HOST_DEVICE inline Acc BagResult(EmbeddingBagMode mode, bool weighted, Acc acc,
                                     const BagStats<Acc>& stats) {
   if (stats.count == 0) return Acc(0);
-  switch (mode) {
-    case EmbeddingBagMode::kMean:
-      return acc / (weighted ? stats.sum_w : static_cast<Acc>(stats.count));
-    case EmbeddingBagMode::kSqrtn:
-      return acc / std::sqrt(weighted ? stats.sum_w2 : static_cast<Acc>(stats.count));
-    default:
-      return acc;
-  }
+  return ModeDivides(mode) ? acc / BagDivisor(mode, weighted, stats) : acc;
 }
 
 // Whether normalised row `row` is the padding row (`padding_row` < 0: none).
