@@ -1,0 +1,152 @@
+// Pooled lookups (core/embedding_bag.h) beside the plain gather of the same rows, measured in
+// the same process (docs/performance.md, "Pooled lookups").
+//
+// The table is the one of the peer measurements (../shared/reference/peers.md is not part of
+// the repository; the shapes are): 1 GiB of float32 in rows of 256 B (4,194,304 x 64), advised
+// to use transparent huge pages as resident tables are, and 262,144 random int64 lookups per
+// call in bags of 1, 8, 32 and 128 (offsets n apart). Each case reports rows read per second
+// (items_per_second) on one thread and split over a ThreadPool with one worker per core beyond
+// the caller; outputs are reused. The gather case copies the same 262,144 rows out (64 MiB):
+// pooling writes 1/n of that, so it should read rows at least as fast.
+// tools/embedding_bag_peers.py measures NumPy on the same shapes.
+//
+// Run: build/tests/bench/embedding_bag_bench --benchmark_repetitions=5
+//        --benchmark_report_aggregates_only=true
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include <sys/mman.h>
+
+#include "core/embedding_bag.h"
+#include "core/gather.h"
+
+namespace tensorcompute::core {
+namespace {
+
+constexpr int64_t kRows = int64_t{4} << 20;
+constexpr int64_t kDim = 64;
+constexpr int64_t kTableBytes = kRows * kDim * 4;
+constexpr int64_t kLookups = int64_t{256} << 10;
+
+ThreadPool& Pool() {
+  static ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) - 1);
+  return pool;
+}
+
+const uint8_t* Table() {
+  static const uint8_t* table = [] {
+    void* p = nullptr;
+    if (posix_memalign(&p, 2 << 20, kTableBytes) != 0) std::abort();
+    madvise(p, kTableBytes, MADV_HUGEPAGE);
+    auto* values = static_cast<float*>(p);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> uniform(-1, 1);
+    for (int64_t i = 0; i < kRows * kDim; ++i) values[i] = uniform(rng);
+    return static_cast<const uint8_t*>(p);
+  }();
+  return table;
+}
+
+TensorView TableView() {
+  return TensorView{
+      DataType::kFloat32, {kRows, kDim}, absl::MakeConstSpan(Table(), kTableBytes), {}};
+}
+
+const std::vector<int64_t>& Indices() {
+  static const std::vector<int64_t> indices = [] {
+    std::vector<int64_t> v(kLookups);
+    std::mt19937_64 rng(42);
+    for (int64_t& i : v) i = static_cast<int64_t>(rng() % kRows);
+    return v;
+  }();
+  return indices;
+}
+
+TensorView Int64View(const std::vector<int64_t>& v) {
+  return TensorView{DataType::kInt64,
+                    {static_cast<int64_t>(v.size())},
+                    absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 8),
+                    {}};
+}
+
+// Args: bag size, pool (0 = one thread, 1 = split over the pool).
+void BM_EmbeddingBagSum(benchmark::State& state) {
+  const int64_t bag = state.range(0);
+  const bool pooled = state.range(1) != 0;
+  std::vector<int64_t> offsets(kLookups / bag);
+  for (size_t b = 0; b < offsets.size(); ++b) offsets[b] = static_cast<int64_t>(b) * bag;
+  const TensorView params = TableView();
+  const TensorView indices = Int64View(Indices());
+  const TensorView offsets_view = Int64View(offsets);
+  absl::StatusOr<EmbeddingBagPlan> plan =
+      PlanEmbeddingBag(params, indices, &offsets_view, nullptr, EmbeddingBagOptions{});
+  if (!plan.ok()) {
+    state.SkipWithError(std::string(plan.status().message()).c_str());
+    return;
+  }
+  Tensor out = *Tensor::Allocate(plan->dtype, plan->output_shape);
+  std::memset(out.mutable_bytes().data(), 0, out.mutable_bytes().size());  // pre-touch
+  for (auto _ : state) {
+    const absl::Status s = ExecuteEmbeddingBag(*plan, params, indices, &offsets_view, nullptr,
+                                               out.mutable_view(), pooled ? &Pool() : nullptr);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(out.mutable_bytes().data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(kLookups * state.iterations());
+}
+
+// The same rows gathered (copied out, not pooled). Args: pool.
+void BM_GatherSameRows(benchmark::State& state) {
+  const bool pooled = state.range(0) != 0;
+  const TensorView params = TableView();
+  const TensorView indices = Int64View(Indices());
+  absl::StatusOr<GatherPlan> plan = PlanGather(params, indices, 0, 0);
+  if (!plan.ok()) {
+    state.SkipWithError(std::string(plan.status().message()).c_str());
+    return;
+  }
+  Tensor out = *Tensor::Allocate(plan->dtype, plan->output_shape);
+  std::memset(out.mutable_bytes().data(), 0, out.mutable_bytes().size());  // pre-touch
+  ExecuteOptions options;
+  options.pool = pooled ? &Pool() : nullptr;
+  for (auto _ : state) {
+    const absl::Status s = ExecuteGather(*plan, params, indices, out.mutable_view(), options);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(out.mutable_bytes().data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(kLookups * state.iterations());
+}
+
+BENCHMARK(BM_GatherSameRows)
+    ->ArgName("pool")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.3);
+BENCHMARK(BM_EmbeddingBagSum)
+    ->ArgNames({"bag", "pool"})
+    ->ArgsProduct({{1, 8, 32, 128}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.3);
+
+}  // namespace
+}  // namespace tensorcompute::core
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  tensorcompute::core::Table();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
