@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "core/first_bad.h"
 #include "core/gather_plan.h"
 #include "core/half_float.h"
 #include "core/index_math.h"
@@ -210,10 +211,7 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
   const std::optional<int64_t> bytes =
       elements ? CheckedMul(*elements, plan.element_size) : std::nullopt;
   if (!bytes || *bytes > options.max_output_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "output of shape ", ShapeToString(plan.output_shape), " needs ",
-        bytes ? absl::StrCat(*bytes) : std::string("more than 2^63"), " bytes, over the limit of ",
-        options.max_output_bytes, " bytes (max_output_bytes)"));
+    return OutputShapeTooLargeError(plan.output_shape, bytes, options.max_output_bytes);
   }
   plan.output_bytes = *bytes;
   return plan;
@@ -258,25 +256,6 @@ struct NativeElem {
     return v;
   }
   static void Store(uint8_t* p, T v) { std::memcpy(p, &v, sizeof(T)); }
-};
-
-// Keeps the lowest reported bad position across chunks (as core/gather.cc does): chunks cover
-// consecutive bags, and bags cover consecutive indices, so the minimum is the first overall.
-class FirstBad {
- public:
-  void Report(int64_t position) {
-    if (position < 0) return;
-    int64_t cur = min_.load(std::memory_order_relaxed);
-    while (position < cur &&
-           !min_.compare_exchange_weak(cur, position, std::memory_order_relaxed)) {
-    }
-  }
-  bool found() const { return min_.load() != kNone; }
-  int64_t position() const { return min_.load(); }
-
- private:
-  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-  std::atomic<int64_t> min_{kNone};
 };
 
 struct Views {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/first_bad.h"
 #include "core/gather_kernels.h"
 #include "core/status_macros.h"
 
@@ -17,25 +18,6 @@ namespace {
 // a chunk's work dwarfs the cost of handing it to a thread.
 constexpr int64_t kMinChunkBytes = int64_t{64} << 10;
 constexpr int64_t kMinChunkTuples = int64_t{16} << 10;
-
-// Keeps the lowest reported bad position across chunks. Each chunk reports the first bad
-// position in its own range (in order), so the minimum is the lowest bad position overall.
-class FirstBad {
- public:
-  void Report(int64_t position) {
-    if (position < 0) return;
-    int64_t cur = min_.load(std::memory_order_relaxed);
-    while (position < cur &&
-           !min_.compare_exchange_weak(cur, position, std::memory_order_relaxed)) {
-    }
-  }
-  bool found() const { return min_.load() != kNone; }
-  int64_t position() const { return min_.load(); }
-
- private:
-  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-  std::atomic<int64_t> min_{kNone};
-};
 
 // Runs fn(begin, end) over [0, n), split across the pool when `parallel`.
 template <typename Fn>

@@ -63,10 +63,7 @@ absl::Status FinishPlan(GatherPlan& plan, const PlanOptions& options) {
       plan.dtype == DataType::kString ? kStringElementOverhead : plan.element_size;
   const std::optional<int64_t> bytes = CheckedMul(*elements, per_element);
   if (!bytes || *bytes > options.max_output_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "output of shape ", ShapeToString(plan.output_shape), " needs ",
-        bytes ? absl::StrCat(*bytes) : std::string("more than 2^63"), " bytes, over the limit of ",
-        options.max_output_bytes, " bytes (max_output_bytes)"));
+    return OutputShapeTooLargeError(plan.output_shape, bytes, options.max_output_bytes);
   }
   plan.output_bytes = *bytes;
   return absl::OkStatus();
@@ -191,6 +188,14 @@ absl::Status BadIndexError(const GatherPlan& plan, const TensorView& indices, in
                                                    " has size 0, so no index is valid"));
   }
   return absl::InvalidArgumentError(absl::StrCat(where, " is not in [", -dim, ", ", dim, ")"));
+}
+
+absl::Status OutputShapeTooLargeError(const Shape& shape, std::optional<int64_t> bytes,
+                                      int64_t max_bytes) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("output of shape ", ShapeToString(shape), " needs ",
+                   bytes ? absl::StrCat(*bytes) : std::string("more than 2^63"),
+                   " bytes, over the limit of ", max_bytes, " bytes (max_output_bytes)"));
 }
 
 absl::Status OutputTooLargeError(int64_t bytes, int64_t max_bytes) {

@@ -112,6 +112,12 @@ absl::Status BadIndexError(const GatherPlan& plan, const TensorView& indices, in
 // The RESOURCE_EXHAUSTED for an output of `bytes` over the cap `max_bytes`.
 absl::Status OutputTooLargeError(int64_t bytes, int64_t max_bytes);
 
+// The RESOURCE_EXHAUSTED for a planned output of `shape` that needs `bytes` (nullopt: more
+// than 2^63) over the cap `max_bytes`: "output of shape [..] needs N bytes, over the limit of
+// M bytes (max_output_bytes)".
+absl::Status OutputShapeTooLargeError(const Shape& shape, std::optional<int64_t> bytes,
+                                      int64_t max_bytes);
+
 }  // namespace tensorcompute::core
 
 #endif  // TENSORCOMPUTE_CORE_GATHER_PLAN_H_
