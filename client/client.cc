@@ -222,6 +222,8 @@ absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOpti
       [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
         if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
           return stub.GatherNd(context, request, &response);
+        } else if constexpr (std::is_same_v<Request, v1::EmbeddingBagRequest>) {
+          return stub.EmbeddingBag(context, request, &response);
         } else {
           return stub.Gather(context, request, &response);
         }
@@ -272,6 +274,43 @@ absl::StatusOr<core::Tensor> Client::GatherNdByName(const std::string& params_na
   proto::ToProto(indices, request.mutable_indices());
   request.set_batch_dims(batch_dims);
   return Call<v1::GatherNdRequest, v1::GatherNdResponse>(request, call);
+}
+
+namespace {
+
+// The request's fields other than params, from `indices` and `args`.
+v1::EmbeddingBagRequest EmbeddingBagProto(const core::TensorView& indices,
+                                          const EmbeddingBagArgs& args) {
+  v1::EmbeddingBagRequest request;
+  proto::ToProto(indices, request.mutable_indices());
+  if (args.offsets != nullptr) proto::ToProto(*args.offsets, request.mutable_offsets());
+  if (args.per_sample_weights != nullptr) {
+    proto::ToProto(*args.per_sample_weights, request.mutable_per_sample_weights());
+  }
+  request.set_mode(static_cast<v1::EmbeddingBagRequest::Mode>(args.mode));
+  request.set_include_last_offset(args.include_last_offset);
+  if (args.padding_idx.has_value()) request.set_padding_idx(*args.padding_idx);
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<core::Tensor> Client::EmbeddingBag(const core::TensorView& params,
+                                                  const core::TensorView& indices,
+                                                  const EmbeddingBagArgs& args,
+                                                  const CallOptions& call) {
+  v1::EmbeddingBagRequest request = EmbeddingBagProto(indices, args);
+  proto::ToProto(params, request.mutable_params());
+  return Call<v1::EmbeddingBagRequest, v1::EmbeddingBagResponse>(request, call);
+}
+
+absl::StatusOr<core::Tensor> Client::EmbeddingBagByName(const std::string& params_name,
+                                                        const core::TensorView& indices,
+                                                        const EmbeddingBagArgs& args,
+                                                        const CallOptions& call) {
+  v1::EmbeddingBagRequest request = EmbeddingBagProto(indices, args);
+  request.set_params_name(params_name);
+  return Call<v1::EmbeddingBagRequest, v1::EmbeddingBagResponse>(request, call);
 }
 
 absl::StatusOr<std::string> Client::Health(int target_index, const std::string& service,

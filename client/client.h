@@ -1,8 +1,8 @@
 // File: client/client.h
 //
-// The C++ client of tensorcompute: Gather and GatherNd on core tensors, over one or several
-// server replicas, and the resident tensors (tables stored on the server once, then gathered
-// from by name) that PutTensor, DeleteTensor and ListTensors manage.
+// The C++ client of tensorcompute: Gather, GatherNd and EmbeddingBag on core tensors, over one
+// or several server replicas, and the resident tensors (tables stored on the server once, then
+// gathered from by name) that PutTensor, DeleteTensor and ListTensors manage.
 //
 //   ClientOptions options;
 //   options.target = "10.0.0.7:50051,10.0.0.8:50051";   // or "dns:///tc.ns.svc:50051"
@@ -54,6 +54,7 @@
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
 #include "core/dtype.h"
+#include "core/embedding_bag.h"
 #include "core/shape.h"
 #include "core/tensor.h"
 
@@ -105,6 +106,19 @@ struct ClientOptions {
 // Per-call overrides.
 struct CallOptions {
   std::optional<absl::Duration> timeout;  // default: ClientOptions::timeout
+};
+
+// The optional parts of an EmbeddingBag call (tensorcompute.proto, EmbeddingBagRequest).
+struct EmbeddingBagArgs {
+  core::EmbeddingBagMode mode = core::EmbeddingBagMode::kSum;
+  // Where each bag starts in rank-1 indices; null for rank-2 indices [bags, n] (fixed bags).
+  const core::TensorView* offsets = nullptr;
+  // One weight per index (float32 or the params' dtype); null: every weight 1.
+  const core::TensorView* per_sample_weights = nullptr;
+  // offsets has one entry more than there are bags, the last being len(indices).
+  bool include_last_offset = false;
+  // A row to skip; unset: none.
+  std::optional<int64_t> padding_idx;
 };
 
 // How PutTensor uploads a tensor.
@@ -164,6 +178,19 @@ class Client {
   absl::StatusOr<core::Tensor> GatherNdByName(const std::string& params_name,
                                               const core::TensorView& indices,
                                               int64_t batch_dims = 0, const CallOptions& call = {});
+
+  // Pooled lookups (torch.nn.functional.embedding_bag, plus TensorFlow's "sqrtn"): one reduced
+  // row per bag, [bags, dim] in the params' dtype; see tensorcompute.proto for every rule.
+  // Returns the output or the call's error (INVALID_ARGUMENT naming the field and position).
+  absl::StatusOr<core::Tensor> EmbeddingBag(const core::TensorView& params,
+                                            const core::TensorView& indices,
+                                            const EmbeddingBagArgs& args = {},
+                                            const CallOptions& call = {});
+  // The same from the resident tensor `params_name` (NOT_FOUND when it is not resident).
+  absl::StatusOr<core::Tensor> EmbeddingBagByName(const std::string& params_name,
+                                                  const core::TensorView& indices,
+                                                  const EmbeddingBagArgs& args = {},
+                                                  const CallOptions& call = {});
 
   // Uploads `tensor` as the resident tensor `name`, in chunks of options.chunk_bytes (so any
   // size that the server's --max_resident_bytes allows fits, whatever the message limits), to

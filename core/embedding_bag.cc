@@ -214,6 +214,12 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
     return OutputShapeTooLargeError(plan.output_shape, bytes, options.max_output_bytes);
   }
   plan.output_bytes = *bytes;
+  int64_t rows_moved = 0;
+  const std::optional<int64_t> work =
+      __builtin_add_overflow(plan.num_indices, plan.bags, &rows_moved)
+          ? std::nullopt
+          : CheckedMul(rows_moved, plan.dim * plan.element_size);
+  plan.work_bytes = work.value_or(std::numeric_limits<int64_t>::max());
   return plan;
 }
 
@@ -403,9 +409,8 @@ absl::Status ExecuteEmbeddingBag(const EmbeddingBagPlan& plan, const TensorView&
                     offsets != nullptr ? offsets->shape[0] : 0,
                     per_sample_weights != nullptr ? per_sample_weights->data.data() : nullptr,
                     output.data.data()};
-  // Work is the rows read plus the rows written; a chunk gets about kMinChunkBytes of it.
-  const int64_t row_bytes = std::max<int64_t>(1, plan.dim * plan.element_size);
-  const double work = static_cast<double>(plan.num_indices + plan.bags) * row_bytes;
+  // A chunk gets about kMinChunkBytes of the work (rows read plus rows written).
+  const double work = static_cast<double>(plan.work_bytes);
   FirstBad bad;
   auto run = [&](int64_t begin, int64_t end) {
     bad.Report(ReduceBagsForDtype(plan, views, begin, end));

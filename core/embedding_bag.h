@@ -94,6 +94,9 @@ struct EmbeddingBagPlan {
 
   Shape output_shape;  // [bags, dim]
   int64_t output_bytes = 0;
+  // The bytes of the rows read plus those written, at most INT64_MAX: what a request costs,
+  // by which execution splits it across a pool.
+  int64_t work_bytes = 0;
   Shape indices_shape;  // for error messages
 
   bool weighted() const { return weights_dtype != DataType::kUnspecified; }

@@ -17,7 +17,7 @@ void ComputeService::Submit(ComputeRequest request, ByteBudget::Reservation* res
                             Done done) {
   if (request.table != nullptr) metrics_->CountLookup(request.table->name);
   // The memory this request holds until its answer is sent: its message, and its output.
-  const int64_t output_bytes = request.plan.output_bytes;
+  const int64_t output_bytes = batching::OutputBytes(request.plan);
   if (!reservation->TryGrow(output_bytes)) {
     return std::move(done)(budget_->NeedsError(reservation->bytes() + output_bytes));
   }
@@ -25,6 +25,8 @@ void ComputeService::Submit(ComputeRequest request, ByteBudget::Reservation* res
   task->plan = std::move(request.plan);
   task->params = std::move(request.params);
   task->indices = std::move(request.indices);
+  task->offsets = std::move(request.offsets);
+  task->weights = std::move(request.weights);
   task->table = std::move(request.table);
   task->deadline = request.deadline;
   if (request.cancel != nullptr) task->cancel = std::move(request.cancel);

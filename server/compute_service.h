@@ -28,6 +28,7 @@
 
 #include "core/batching/batcher.h"
 #include "core/batching/task.h"
+#include "core/embedding_bag.h"
 #include "core/gather_plan.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
@@ -38,10 +39,14 @@ namespace tensorcompute::server {
 
 // One decoded request: what batching::Task needs, before it is one.
 struct ComputeRequest {
-  // A plan made from `params` and `indices` with ComputeService::plan_options().
-  core::GatherPlan plan;
+  // A plan made from the views below with ComputeService::plan_options() (a gather) or
+  // embedding_bag_options() (a pooled lookup).
+  batching::TaskPlan plan;
   core::TensorView params;
   core::TensorView indices;
+  // A pooled lookup's offsets and per-sample weights, when its plan has them.
+  core::TensorView offsets;
+  core::TensorView weights;
   // The resident tensor that `params` views, when it is one: held until the task is destroyed,
   // so that a delete or replace meanwhile does not disturb this gather.
   std::shared_ptr<const core::ResidentTensor> table;
@@ -72,7 +77,7 @@ class ComputeService {
   // output or the batcher's queue is full; DEADLINE_EXCEEDED or CANCELLED when the request
   // expires or is cancelled before it runs; an executor's error. The views, and the storage
   // make_output writes to, must stay valid until `done` is called.
-  // REQUIRES: request.make_output is set, or request.plan.output_bytes is 0.
+  // REQUIRES: request.make_output is set, or the plan's output_bytes is 0.
   void Submit(ComputeRequest request, ByteBudget::Reservation* reservation, Done done);
 
   // A submitted request's cancel flag was set: a queued one is answered CANCELLED now.
@@ -81,6 +86,12 @@ class ComputeService {
   // What front ends decode with: the plan limits, the resident tensors (null without them)
   // and the budget their calls are read under.
   const core::PlanOptions& plan_options() const { return plan_options_; }
+  // The same limits for a pooled lookup's plan (its mode and options left at their defaults).
+  core::EmbeddingBagOptions embedding_bag_options() const {
+    core::EmbeddingBagOptions options;
+    options.max_output_bytes = plan_options_.max_output_bytes;
+    return options;
+  }
   const core::TensorRegistry* registry() const { return registry_; }
   ByteBudget& budget() { return *budget_; }
 

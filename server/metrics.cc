@@ -37,6 +37,8 @@ const char* RpcName(Rpc rpc) {
       return "ServerMetadata";
     case Rpc::kModelMetadata:
       return "ModelMetadata";
+    case Rpc::kEmbeddingBag:
+      return "EmbeddingBag";
   }
   return "?";
 }

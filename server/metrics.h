@@ -44,8 +44,9 @@ enum class Rpc {
   kModelReady = 8,
   kServerMetadata = 9,
   kModelMetadata = 10,
+  kEmbeddingBag = 11,
 };
-inline constexpr int kNumRpcs = 11;
+inline constexpr int kNumRpcs = 12;
 inline constexpr int kNumCodes = 17;  // absl::StatusCode 0..16
 
 const char* RpcName(Rpc rpc);
@@ -106,7 +107,8 @@ class Metrics {
     return absl::Nanoseconds(latency_ns_[static_cast<int>(rpc)].load(std::memory_order_relaxed));
   }
   absl::Duration latency_total() const {
-    return latency_total(Rpc::kGather) + latency_total(Rpc::kGatherNd);
+    return latency_total(Rpc::kGather) + latency_total(Rpc::kGatherNd) +
+           latency_total(Rpc::kEmbeddingBag);
   }
 
  private:

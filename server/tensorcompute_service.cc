@@ -2,16 +2,17 @@
 
 #include <utility>
 
-#include "server/gather_call.h"
+#include "server/compute_call.h"
 #include "server/resident_rpcs.h"
 
 namespace tensorcompute::server {
 namespace {
 
-// Gather, GatherNd and PutTensor, methods 0 to 2 in the order of the .proto.
+// Methods by their place in the .proto's service.
 constexpr int kGatherMethod = 0;
 constexpr int kGatherNdMethod = 1;
 constexpr int kPutTensorMethod = 2;
+constexpr int kEmbeddingBagMethod = 5;
 
 PutTensorEnv WithBudget(PutTensorEnv env, const ByteBudget* budget) {
   env.budget = budget;
@@ -35,6 +36,11 @@ TensorComputeService::TensorComputeService(CallGate* gate, ComputeService* compu
                      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                          [this](grpc::CallbackServerContext* context) {
                            return StartGatherNd(gate_, compute_, context);
+                         }));
+  MarkMethodStreamed(kEmbeddingBagMethod,
+                     new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                         [this](grpc::CallbackServerContext* context) {
+                           return StartEmbeddingBag(gate_, compute_, context);
                          }));
   // Its messages parsed by the call, once their decoded cost is checked (put_tensor_call.h).
   MarkMethodRawCallback(

@@ -3,9 +3,9 @@
 // The native gRPC service, tensorcompute.v1.TensorCompute, on gRPC's callback API. Each method
 // is a few lines that start the call's reactor:
 //
-//   Gather, GatherNd            gather_call.h (read after admission: unary_call.h)
-//   PutTensor                   put_tensor_call.h (messages parsed there: registered raw)
-//   DeleteTensor, ListTensors   resident_rpcs.h
+//   Gather, GatherNd, EmbeddingBag  compute_call.h (read after admission: unary_call.h)
+//   PutTensor                       put_tensor_call.h (messages parsed there: registered raw)
+//   DeleteTensor, ListTensors       resident_rpcs.h
 //
 // Every call is admitted and answered through the CallGate (call_gate.h); the compute calls go
 // through the ComputeService (compute_service.h).

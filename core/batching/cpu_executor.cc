@@ -58,7 +58,7 @@ void RunGroup(Batch group, const core::ExecuteOptions& options, BatchState& stat
   jobs.reserve(live.size());
   for (std::unique_ptr<Task>& task : live) {
     if (task->make_output) task->output = std::move(task->make_output)();
-    jobs.push_back({&task->plan, task->params, task->indices, task->output});
+    jobs.push_back({task->gather(), task->params, task->indices, task->output});
   }
   std::vector<absl::Status> statuses = core::ExecuteGatherGroup(jobs, options);
   for (size_t i = 0; i < live.size(); ++i) {
@@ -107,7 +107,8 @@ void CpuExecutor::Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) {
   std::vector<Batch> groups;
   absl::flat_hash_map<const core::ResidentTensor*, size_t> group_of;
   for (std::unique_ptr<Task>& task : batch) {
-    if (task->table == nullptr || task->cost_bytes() > options_.group_task_bytes) {
+    if (task->table == nullptr || task->gather() == nullptr ||
+        task->cost_bytes() > options_.group_task_bytes) {
       rest.push_back(std::move(task));
       continue;
     }
@@ -156,11 +157,21 @@ absl::Status CheckStillWanted(const Task& task, absl::Time now) {
   return absl::OkStatus();
 }
 
+absl::Status ComputeOnCpu(const Task& task, const core::ExecuteOptions& options) {
+  if (const core::EmbeddingBagPlan* bag = task.bag()) {
+    return core::ExecuteEmbeddingBag(*bag, task.params, task.indices,
+                                     bag->fixed_bags() ? nullptr : &task.offsets,
+                                     bag->weighted() ? &task.weights : nullptr, task.output,
+                                     options.pool, options.min_parallel_bytes);
+  }
+  return core::ExecuteGather(*task.gather(), task.params, task.indices, task.output, options);
+}
+
 void RunTaskOnCpu(Task& task, const core::ExecuteOptions& options, absl::Time now) {
   absl::Status status = CheckStillWanted(task, now);
   if (status.ok()) {
     if (task.make_output) task.output = std::move(task.make_output)();
-    status = core::ExecuteGather(task.plan, task.params, task.indices, task.output, options);
+    status = ComputeOnCpu(task, options);
   }
   std::move(task.done)(std::move(status));
 }

@@ -2,11 +2,12 @@
 //
 // The CPU implementation of Executor: runs each batch on core's ThreadPool. Small tasks run
 // side by side (each on one pool thread, several tasks per pool job so that waking a thread
-// pays off); a large task is split across the pool by core::ExecuteGather itself. A task that
+// pays off); a large task is split across the pool by core::ExecuteGather (or
+// core::ExecuteEmbeddingBag, for a pooled lookup) itself. Sizes are Task::cost_bytes(). A task that
 // is cancelled or past its deadline when its turn comes is answered without being computed.
 //
 // Resident tables: the executor (not the batcher, which stays blind to what tasks compute)
-// groups a batch's small tasks (output <= group_task_bytes) by Task::table. Two or more small
+// groups a batch's small gathers (output <= group_task_bytes) by Task::table. Two or more small
 // tasks on one table run as one pool job
 // and one pass, core::ExecuteGatherGroup: one loop over the concatenated rows of all their
 // indices, split across the pool by rows when the outputs add up to
@@ -73,9 +74,13 @@ class CpuExecutor : public Executor {
 // DEADLINE_EXCEEDED if its deadline is <= now. The one wording of both for every executor.
 absl::Status CheckStillWanted(const Task& task, absl::Time now);
 
+// Computes `task` into task.output with options (pool, min_parallel_bytes, streaming stores):
+// core::ExecuteGather's or core::ExecuteEmbeddingBag's status.
+absl::Status ComputeOnCpu(const Task& task, const core::ExecuteOptions& options);
+
 // Computes one task and calls its done: CANCELLED or DEADLINE_EXCEEDED (without computing,
 // and without calling make_output) if it is cancelled or past its deadline at `now`, else
-// make_output (when set) and core::ExecuteGather's status.
+// make_output (when set) and ComputeOnCpu's status.
 // Shared by executors.
 void RunTaskOnCpu(Task& task, const core::ExecuteOptions& options, absl::Time now);
 

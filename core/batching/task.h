@@ -1,8 +1,9 @@
 // File: core/batching/task.h
 //
-// One request on its way through the batcher to an executor: what to compute (a validated
-// GatherPlan and views of its inputs and output), when it stops being worth computing
-// (deadline, cancellation), and how to answer (a done callback, called exactly once).
+// One request on its way through the batcher to an executor: what to compute (a validated plan,
+// of a gather or of a pooled lookup, and views of its inputs and output), when it stops being
+// worth computing (deadline, cancellation), and how to answer (a done callback, called exactly
+// once).
 //
 // Ownership: the batcher owns a Task from a successful Schedule() until it hands the task to
 // an executor (or drops it as expired/cancelled, calling done itself); the executor then owns
@@ -19,11 +20,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <variant>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
+#include "core/embedding_bag.h"
 #include "core/gather_plan.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
@@ -38,12 +41,24 @@ struct CancelFlag {
   bool IsCancelled() const { return cancelled.load(std::memory_order_relaxed); }
 };
 
+// What a task computes: a gather (core/gather_plan.h) or a pooled lookup (core/embedding_bag.h).
+using TaskPlan = std::variant<core::GatherPlan, core::EmbeddingBagPlan>;
+
+// The bytes a plan writes.
+inline int64_t OutputBytes(const TaskPlan& plan) {
+  return std::visit([](const auto& p) { return p.output_bytes; }, plan);
+}
+
 struct Task {
-  // What to compute: a plan made from `params` and `indices`, written into `output`
-  // (which the plan sized: core::ExecuteGather's REQUIRES hold).
-  core::GatherPlan plan;
+  // What to compute: a plan made from the views below, written into `output` (which the plan
+  // sized: core::ExecuteGather's or core::ExecuteEmbeddingBag's REQUIRES hold).
+  TaskPlan plan;
   core::TensorView params;
   core::TensorView indices;
+  // An EmbeddingBag's offsets and per-sample weights, empty when its plan has none (and for a
+  // gather).
+  core::TensorView offsets;
+  core::TensorView weights;
   core::MutableTensorView output;
 
   // Set when `params` views a resident tensor (core/tensor_registry.h: params is a view of
@@ -69,8 +84,17 @@ struct Task {
   // Called exactly once with the outcome: OK after `output` was written, or the error.
   absl::AnyInvocable<void(absl::Status) &&> done;
 
-  // The bytes this task will write: what executors use to decide splitting and batching.
-  int64_t cost_bytes() const { return plan.output_bytes; }
+  // The plan, when it is of that kind; nullptr otherwise.
+  const core::GatherPlan* gather() const { return std::get_if<core::GatherPlan>(&plan); }
+  const core::EmbeddingBagPlan* bag() const { return std::get_if<core::EmbeddingBagPlan>(&plan); }
+
+  // The bytes this task moves, what executors use to decide splitting and batching: a
+  // gather's output, a pooled lookup's rows read and written (its output is 1/bag-size of
+  // what it reads).
+  int64_t cost_bytes() const {
+    if (const core::EmbeddingBagPlan* b = bag()) return b->work_bytes;
+    return std::get<core::GatherPlan>(plan).output_bytes;
+  }
 };
 
 }  // namespace tensorcompute::batching

@@ -23,7 +23,8 @@ constexpr int64_t kMinStagingBytes = int64_t{64} << 10;
 
 // Whether the GPU can compute `task` at all; the rest goes to the fallback executor.
 bool GpuKind(const batching::Task& task) {
-  const core::GatherPlan& plan = task.plan;
+  if (task.gather() == nullptr) return false;
+  const core::GatherPlan& plan = *task.gather();
   switch (plan.element_size) {
     case 1:
     case 2:
@@ -41,7 +42,7 @@ bool GpuKind(const batching::Task& task) {
 // Whether a task of GpuKind fits max_task_bytes on device `ordinal`: its params count unless
 // they are a resident copy on that device (they do not travel then).
 bool GpuFits(const batching::Task& task, int ordinal, int64_t max_task_bytes) {
-  int64_t bytes = static_cast<int64_t>(task.indices.data.size()) + task.plan.output_bytes;
+  int64_t bytes = static_cast<int64_t>(task.indices.data.size()) + task.gather()->output_bytes;
   if (ResidentParams(task, ordinal) == nullptr) {
     bytes += static_cast<int64_t>(task.params.data.size());
   }

@@ -28,10 +28,11 @@ uint64_t AlignUp(uint64_t n) {
 // CPU's: core::BadIndexError). A flag past the last index value cannot come from the kernel.
 absl::Status Verdict(const batching::Task& task, uint64_t flag) {
   if (flag == kNoBadIndex) return absl::OkStatus();
-  if (flag >= static_cast<uint64_t>(task.plan.num_index_values())) {
+  const core::GatherPlan& plan = *task.gather();
+  if (flag >= static_cast<uint64_t>(plan.num_index_values())) {
     return absl::InternalError("the gather kernel reported an impossible bad-index position");
   }
-  return core::BadIndexError(task.plan, task.indices, static_cast<int64_t>(flag));
+  return core::BadIndexError(plan, task.indices, static_cast<int64_t>(flag));
 }
 
 }  // namespace
@@ -153,7 +154,7 @@ absl::Status StreamSlot::Execute(batching::Batch& tasks) {
   std::vector<const core::TensorView*> params(n), indices(n);
   std::vector<const void*> resident(n);
   for (size_t i = 0; i < n; ++i) {
-    plans[i] = &tasks[i]->plan;
+    plans[i] = tasks[i]->gather();
     params[i] = &tasks[i]->params;
     indices[i] = &tasks[i]->indices;
     resident[i] = ResidentParams(*tasks[i], device_->ordinal);
@@ -260,7 +261,7 @@ absl::Status StreamSlot::CopyOut(const BatchLayout& layout, batching::Batch& tas
     for (; next < n && layout.descs[next].output_offset < end; ++next, started = false) {
       batching::Task& task = *tasks[next];
       const uint64_t at = layout.descs[next].output_offset;
-      const uint64_t bytes = static_cast<uint64_t>(task.plan.output_bytes);
+      const uint64_t bytes = static_cast<uint64_t>(task.gather()->output_bytes);
       if (!started) {
         started = true;
         verdicts[next] = Verdict(task, flags[next]);

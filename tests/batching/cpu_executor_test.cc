@@ -350,7 +350,7 @@ TEST(RunTaskOnCpu, MakeOutputIsCalledOnceJustBeforeComputeAndNeverForDroppedTask
     task.indices = indices.view();
     task.make_output = [&] {
       ++calls;
-      made = *core::Tensor::Allocate(task.plan.dtype, task.plan.output_shape);
+      made = *core::Tensor::Allocate(plan->dtype, plan->output_shape);
       return made->mutable_view();
     };
     if (cancelled) task.cancel->Cancel();

@@ -1,8 +1,9 @@
-// File: server/gather_call.h
+// File: server/compute_call.h
 //
-// The native Gather and GatherNd calls (tensorcompute.v1): a UnaryCall (unary_call.h) that
-// parses the request, takes params inline or from a resident tensor (params_name), views the
-// tensors in place (proto/tensor_codec.h), plans (core/gather_plan.h) and submits. An OK answer
+// The native compute calls, Gather, GatherNd and EmbeddingBag (tensorcompute.v1): a UnaryCall
+// (unary_call.h) that parses the request, takes params inline or from a resident tensor
+// (params_name), views the tensors in place (proto/tensor_codec.h), plans (core/gather_plan.h,
+// core/embedding_bag.h) and submits. An OK answer
 // of a fixed-size dtype is written in place: the response's head serialized by hand
 // (proto::ResponsePrefix) and the executor gathering straight into the buffer gRPC sends (no
 // zero fill, no serialization copy). Strings and empty outputs go through the response message.
@@ -12,8 +13,8 @@
 //
 // Thread-safety: as UnaryCall.
 
-#ifndef TENSORCOMPUTE_SERVER_GATHER_CALL_H_
-#define TENSORCOMPUTE_SERVER_GATHER_CALL_H_
+#ifndef TENSORCOMPUTE_SERVER_COMPUTE_CALL_H_
+#define TENSORCOMPUTE_SERVER_COMPUTE_CALL_H_
 
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -24,13 +25,15 @@
 
 namespace tensorcompute::server {
 
-// A new call for a Gather or GatherNd RPC, begun; it deletes itself when done. `gate` and
-// `compute` are not owned and must outlive it.
+// A new call for a Gather, GatherNd or EmbeddingBag RPC, begun; it deletes itself when done. `gate`
+// and `compute` are not owned and must outlive it.
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StartGather(
     CallGate* gate, ComputeService* compute, grpc::CallbackServerContext* context);
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StartGatherNd(
     CallGate* gate, ComputeService* compute, grpc::CallbackServerContext* context);
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StartEmbeddingBag(
+    CallGate* gate, ComputeService* compute, grpc::CallbackServerContext* context);
 
 }  // namespace tensorcompute::server
 
-#endif  // TENSORCOMPUTE_SERVER_GATHER_CALL_H_
+#endif  // TENSORCOMPUTE_SERVER_COMPUTE_CALL_H_
