@@ -366,9 +366,11 @@ int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, 
       for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, Acc(0));
     } else if (ModeDivides(plan.mode)) {
       const Acc divisor = BagDivisor(plan.mode, kReduce == Reduce::kWeighted, stats);
-      for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, acc[d] / divisor);
+      for (int64_t d = 0; d < dim; ++d) {
+        Elem::Store(out + d * kSize, CanonicalNan(acc[d] / divisor));
+      }
     } else {
-      for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, acc[d]);
+      for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, CanonicalNan(acc[d]));
     }
   }
   return -1;

@@ -33,9 +33,11 @@
 // - An empty bag (or one of padding rows only) gives zeros in every mode.
 // - Accumulation (core/embedding_bag_math.h): per output element in float32 (float64 for
 //   float64 params), in the bag's index order, weighted terms with one rounding (fma), then
-//   the division, then one rounding to the output dtype. MAX keeps torch's CPU rule: the
-//   first row sets the value, later rows replace it only when strictly greater (so a NaN
-//   survives only as a bag's first row, and of -0 and +0 the first met wins).
+//   the division, then one rounding to the output dtype; a NaN result is written as the
+//   positive quiet NaN (CanonicalNan), so that every device writes the same bytes. MAX keeps
+//   torch's CPU rule: the first row sets the value, later rows replace it only when strictly
+//   greater (so a NaN survives only as a bag's first row, and of -0 and +0 the first met
+//   wins).
 // Results do not depend on how bags are split across threads.
 //
 // Thread-safety: pure functions over caller-owned views; concurrent calls are safe, each

@@ -10,7 +10,8 @@
 //     MAX:            acc = x for the bag's first row, then acc = x when x > acc (torch's CPU
 //                     rule: a NaN is kept only when it is the first row; among equal values,
 //                     -0 and +0 included, the first one wins);
-//   then BagResult() divides (MEAN, SQRTN) and the caller rounds once to the output dtype.
+//   then BagResult() divides (MEAN, SQRTN), CanonicalNan() replaces a NaN by the one NaN
+//   every device writes, and the caller rounds once to the output dtype.
 // `Acc` is float (float16, bfloat16 and float32 params) or double (float64 params).
 // Pure functions; thread-safe.
 
@@ -87,6 +88,16 @@ TC_HOST_DEVICE inline Acc BagResult(EmbeddingBagMode mode, bool weighted, Acc ac
                                     const BagStats<Acc>& stats) {
   if (stats.count == 0) return Acc(0);
   return ModeDivides(mode) ? acc / BagDivisor(mode, weighted, stats) : acc;
+}
+
+// A NaN result, whatever its sign and payload, becomes the positive quiet NaN (float
+// 0x7fc00000, double 0x7ff8000000000000; their float16 and bfloat16 roundings are 0x7e00 and
+// 0x7fc0). Which NaN an operation makes is the hardware's choice (x86 keeps an operand's payload
+// and makes -NaN of inf - inf, CUDA makes 0x7fffffff, and a compiler may swap the operands of
+// a + b), so without this CPU and GPU would agree on every value but not on NaN's bytes.
+template <typename Acc>
+TC_HOST_DEVICE inline Acc CanonicalNan(Acc v) {
+  return v != v ? static_cast<Acc>(NAN) : v;  // NOLINT: v != v is the NaN test on every device
 }
 
 // Whether normalised row `row` is the padding row (`padding_row` < 0: none).

@@ -68,6 +68,7 @@
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
 #include "server/server.h"
+#include "tests/bench/rpc_loop.h"
 
 ABSL_FLAG(double, duration_s, 2.0, "measured seconds per point");
 ABSL_FLAG(double, warmup_s, 0.5, "unmeasured seconds before each point");
@@ -106,9 +107,6 @@ ABSL_FLAG(std::vector<std::string>, cases, std::vector<std::string>({"small", "1
 
 namespace tensorcompute::bench {
 namespace {
-
-constexpr int kMessageBytes = 64 << 20;
-constexpr char kGatherMethod[] = "/tensorcompute.v1.TensorCompute/Gather";
 
 // One request shape: params [rows, row_floats] float32, num_indices random rows.
 struct Case {
@@ -237,34 +235,6 @@ std::unique_ptr<grpc::Server> StartEcho(EchoService* service, int* port) {
   return builder.BuildAndStart();
 }
 
-// Client side of one server: --channels channels, each forced onto its own connection (a
-// local subchannel pool and a distinct channel arg; otherwise equal channels share one).
-struct Target {
-  std::string name;
-  std::vector<std::shared_ptr<grpc::Channel>> channels;
-  std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
-};
-
-std::unique_ptr<Target> Connect(const std::string& name, int port, int num_channels) {
-  auto t = std::make_unique<Target>();
-  t->name = name;
-  for (int i = 0; i < num_channels; ++i) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(kMessageBytes);
-    args.SetMaxSendMessageSize(kMessageBytes);
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    args.SetInt("tensorcompute.bench_channel", i);
-    auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
-                                             grpc::InsecureChannelCredentials(), args);
-    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-      return nullptr;
-    }
-    t->stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
-    t->channels.push_back(std::move(channel));
-  }
-  return t;
-}
-
 // One call through the typed stub; returns "" when the answer equals `expected`.
 std::string Validate(const Target& t, const v1::GatherRequest& request,
                      const v1::GatherResponse& expected) {
@@ -283,175 +253,6 @@ std::string Validate(const Target& t, const v1::GatherRequest& request,
   return "";
 }
 
-struct PointResult {
-  double qps = 0;
-  double p50_ms = 0;
-  double p99_ms = 0;
-  double cpu_cores = 0;  // process CPU seconds per wall second (client and both servers)
-  double cpu_us_per_call = 0;
-  double mean_batch = 0;  // tensorcompute only: requests per batch in the window
-  int64_t calls = 0;      // OK calls completed in the measured window
-  double seconds = 0;     // length of the measured window
-  int64_t failed = 0;     // non-OK answers, warm-up included
-  std::string first_error;
-};
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// Keeps `concurrency` calls outstanding until stopped. Each slot issues its next call from
-// the completion callback of its previous one, so a slot's fields are only touched by one
-// call at a time; the counters shared between slots are atomics or under mu_.
-class ClosedLoop {
- public:
-  // The ClosedLoop must outlive the last callback's return, after Run(): keep it alive.
-  // Each slot sends `requests` in turn (from a different start), so that calls vary.
-  ClosedLoop(Target* target, const std::vector<grpc::ByteBuffer>& requests, int concurrency,
-             int64_t warmup_calls)
-      : warmup_calls_(std::max<int64_t>(1, warmup_calls)), slots_(concurrency) {
-    for (int i = 0; i < concurrency; ++i) {
-      slots_[i].stub = target->stubs[i % target->stubs.size()].get();
-      slots_[i].requests = requests;  // shares the slices, copies no bytes
-      slots_[i].next = static_cast<size_t>(i);
-    }
-  }
-
-  // Warms up for `warmup` and until every slot has completed warmup_calls calls (large
-  // messages need a few rounds before heap and connections settle), then measures for
-  // `duration` and until `min_calls` calls completed (at most max_duration), then stops.
-  PointResult Run(absl::Duration warmup, absl::Duration duration, int64_t min_calls,
-                  absl::Duration max_duration, const server::Server* tc) {
-    {
-      absl::MutexLock lock(&mu_);
-      running_ = static_cast<int>(slots_.size());
-    }
-    const absl::Time start = absl::Now();
-    for (Slot& s : slots_) Issue(&s);
-    while (absl::Now() - start < warmup ||
-           warm_slots_.load() < static_cast<int64_t>(slots_.size())) {
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    const int64_t batches0 = tc ? tc->metrics().batches() : 0;
-    const int64_t batched0 = tc ? tc->metrics().batched_requests() : 0;
-    const double cpu0 = CpuSeconds();
-    const absl::Time t0 = absl::Now();
-    phase_.store(kMeasure);
-    while ((absl::Now() - t0 < duration || measured_.load() < min_calls) &&
-           absl::Now() - t0 < max_duration) {
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    phase_.store(kStop);
-    const absl::Time t1 = absl::Now();
-    const double cpu1 = CpuSeconds();
-    const int64_t batches1 = tc ? tc->metrics().batches() : 0;
-    const int64_t batched1 = tc ? tc->metrics().batched_requests() : 0;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](int* running) { return *running == 0; }, &running_));
-    }
-
-    PointResult r;
-    std::vector<double> lat;
-    for (const Slot& s : slots_)
-      lat.insert(lat.end(), s.latencies_ms.begin(), s.latencies_ms.end());
-    const double secs = absl::ToDoubleSeconds(t1 - t0);
-    r.calls = static_cast<int64_t>(lat.size());
-    r.seconds = secs;
-    r.qps = lat.size() / secs;
-    r.p50_ms = Percentile(lat, 0.50);
-    r.p99_ms = Percentile(lat, 0.99);
-    r.cpu_cores = (cpu1 - cpu0) / secs;
-    r.cpu_us_per_call = lat.empty() ? 0 : (cpu1 - cpu0) * 1e6 / lat.size();
-    if (batches1 > batches0) {
-      r.mean_batch = static_cast<double>(batched1 - batched0) / (batches1 - batches0);
-    }
-    absl::MutexLock lock(&mu_);
-    r.failed = failed_;
-    r.first_error = first_error_;
-    return r;
-  }
-
- private:
-  enum Phase { kWarmup, kMeasure, kStop };
-
-  struct Slot {
-    grpc::GenericStub* stub = nullptr;
-    std::vector<grpc::ByteBuffer> requests;
-    size_t next = 0;  // of requests, for the next call
-    grpc::ByteBuffer response;
-    std::unique_ptr<grpc::ClientContext> context;
-    std::chrono::steady_clock::time_point start;
-    std::vector<double> latencies_ms;  // calls completed in the measured window
-    int64_t completed = 0;             // calls completed, any phase
-  };
-
-  static double Percentile(std::vector<double>& v, double q) {
-    if (v.empty()) return 0;
-    auto nth = v.begin() + static_cast<std::ptrdiff_t>(q * (v.size() - 1));
-    std::nth_element(v.begin(), nth, v.end());
-    return *nth;
-  }
-
-  void Issue(Slot* s) {
-    s->context = std::make_unique<grpc::ClientContext>();
-    s->context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    s->response.Clear();
-    s->start = std::chrono::steady_clock::now();
-    grpc::ByteBuffer* request = &s->requests[s->next++ % s->requests.size()];
-    s->stub->UnaryCall(s->context.get(), kGatherMethod, grpc::StubOptions(), request, &s->response,
-                       [this, s](grpc::Status status) { OnDone(s, status); });
-  }
-
-  void OnDone(Slot* s, const grpc::Status& status) {
-    const auto end = std::chrono::steady_clock::now();
-    const int phase = phase_.load();
-    if (!status.ok()) {
-      absl::MutexLock lock(&mu_);
-      if (failed_++ == 0) {
-        first_error_ = absl::StrCat("status ", status.error_code(), ": ", status.error_message());
-      }
-    } else if (phase == kMeasure) {
-      s->latencies_ms.push_back(std::chrono::duration<double, std::milli>(end - s->start).count());
-      measured_.fetch_add(1);
-    }
-    if (++s->completed == warmup_calls_) warm_slots_.fetch_add(1);
-    if (phase != kStop) return Issue(s);
-    s->response.Clear();
-    absl::MutexLock lock(&mu_);
-    --running_;
-  }
-
-  const int64_t warmup_calls_;
-  std::vector<Slot> slots_;
-  std::atomic<int> phase_{kWarmup};
-  std::atomic<int64_t> warm_slots_{0};
-  std::atomic<int64_t> measured_{0};
-  absl::Mutex mu_;
-  int running_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string first_error_ ABSL_GUARDED_BY(mu_);
-};
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string Bytes(int64_t b) {
-  if (b < 1024) return absl::StrCat(b, " B");
-  if (b < (1 << 20)) return absl::StrFormat("%.3g KiB", b / 1024.0);
-  return absl::StrFormat("%.3g MiB", b / 1048576.0);
-}
-
-std::string Ms(double ms) {
-  return ms < 10 ? absl::StrFormat("%.2f", ms) : absl::StrFormat("%.0f", ms);
-}
-
 // All repetitions of one (case, concurrency) point, for both servers.
 struct Point {
   const Case* c;
@@ -462,31 +263,11 @@ struct Point {
   std::vector<std::unique_ptr<ClosedLoop>> loops;
 };
 
-template <typename F>
-double MedianOf(const std::vector<PointResult>& rs, F f) {
-  std::vector<double> v;
-  for (const PointResult& r : rs) v.push_back(f(r));
-  return Median(v);
-}
-
 // ---- The embedding lookup (--embedding): a resident table, only indices on the wire ----
 
 constexpr int64_t kRowFloats = 64;  // rows of 256 B
 constexpr int kVariants = 64;       // distinct requests per case, sent in turn
 constexpr char kTableName[] = "embeddings";
-
-// The table, [rows, 64] float32, the same bytes every time it is made.
-core::Tensor MakeTable(int64_t rows) {
-  absl::StatusOr<core::Tensor> table =
-      core::Tensor::Allocate(core::DataType::kFloat32, {rows, kRowFloats});
-  absl::Span<uint8_t> bytes = table->mutable_bytes();
-  std::mt19937_64 rng(11);
-  for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
-    const uint64_t x = rng();
-    std::memcpy(bytes.data() + i, &x, 8);
-  }
-  return *std::move(table);
-}
 
 // `lookups` random rows per request, kVariants requests: by name (indices only), and inline
 // with the slice of the table they touch as params (the rows, in order; indices 0..n-1
@@ -556,20 +337,8 @@ void ApplyServerFlags(server::ServerOptions* options) {
 // A server with the table resident.
 absl::StatusOr<std::unique_ptr<server::Server>> StartWithTable(server::ServerOptions options,
                                                                int64_t rows) {
-  options.listen = "127.0.0.1:0";
   ApplyServerFlags(&options);
-  options.max_resident_bytes = rows * kRowFloats * 4 + 1;
-  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(options);
-  if (!s.ok()) return s.status();
-  core::TensorRegistry& registry = (*s)->registry();
-  absl::StatusOr<core::TensorRegistry::Reservation> reservation =
-      registry.Reserve(kTableName, rows * kRowFloats * 4);
-  if (!reservation.ok()) return reservation.status();
-  absl::Status put =
-      registry.Put(kTableName, MakeTable(rows), core::DeviceCopy{}, false, *std::move(reservation))
-          .status();
-  if (!put.ok()) return put;
-  return s;
+  return bench::StartWithTable(std::move(options), kTableName, rows, kRowFloats);
 }
 
 int EmbeddingMain() {

@@ -229,6 +229,34 @@ TEST(EmbeddingBagSemantics, MisalignedViewsGiveTheSameBytes) {
   EXPECT_TRUE(IdenticalTensors(aligned->view(), got->view()));
 }
 
+// inf + -inf makes a NaN whose bytes the hardware picks (x86: 0xffc00000); every NaN result
+// is written as the positive quiet NaN, in each dtype.
+TEST(EmbeddingBagMath, NanResultsAreTheCanonicalQuietNan) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor table = MakeTensor<float>({2, 1}, {inf, -inf});
+  const Tensor both = Idx({1, 2}, {0, 1});
+  absl::StatusOr<Tensor> sum = Bag(table, both, nullptr, nullptr, WithMode(Mode::kSum));
+  ASSERT_THAT(sum, IsOk());
+  uint32_t bits = 0;
+  std::memcpy(&bits, sum->bytes().data(), 4);
+  EXPECT_EQ(bits, 0x7fc00000u);
+
+  std::vector<uint16_t> halves = {FloatToHalf(inf), FloatToHalf(-inf)};
+  Tensor half_table = *Tensor::Allocate(DataType::kFloat16, {2, 1});
+  std::memcpy(half_table.mutable_bytes().data(), halves.data(), 4);
+  absl::StatusOr<Tensor> half_mean = Bag(half_table, both, nullptr, nullptr, WithMode(Mode::kMean));
+  ASSERT_THAT(half_mean, IsOk());
+  uint16_t h = 0;
+  std::memcpy(&h, half_mean->bytes().data(), 2);
+  EXPECT_EQ(h, 0x7e00);
+
+  EXPECT_EQ(CanonicalNan(1.5), 1.5);
+  uint64_t dbits = 0;
+  const double dnan = CanonicalNan(-std::numeric_limits<double>::quiet_NaN());
+  std::memcpy(&dbits, &dnan, 8);
+  EXPECT_EQ(dbits, 0x7ff8000000000000u);
+}
+
 TEST(EmbeddingBagMath, WeightedTermsRoundOnce) {
   // w * x = 1 + 2^-11 + 2^-24 is not a float; fma keeps the 2^-24 that mul-then-add loses.
   const float w = 1 + 0x1p-12f, x = 1 + 0x1p-12f;
@@ -587,6 +615,7 @@ std::vector<uint8_t> ReferenceBytes(const Case& c) {
       } else if (c.mode == Mode::kSqrtn) {
         result = acc / std::sqrt(c.weighted ? sum_w2 : static_cast<Acc>(count));
       }
+      if (std::isnan(result)) result = std::numeric_limits<Acc>::quiet_NaN();  // positive, quiet
       StoreValue(c.dtype, result, out.data() + (b * dim + d) * es);
     }
   }
