@@ -62,6 +62,7 @@ constexpr int64_t k2p62 = int64_t{1} << 62;
 
 constexpr char kGather[] = "/tensorcompute.v1.TensorCompute/Gather";
 constexpr char kGatherNd[] = "/tensorcompute.v1.TensorCompute/GatherNd";
+constexpr char kEmbeddingBag[] = "/tensorcompute.v1.TensorCompute/EmbeddingBag";
 
 constexpr char kKnownTypes[] =
     "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, "
@@ -138,6 +139,25 @@ v1::GatherNdRequest Nd(v1::Tensor params, v1::Tensor indices, int64_t batch_dims
   return r;
 }
 
+v1::Tensor F32(std::vector<int64_t> shape, const std::vector<float>& values) {
+  return Tensor(v1::DT_FLOAT32, std::move(shape), Bytes(values));
+}
+
+// The table of the EmbeddingBag rows: float32 [4, 2] = {{1,2},{3,4},{5,6},{7,8}}.
+v1::Tensor T4() { return F32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}); }
+
+// An EmbeddingBag of `params` (nullopt: none) with `indices`, and offsets when given.
+v1::EmbeddingBagRequest Eb(std::optional<v1::Tensor> params, v1::Tensor indices,
+                           std::optional<v1::Tensor> offsets = {},
+                           v1::EmbeddingBagRequest::Mode mode = v1::EmbeddingBagRequest::SUM) {
+  v1::EmbeddingBagRequest r;
+  if (params) *r.mutable_params() = std::move(*params);
+  *r.mutable_indices() = std::move(indices);
+  if (offsets) *r.mutable_offsets() = std::move(*offsets);
+  r.set_mode(mode);
+  return r;
+}
+
 // A Gather whose params carry `dims` dimensions of size 1 and one int32 element.
 v1::GatherRequest RankGather(int params_rank, int indices_rank) {
   v1::Tensor params = I32({}, {7});
@@ -169,6 +189,9 @@ std::function<std::string()> GatherWire(std::function<v1::GatherRequest()> make)
 }
 std::function<std::string()> NdWire(std::function<v1::GatherNdRequest()> make) {
   return Wire<v1::GatherNdRequest>(std::move(make));
+}
+std::function<std::string()> BagWire(std::function<v1::EmbeddingBagRequest()> make) {
+  return Wire<v1::EmbeddingBagRequest>(std::move(make));
 }
 std::function<std::string()> Raw(std::string bytes) {
   return [bytes] { return bytes; };
@@ -645,6 +668,134 @@ std::vector<Row> Rows() {
       {"ok_bool_value_2", "Gather: params bool [2] = {2, 1} (bytes are moved, not checked)",
        kGather, GatherWire([] { return G(Tensor(v1::DT_BOOL, {2}, "\x02\x01"), I32({1}, {0})); }),
        StatusCode::OK, ""},
+      // -- EmbeddingBag --
+      {"bag_wire_garbage", "EmbeddingBag: 8 bytes 0xff", kEmbeddingBag, Raw(std::string(8, '\xff')),
+       StatusCode::INVALID_ARGUMENT, NoParse("tensorcompute.v1.EmbeddingBagRequest", 8)},
+      {"bag_params_and_name", "EmbeddingBag: params and params_name both set", kEmbeddingBag,
+       BagWire([] {
+         v1::EmbeddingBagRequest r = Eb(T4(), I64({2, 1}, {0, 1}));
+         r.set_params_name("t");
+         return r;
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "set either params (the tensor inline) or params_name (a resident tensor), not both"},
+      {"bag_unknown_table", "EmbeddingBag: params_name 'nope', which is not resident",
+       kEmbeddingBag, BagWire([] {
+         v1::EmbeddingBagRequest r = Eb(std::nullopt, I64({2, 1}, {0, 1}));
+         r.set_params_name("nope");
+         return r;
+       }),
+       StatusCode::NOT_FOUND,
+       "params_name: no resident tensor named 'nope' (ListTensors lists them; PutTensor stores "
+       "one)"},
+      {"bag_int_params", "EmbeddingBag: params int32 [3, 1]", kEmbeddingBag, BagWire([] {
+         return Eb(I32({3, 1}, {1, 2, 3}), I64({2, 1}, {0, 1}));
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "EmbeddingBag: params must be float16, bfloat16, float32 or float64, got int32"},
+      {"bag_params_rank_1", "EmbeddingBag: params float32 [4]", kEmbeddingBag, BagWire([] {
+         return Eb(F32({4}, {1, 2, 3, 4}), I64({2, 1}, {0, 1}));
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "EmbeddingBag: params must have rank 2 [rows, dim], got shape [4]"},
+      {"bag_unknown_mode", "EmbeddingBag: mode 7", kEmbeddingBag, BagWire([] {
+         return Eb(T4(), I64({2, 1}, {0, 1}), std::nullopt,
+                   static_cast<v1::EmbeddingBagRequest::Mode>(7));
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "EmbeddingBag: unknown mode 7; expected SUM (0), MEAN (1), MAX (2) or SQRTN (3)"},
+      {"bag_float_indices", "EmbeddingBag: indices float32 [2, 1]", kEmbeddingBag, BagWire([] {
+         return Eb(T4(), F32({2, 1}, {0, 1}));
+       }),
+       StatusCode::INVALID_ARGUMENT, "indices must be int32 or int64, got float32"},
+      {"bag_indices_rank_3", "EmbeddingBag: indices int64 [1, 1, 1]", kEmbeddingBag, BagWire([] {
+         return Eb(T4(), I64({1, 1, 1}, {0}));
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "EmbeddingBag: indices must have rank 1 (with offsets) or rank 2 [bags, n] (fixed-size "
+       "bags, without offsets), got shape [1,1,1]"},
+      {"bag_rank_1_no_offsets", "EmbeddingBag: indices int64 [2], no offsets", kEmbeddingBag,
+       BagWire([] {
+         return Eb(T4(), I64({2}, {0, 1}));
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "EmbeddingBag: indices of rank 1 need offsets (bag b is indices[offsets[b] : "
+       "offsets[b+1]]); or pass indices of rank 2 [bags, n] for fixed-size bags"},
+      {"bag_rank_2_with_offsets", "EmbeddingBag: indices int64 [2, 1] and offsets [1] = {0}",
+       kEmbeddingBag, BagWire([] {
+         return Eb(T4(), I64({2, 1}, {0, 1}), I64({1}, {0}));
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "EmbeddingBag: offsets must be absent when indices has rank 2 [bags, n] (fixed-size "
+       "bags), got offsets of shape [1]"},
+      {"bag_first_offset_1", "EmbeddingBag: indices [3], offsets {1, 2}", kEmbeddingBag,
+       BagWire([] {
+         return Eb(T4(), I64({3}, {0, 1, 2}), I64({2}, {1, 2}));
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "offsets[0] = 1 must be 0 (the first bag starts at indices[0])"},
+      {"bag_offsets_decrease", "EmbeddingBag: indices [3], offsets {0, 2, 1}", kEmbeddingBag,
+       BagWire([] {
+         return Eb(T4(), I64({3}, {0, 1, 2}), I64({3}, {0, 2, 1}));
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "offsets[2] = 1 is less than offsets[1] = 2; offsets must not decrease"},
+      {"bag_offset_past_end", "EmbeddingBag: indices [3], offsets {0, 4}", kEmbeddingBag,
+       BagWire([] {
+         return Eb(T4(), I64({3}, {0, 1, 2}), I64({2}, {0, 4}));
+       }),
+       StatusCode::INVALID_ARGUMENT, "offsets[1] = 4 is past the end of indices (3 values)"},
+      {"bag_last_offset_short", "EmbeddingBag: include_last_offset, indices [3], offsets {0, 2}",
+       kEmbeddingBag, BagWire([] {
+         v1::EmbeddingBagRequest r = Eb(T4(), I64({3}, {0, 1, 2}), I64({2}, {0, 2}));
+         r.set_include_last_offset(true);
+         return r;
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "offsets[1] = 2 is the end of the last bag (include_last_offset) and must equal the "
+       "number of indices, 3"},
+      {"bag_weights_shape", "EmbeddingBag: indices [2, 1], per_sample_weights float32 [2]",
+       kEmbeddingBag, BagWire([] {
+         v1::EmbeddingBagRequest r = Eb(T4(), I64({2, 1}, {0, 1}));
+         *r.mutable_per_sample_weights() = F32({2}, {1, 1});
+         return r;
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "per_sample_weights must have the shape of indices [2,1], got [2]"},
+      {"bag_weights_with_max", "EmbeddingBag: mode MAX with per_sample_weights", kEmbeddingBag,
+       BagWire([] {
+         v1::EmbeddingBagRequest r =
+             Eb(T4(), I64({2, 1}, {0, 1}), std::nullopt, v1::EmbeddingBagRequest::MAX);
+         *r.mutable_per_sample_weights() = F32({2, 1}, {1, 1});
+         return r;
+       }),
+       StatusCode::INVALID_ARGUMENT,
+       "EmbeddingBag: per_sample_weights are not supported with mode MAX (as in torch); use SUM, "
+       "MEAN or SQRTN"},
+      {"bag_padding_idx_4", "EmbeddingBag: padding_idx 4 for a table of 4 rows", kEmbeddingBag,
+       BagWire([] {
+         v1::EmbeddingBagRequest r = Eb(T4(), I64({2, 1}, {0, 1}));
+         r.set_padding_idx(4);
+         return r;
+       }),
+       StatusCode::INVALID_ARGUMENT, "padding_idx = 4 is not in [-4, 4) for params with 4 rows"},
+      {"bag_index_out_of_range", "EmbeddingBag: indices int64 [2, 2] = {0, 1, 2, 9}", kEmbeddingBag,
+       BagWire([] {
+         return Eb(T4(), I64({2, 2}, {0, 1, 2, 9}));
+       }),
+       StatusCode::INVALID_ARGUMENT, "indices[1,1] = 9 is not in [-4, 4)"},
+      {"bag_output_over_cap", "EmbeddingBag: 1025 empty bags of a float32 row of 1: 4100 bytes out",
+       kEmbeddingBag, BagWire([] {
+         return Eb(F32({1, 1}, {1}), I64({1025, 0}, {}));
+       }),
+       StatusCode::RESOURCE_EXHAUSTED,
+       "output of shape [1025,1] needs 4100 bytes, over the limit of 4096 bytes "
+       "(max_output_bytes)"},
+      {"ok_bag_empty_bags", "EmbeddingBag: offsets {0, 0, 2} (an empty bag first) over indices [2]",
+       kEmbeddingBag, BagWire([] {
+         return Eb(T4(), I64({2}, {0, 1}), I64({3}, {0, 0, 2}));
+       }),
+       StatusCode::OK, ""},
       {"ok_unknown_field", "Gather: a valid request plus an unknown field 99", kGather,
        [] { return SmallGather().SerializeAsString() + std::string("\x98\x06\x01", 3); },
        StatusCode::OK, ""},
@@ -696,6 +847,8 @@ const char* CodeName(grpc::StatusCode code) {
       return "INVALID_ARGUMENT";
     case StatusCode::DEADLINE_EXCEEDED:
       return "DEADLINE_EXCEEDED";
+    case StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
     case StatusCode::RESOURCE_EXHAUSTED:
       return "RESOURCE_EXHAUSTED";
     case StatusCode::UNIMPLEMENTED:
