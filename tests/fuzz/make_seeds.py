@@ -3,8 +3,9 @@
 
   tests/fuzz/corpus/core_gather_fuzzer/   inputs in core_gather_fuzzer's FuzzedDataProvider
                                           format (FdpWriter mirrors the calls it makes)
-  tests/fuzz/corpus/wire_request_fuzzer/  one selector byte (0 Gather, 1 GatherNd) and a
-                                          serialized GatherRequest / GatherNdRequest
+  tests/fuzz/corpus/wire_request_fuzzer/  one selector byte (0 Gather, 1 GatherNd, 0x40
+                                          EmbeddingBag) and a serialized GatherRequest /
+                                          GatherNdRequest / EmbeddingBagRequest
   tests/fuzz/corpus/http_request_fuzzer/  raw HTTP/1.1 bytes of one connection: the requests of
                                           tests/server/kserve_http*_test.py and docs/kserve.md
 
@@ -212,6 +213,18 @@ def wire_seed(pb2, nd, params, indices, axis=None, batch_dims=0):
     return bytes([1 if nd else 0]) + req.SerializeToString()
 
 
+def bag_seed(pb2, params, indices, offsets=None, weights=None, mode=0, last=False, pad=None):
+    req = pb2.EmbeddingBagRequest(params=params, indices=indices, mode=mode,
+                                  include_last_offset=last)
+    if offsets is not None:
+        req.offsets.CopyFrom(offsets)
+    if weights is not None:
+        req.per_sample_weights.CopyFrom(weights)
+    if pad is not None:
+        req.padding_idx = pad
+    return bytes([0x40]) + req.SerializeToString()
+
+
 # ---- the seeds ---------------------------------------------------------------------------
 
 def core_seeds():
@@ -381,6 +394,22 @@ def wire_seeds(pb2):
         s["valid_nd_" + dt] = wire_seed(pb2, True, T(dt, [3, 2, 2]), i64([2, 2], [1, 0, -1, 1]))
         s["valid_nd_batch_" + dt] = wire_seed(pb2, True, T(dt, [2, 3, 2]),
                                               i32([2, 1, 2], [2, 1, -1, 0]), batch_dims=1)
+    # EmbeddingBag: every float dtype and mode, offsets and fixed bags, weights, padding, and the
+    # edges of the offsets rules.
+    for dt in ("float16", "bfloat16", "float32", "float64"):
+        for mode in range(4):
+            s["bag_fixed_%s_mode%d" % (dt, mode)] = bag_seed(
+                pb2, T(dt, [4, 3]), i64([2, 3], [0, -1, 2, 3, 3, 1]), mode=mode, pad=3)
+            s["bag_offsets_%s_mode%d" % (dt, mode)] = bag_seed(
+                pb2, T(dt, [4, 3]), i32([5], [1, 2, -4, 0, 3]), i64([3], [0, 0, 2]), mode=mode,
+                weights=None if mode == 2 else T("float32", [5], [0.5, -1, 2, 0, 1.5]))
+    s["bag_last_offset"] = bag_seed(pb2, T("float32", [4, 2]), i64([3], [0, 1, 2]),
+                                    i64([3], [0, 1, 3]), last=True)
+    s["bag_offsets_decrease"] = bag_seed(pb2, T("float32", [4, 2]), i64([3], [0, 1, 2]),
+                                         i64([3], [0, 2, 1]))
+    s["bag_index_out_of_range"] = bag_seed(pb2, T("float32", [4, 2]), i64([2, 2], [0, 1, 2, 9]))
+    s["bag_many_empty_bags"] = bag_seed(pb2, T("float32", [1, 1]), i64([1000000, 0], []))
+    s["bag_empty"] = bytes([0x40])
     return s
 
 

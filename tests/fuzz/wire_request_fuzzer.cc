@@ -1,15 +1,18 @@
-// wire_request_fuzzer: bytes -> a GatherRequest, GatherNdRequest or KServe v2 ModelInferRequest
-// -> the server's request path without gRPC.
+// wire_request_fuzzer: bytes -> a GatherRequest, GatherNdRequest, EmbeddingBagRequest or KServe
+// v2 ModelInferRequest -> the server's request path without gRPC.
 //
-// The first byte picks the message (bit 7 set: a ModelInferRequest; else even: GatherRequest,
-// odd: GatherNdRequest); the rest is
+// The first byte picks the message (bit 7 set: a ModelInferRequest; else bit 6 set: an
+// EmbeddingBagRequest; else even: GatherRequest, odd: GatherNdRequest); the rest is
 // parsed with ParseFromArray, so garbage simply fails to parse. A parsed request then goes the
 // way server/compute_service.cc's Submit and the CPU executor send it: proto::ViewTensor for
 // params and indices, core::PlanGather/PlanGatherNd with the server's default limits (max_rank
 // 32; max_output_bytes 4 MiB here, for speed), proto::PrepareOutput into a response message,
 // core::ExecuteGather. Besides tests/fuzz/fuzz_check.h's checks, an OK response must be
 // self-consistent: its dtype and shape are the plan's, and its data holds exactly
-// elements x element size bytes (or one string per element).
+// elements x element size bytes (or one string per element). An EmbeddingBag goes through
+// proto::ViewTensor and core::PlanEmbeddingBag as server/compute_call.cc sends it, and is
+// executed on the calling thread and again split across a pool into every bag: both runs must
+// give the same status and the same bytes.
 
 #include <cstddef>
 #include <cstdint>
@@ -21,9 +24,11 @@
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
 #include "core/dtype.h"
+#include "core/embedding_bag.h"
 #include "core/gather.h"
 #include "core/gather_plan.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 #include "proto/tensor_codec.h"
 #include "server/kserve/codec.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -87,6 +92,59 @@ void Serve(const v1::Tensor& params_pb, const v1::Tensor& indices_pb, bool nd,
   CheckAgainstReference(*plan, *params, *indices, axis, batch_dims, executed, *output_view);
 }
 
+// EmbeddingBag as compute_call.cc decodes it and the CPU executor runs it, then again split
+// across a pool (every bag its own chunk): the same status and bytes both ways.
+void ServeBag(const v1::EmbeddingBagRequest& request) {
+  const absl::StatusOr<core::TensorView> params = proto::ViewTensor(request.params(), "params");
+  if (!params.ok()) return CheckRefusal(params.status(), "ViewTensor(params)");
+  const absl::StatusOr<core::TensorView> indices = proto::ViewTensor(request.indices(), "indices");
+  if (!indices.ok()) return CheckRefusal(indices.status(), "ViewTensor(indices)");
+  std::optional<core::TensorView> offsets, weights;
+  if (request.has_offsets()) {
+    absl::StatusOr<core::TensorView> o = proto::ViewTensor(request.offsets(), "offsets");
+    if (!o.ok()) return CheckRefusal(o.status(), "ViewTensor(offsets)");
+    offsets = *o;
+  }
+  if (request.has_per_sample_weights()) {
+    absl::StatusOr<core::TensorView> w =
+        proto::ViewTensor(request.per_sample_weights(), "per_sample_weights");
+    if (!w.ok()) return CheckRefusal(w.status(), "ViewTensor(per_sample_weights)");
+    weights = *w;
+  }
+  core::EmbeddingBagOptions options;
+  options.mode = static_cast<core::EmbeddingBagMode>(request.mode());
+  options.include_last_offset = request.include_last_offset();
+  if (request.has_padding_idx()) options.padding_idx = request.padding_idx();
+  options.max_output_bytes = kMaxOutputBytes;
+  const core::TensorView* o = offsets ? &*offsets : nullptr;
+  const core::TensorView* w = weights ? &*weights : nullptr;
+  const absl::StatusOr<core::EmbeddingBagPlan> plan =
+      core::PlanEmbeddingBag(*params, *indices, o, w, options);
+  if (!plan.ok()) return CheckRefusal(plan.status(), "PlanEmbeddingBag");
+
+  v1::EmbeddingBagResponse one, split;
+  const int64_t elements = plan->bags * plan->dim;
+  const core::MutableTensorView out_one = proto::PrepareOutput(
+      plan->dtype, plan->output_shape, elements, plan->output_bytes, one.mutable_output());
+  const core::MutableTensorView out_split = proto::PrepareOutput(
+      plan->dtype, plan->output_shape, elements, plan->output_bytes, split.mutable_output());
+  static core::ThreadPool* const pool = new core::ThreadPool(2);
+  const absl::Status a = core::ExecuteEmbeddingBag(*plan, *params, *indices, o, w, out_one);
+  const absl::Status b = core::ExecuteEmbeddingBag(*plan, *params, *indices, o, w, out_split, pool,
+                                                   /*min_parallel_bytes=*/0);
+  Check(a == b, "EmbeddingBag: one thread said " + a.ToString() + ", the pool " + b.ToString());
+  if (!a.ok()) {
+    Check(a.code() == absl::StatusCode::kInvalidArgument && !a.message().empty(),
+          "EmbeddingBag: execution error " + a.ToString());
+    return;
+  }
+  Check(one.output().data() == split.output().data(),
+        "EmbeddingBag: the pool's bytes differ from one thread's");
+  const absl::StatusOr<core::Tensor> decoded =
+      proto::FromProto(one.output(), "output", std::numeric_limits<int64_t>::max());
+  Check(decoded.ok(), "EmbeddingBag response does not decode: " + decoded.status().ToString());
+}
+
 // KServe v2: ModelInfer's decode (server/kserve/codec.h; no resident tables), the executor,
 // and the response's completion, as compute_service.cc runs them.
 void ServeInfer(const inference::ModelInferRequest& request) {
@@ -125,6 +183,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     inference::ModelInferRequest request;
     if (!request.ParseFromArray(body, body_size)) return 0;
     fuzz::ServeInfer(request);
+    return 0;
+  }
+  if ((data[0] & 0x40) != 0) {
+    v1::EmbeddingBagRequest request;
+    if (!request.ParseFromArray(body, body_size)) return 0;
+    fuzz::ServeBag(request);
     return 0;
   }
   if (!nd) {
