@@ -9,7 +9,8 @@ python_client.install does it). Run by hand:
         ../../.venv/bin/python3 -m unittest -v python_client_test
 
 Results are checked bit for bit against numpy references (np.take, and a gather_nd written
-here) on random data from a fixed seed.
+here) on random data from a fixed seed; embedding_bag against a NumPy loop written here, bit
+for bit where the arithmetic allows it (see ref_embedding_bag).
 """
 
 import os
@@ -89,6 +90,108 @@ def ref_gather_nd(params, indices, batch_dims=0):
     for k in range(n):
         out[k] = bp[k][tuple(np.moveaxis(bi[k], -1, 0))]
     return out.reshape(out_shape)
+
+
+# EmbeddingBag: per params dtype, the dtype it accumulates in, its mantissa bits and its
+# smallest subnormal.
+_EB_FLOATS = {
+    np.dtype(np.float16): (np.float32, 10, 2.0 ** -24),
+    np.dtype(ml_dtypes.bfloat16): (np.float32, 7, 2.0 ** -133),
+    np.dtype(np.float32): (np.float32, 23, 2.0 ** -149),
+    np.dtype(np.float64): (np.float64, 52, 5e-324),
+}
+
+
+def ref_embedding_bag(params, indices, offsets=None, per_sample_weights=None, mode="sum",
+                      include_last_offset=False, padding_idx=None):
+    """The server's EmbeddingBag as a NumPy loop: one bag, then one row at a time in index
+    order, accumulating in float32 (float64 for float64 params), then the division, then one
+    rounding to the params' dtype. Returns (output, bound).
+
+    Unweighted SUM and MAX do here exactly what the server does (a sequential float32 sum from
+    +0, or torch's first-then-strictly-greater rule), so the answer must equal `output` bit
+    for bit: bound is None. Weighted terms are one fma on the server but a rounded product and
+    a rounded sum here, and MEAN and SQRTN divide by a count or a sum of weights (squares with
+    fma on the server): there bound[b, j] is the largest |server - output| allowed, a tight
+    one: (2n + 4) accumulation epsilons of sum |w x| / |divisor| for a bag of n rows (the
+    terms, the divisor and the division), plus one ulp of the output dtype each side of the
+    final rounding, plus its smallest subnormal.
+    """
+    params, indices = np.asarray(params), np.asarray(indices)
+    acc_t, mantissa_bits, tiny = _EB_FLOATS[params.dtype]
+    table = params.astype(acc_t)
+    rows, dim = table.shape
+    flat = indices.reshape(-1).astype(np.int64)
+    weights = None if per_sample_weights is None else \
+        np.asarray(per_sample_weights).reshape(-1).astype(acc_t)
+    if indices.ndim == 2:
+        n = indices.shape[1]
+        spans = [(b * n, (b + 1) * n) for b in range(indices.shape[0])]
+    else:
+        starts = [int(o) for o in offsets]
+        ends = starts[1:] if include_last_offset else starts[1:] + [len(flat)]
+        spans = list(zip(starts, ends))
+    pad = None if padding_idx is None else padding_idx % rows
+    out = np.zeros((len(spans), dim), acc_t)
+    slack = np.zeros((len(spans), dim))
+    for b, (begin, end) in enumerate(spans):
+        acc = np.zeros(dim, acc_t)
+        count, sum_w, sum_w2 = 0, acc_t(0), acc_t(0)
+        magnitude = np.zeros(dim)
+        for i in range(begin, end):
+            row = int(flat[i]) % rows
+            if row == pad:
+                continue
+            x, w = table[row], acc_t(1) if weights is None else weights[i]
+            if mode == "max":
+                acc = x.copy() if count == 0 else np.where(x > acc, x, acc)
+            elif weights is None:
+                acc = acc + x
+            else:
+                acc = acc + w * x
+            count, sum_w, sum_w2 = count + 1, sum_w + w, sum_w2 + w * w
+            magnitude += np.abs(np.float64(w) * x.astype(np.float64))
+        if count == 0:
+            continue  # zeros in every mode
+        divisor = acc_t(1)
+        if mode == "mean":
+            divisor = acc_t(count) if weights is None else sum_w
+        elif mode == "sqrtn":
+            divisor = np.sqrt(acc_t(count) if weights is None else sum_w2)
+        out[b] = acc / divisor
+        slack[b] = (2 * count + 4) * np.finfo(acc_t).eps * magnitude / abs(float(divisor))
+    output = out.astype(params.dtype)
+    if mode in ("sum", "max") and weights is None:
+        return output, None
+    ulp = 2.0 ** -mantissa_bits * np.abs(output.astype(np.float64))
+    return output, slack + 2 * ulp + tiny
+
+
+def random_bag_case(rng, dtype, mode, weighted, fixed_bags):
+    """A random valid embedding_bag call: (params, indices, keyword arguments)."""
+    rows, dim = int(rng.integers(1, 30)), int(rng.integers(1, 20))
+    params = (rng.standard_normal((rows, dim)) * 4).astype(dtype)
+    bags = int(rng.integers(0, 12))
+    index_dtype, offsets_dtype = (np.int32, np.int64)[rng.integers(2)], \
+        (np.int32, np.int64)[rng.integers(2)]
+    kwargs = {"mode": mode}
+    if fixed_bags:
+        indices = random_indices(rng, rows, (bags, int(rng.integers(0, 6))), index_dtype)
+    else:
+        sizes = rng.integers(0, 7, size=bags)
+        indices = random_indices(rng, rows, (int(sizes.sum()),), index_dtype)
+        ends = np.cumsum(np.concatenate([[0], sizes]))  # bags + 1 entries
+        kwargs["include_last_offset"] = bool(rng.integers(2))
+        kwargs["offsets"] = (ends if kwargs["include_last_offset"] else ends[:-1]).astype(
+            offsets_dtype)
+    if weighted:
+        weights_dtype = dtype if rng.integers(2) else np.float32
+        # Positive, so that a weighted MEAN's divisor is far from 0.
+        kwargs["per_sample_weights"] = rng.uniform(0.5, 1.5, indices.shape).astype(
+            weights_dtype)
+    if rng.random() < 0.3:
+        kwargs["padding_idx"] = int(rng.integers(-rows, rows))
+    return params, indices, kwargs
 
 
 def random_array(rng, dtype, shape):
@@ -435,6 +538,135 @@ class RetryTest(unittest.TestCase):
         self.assertFalse(caller.is_alive())
         self.assertNotIn("error", result)
         np.testing.assert_array_equal(result["out"], [3])
+
+
+EB_FLOAT_DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+EB_MODES = ["sum", "mean", "max", "sqrtn"]
+
+
+class EmbeddingBagTest(unittest.TestCase):
+    def assertMatchesReference(self, out, params, indices, **kwargs):
+        want, bound = ref_embedding_bag(params, indices, **kwargs)
+        self.assertIsInstance(out, np.ndarray)
+        self.assertEqual(out.dtype, want.dtype)
+        self.assertEqual(out.shape, want.shape)
+        self.assertTrue(out.flags.writeable)
+        if bound is None:
+            self.assertEqual(out.tobytes(), want.tobytes())
+        else:
+            error = np.abs(out.astype(np.float64) - want.astype(np.float64))
+            over = np.argwhere(~(error <= bound))  # NaN is over too
+            if over.size:
+                at = tuple(over[0])
+                self.fail(f"{len(over)} elements over the bound; at {at}: got {out[at]}, "
+                          f"want {want[at]}, error {error[at]}, bound {bound[at]}")
+
+    def test_random_calls_match_the_numpy_loop(self):
+        # Every params dtype, mode, weights or not (never with max), offsets (with and without
+        # include_last_offset) or fixed bags; padding_idx, empty bags, negative indices, int32
+        # and int64 indices and offsets at random.
+        rng = np.random.default_rng(2323)
+        for dtype in EB_FLOAT_DTYPES:
+            for mode in EB_MODES:
+                for weighted in ((False,) if mode == "max" else (False, True)):
+                    for fixed_bags in (False, True):
+                        for case in range(3):
+                            params, indices, kwargs = random_bag_case(rng, dtype, mode,
+                                                                      weighted, fixed_bags)
+                            with self.subTest(dtype=np.dtype(dtype).name, mode=mode,
+                                              weighted=weighted, fixed_bags=fixed_bags,
+                                              case=case):
+                                out = _client.embedding_bag(params, indices, **kwargs)
+                                self.assertMatchesReference(out, params, indices, **kwargs)
+
+    def test_a_small_example_by_hand(self):
+        params = np.arange(12, dtype=np.float32).reshape(4, 3)
+        bags = {"indices": [0, 2, 3], "offsets": [0, 2]}  # bags {0, 2} and {3}
+        np.testing.assert_array_equal(_client.embedding_bag(params, **bags),
+                                      [[6, 8, 10], [9, 10, 11]])
+        np.testing.assert_array_equal(_client.embedding_bag(params, **bags, mode="MEAN"),
+                                      [[3, 4, 5], [9, 10, 11]])
+        np.testing.assert_array_equal(_client.embedding_bag(params, **bags, mode="max"),
+                                      [[6, 7, 8], [9, 10, 11]])
+        np.testing.assert_allclose(_client.embedding_bag(params, **bags, mode="sqrtn"),
+                                   [[6 / 2 ** .5, 8 / 2 ** .5, 10 / 2 ** .5], [9, 10, 11]],
+                                   rtol=1e-6)
+        # Python lists of weights go as float32; include_last_offset; padding_idx skips row 2
+        # (and MEAN does not count it); a fixed-bag form of the same bags with one more index.
+        np.testing.assert_array_equal(
+            _client.embedding_bag(params, [0, 2, 3], [0, 2, 3], per_sample_weights=[2, 1, .5],
+                                  include_last_offset=True),
+            [[6, 9, 12], [4.5, 5, 5.5]])
+        np.testing.assert_array_equal(
+            _client.embedding_bag(params, [[0, 2], [3, -2]], mode="mean", padding_idx=-2),
+            [[0, 1, 2], [9, 10, 11]])
+        self.assertEqual(_client.embedding_bag(params, np.zeros((0, 2), np.int64)).shape, (0, 3))
+
+    def test_by_name_equals_inline(self):
+        rng = np.random.default_rng(2324)
+        table = rng.standard_normal((50, 8)).astype(np.float32)
+        _client.put_tensor("eb_table", table, replace=True)
+        try:
+            for mode, weighted in (("sum", False), ("mean", True), ("max", False),
+                                   ("sqrtn", True)):
+                _, indices, kwargs = random_bag_case(rng, np.float32, mode, weighted, False)
+                indices = random_indices(rng, 50, indices.shape, indices.dtype)
+                with self.subTest(mode=mode, weighted=weighted):
+                    by_name = _client.embedding_bag(None, indices, params_name="eb_table",
+                                                    **kwargs)
+                    self.assertEqual(by_name.tobytes(),
+                                     _client.embedding_bag(table, indices, **kwargs).tobytes())
+                    self.assertMatchesReference(by_name, table, indices, **kwargs)
+        finally:
+            _client.delete_tensor("eb_table")
+        with self.assertRaises(TensorComputeError) as e:
+            _client.embedding_bag(None, [[0]], params_name="eb_table")
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        self.assertIn("eb_table", e.exception.message)
+
+    def test_server_errors_raise_with_their_codes(self):
+        params = np.arange(8, dtype=np.float32).reshape(4, 2)
+        cases = [
+            (dict(indices=[0, 9, 1], offsets=[0, 1]), "indices[1] = 9 is not in [-4, 4)"),
+            (dict(indices=[0, 1, 2], offsets=[0, 2, 1]),
+             "offsets[2] = 1 is less than offsets[1] = 2"),
+            (dict(indices=[0, 1], offsets=[1]), "offsets[0] = 1 must be 0"),
+            (dict(indices=[0, 1], offsets=[0, 1], include_last_offset=True),
+             "must equal the number of indices, 2"),
+            (dict(indices=[[0, 1]], per_sample_weights=[[1, 1]], mode="max"),
+             "not supported with mode MAX"),
+            (dict(indices=[[0, 1]], per_sample_weights=np.ones((1, 2))),
+             "per_sample_weights must be float32 (the params' dtype), got float64"),
+            (dict(indices=[[0, 1]], per_sample_weights=[1, 1]),
+             "per_sample_weights must have the shape of indices [1,2]"),
+            (dict(indices=[0, 1]), "offsets"),  # rank 1 without offsets
+            (dict(indices=[[0]], padding_idx=4), "padding_idx = 4 is not in [-4, 4)"),
+            (dict(indices=[[0.0]]), "indices must be int32 or int64, got float64"),
+        ]
+        for kwargs, words in cases:
+            with self.subTest(**{k: str(v) for k, v in kwargs.items()}):
+                with self.assertRaises(TensorComputeError) as e:
+                    _client.embedding_bag(params, **kwargs)
+                self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(words, e.exception.message)
+                self.assertEqual(str(e.exception), f"INVALID_ARGUMENT: {e.exception.message}")
+        with self.assertRaises(TensorComputeError) as e:
+            _client.embedding_bag(np.arange(8).reshape(4, 2), [[0]])
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("params must be float16, bfloat16, float32 or float64, got int64",
+                      e.exception.message)
+
+    def test_client_side_errors_before_any_rpc(self):
+        with Client(dead_target(), timeout=5) as client:  # an RPC would fail otherwise
+            for mode in ("median", "", None, 0):
+                with self.subTest(mode=mode), self.assertRaises(ValueError):
+                    client.embedding_bag(np.zeros((2, 2), np.float32), [[0]], mode=mode)
+            with self.assertRaises(ValueError):
+                client.embedding_bag(np.zeros((2, 2), np.float32), [[0]], params_name="t")
+            with self.assertRaises(ValueError):
+                client.embedding_bag(None, [[0]])
+            with self.assertRaises(TypeError):
+                client.embedding_bag(np.zeros((2, 2), np.float32), [[0]], padding_idx=1.5)
 
 
 class ExampleTest(unittest.TestCase):
