@@ -4,6 +4,10 @@
 //                           --indices FILE [--axis N] [--batch-dims N] [--out FILE]
 //   tensorcompute gather-nd --target HOST:PORT (--params FILE | --params-name NAME)
 //                           --indices FILE [--batch-dims N] [--out FILE]
+//   tensorcompute embedding-bag --target HOST:PORT (--params FILE | --params-name NAME)
+//                           --indices FILE [--offsets FILE] [--per-sample-weights FILE]
+//                           [--mode sum|mean|max|sqrtn] [--include-last-offset]
+//                           [--padding-idx N] [--out FILE]   (client/cli_embedding_bag.h)
 //   tensorcompute put       NAME --input FILE [--device D] [--replace] [--chunk-bytes N]
 //                           [--all-targets]
 //   tensorcompute delete    NAME [--all-targets]
@@ -19,7 +23,8 @@
 //
 // Resident tensors (put, delete, list; client/cli_tensors.h): every replica holds its own
 // copy. put and delete reach the first target, or every target with --all-targets; list asks
-// every target. --params-name gathers from a resident tensor, sending only the indices; `load
+// every target. --params-name gathers (or looks up, in embedding-bag) from a resident tensor,
+// sending only the indices; `load
 // --params-name` reads the tensor's dtype and shape from the first target's list.
 //
 // Tensors are .npy or .json files (client/tensor_io.h); without --out the result is printed
@@ -50,6 +55,7 @@
 #include "absl/time/time.h"
 #include <unistd.h>
 
+#include "client/cli_embedding_bag.h"
 #include "client/cli_tensors.h"
 #include "client/client.h"
 #include "client/load_tester.h"
@@ -131,34 +137,19 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
 }
 
 int RunGather(const CommonFlags& common, const GatherFlags& f, bool nd) {
-  if (f.params.empty() == f.params_name.empty()) {
-    std::fprintf(stderr, "error: expected exactly one of --params FILE and --params-name NAME\n");
-    return kUsage;
-  }
-  if (!f.out.empty() && !FormatFromPath(f.out).ok()) {
-    std::fprintf(stderr, "error: --out %s: expected a .npy or .json file name\n", f.out.c_str());
-    return kUsage;
-  }
+  if (int code = CheckComputeFlags(f.params, f.params_name, f.out); code != kOk) return code;
   auto client = MakeClient(common);
   if (!client.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
     return kUsage;
   }
-  absl::StatusOr<core::Tensor> params;  // unset with --params-name
+  std::optional<core::Tensor> params;  // unset with --params-name
   if (f.params_name.empty()) {
-    params = ReadTensorFile(f.params);
-    if (!params.ok()) {
-      std::fprintf(stderr, "error: --params %s: %s\n", f.params.c_str(),
-                   std::string(params.status().message()).c_str());
-      return kIoError;
-    }
+    params = ReadFlagTensor("--params", f.params);
+    if (!params.has_value()) return kIoError;
   }
-  auto indices = ReadTensorFile(f.indices);
-  if (!indices.ok()) {
-    std::fprintf(stderr, "error: --indices %s: %s\n", f.indices.c_str(),
-                 std::string(indices.status().message()).c_str());
-    return kIoError;
-  }
+  std::optional<core::Tensor> indices = ReadFlagTensor("--indices", f.indices);
+  if (!indices.has_value()) return kIoError;
   Client& c = **client;
   absl::StatusOr<core::Tensor> result =
       !f.params_name.empty()
@@ -170,16 +161,7 @@ int RunGather(const CommonFlags& common, const GatherFlags& f, bool nd) {
     PrintError(result.status());
     return kRpcError;
   }
-  if (f.out.empty()) {
-    std::printf("%s\n", SerializeJson(result->view()).c_str());
-    return kOk;
-  }
-  if (absl::Status written = WriteTensorFile(result->view(), f.out); !written.ok()) {
-    std::fprintf(stderr, "error: --out %s: %s\n", f.out.c_str(),
-                 std::string(written.message()).c_str());
-    return kIoError;
-  }
-  return kOk;
+  return EmitResult(result->view(), f.out);
 }
 
 int RunHealth(const CommonFlags& common, const std::string& service) {
@@ -375,14 +357,37 @@ void AddGatherFlags(CLI::App* app, GatherFlags* f, bool nd) {
   app->add_option("--out", f->out, "write the result to this .npy or .json file");
 }
 
+void AddEmbeddingBagFlags(CLI::App* app, EmbeddingBagFlags* f) {
+  CLI::Option* params =
+      app->add_option("--params", f->params, "params: a [rows, dim] float table, .npy or .json");
+  app->add_option("--params-name", f->params_name,
+                  "look up in this resident tensor (see put) instead of --params")
+      ->excludes(params);
+  app->add_option("--indices", f->indices,
+                  "indices (int32/int64): rank 1 with --offsets, or rank 2 [bags, n] (fixed "
+                  "bags) without; .npy or .json")
+      ->required();
+  app->add_option("--offsets", f->offsets,
+                  "where each bag starts in rank-1 indices, .npy or .json");
+  app->add_option("--per-sample-weights", f->per_sample_weights,
+                  "one weight per index (float32 or the params' dtype), .npy or .json");
+  app->add_option("--mode", f->mode, "how a bag is reduced: sum, mean, max or sqrtn")
+      ->capture_default_str();
+  app->add_flag("--include-last-offset", f->include_last_offset,
+                "--offsets has one entry more than there are bags, the last being len(indices)");
+  app->add_option("--padding-idx", f->padding_idx,
+                  "a row in [-rows, rows) whose lookups add nothing and do not count");
+  app->add_option("--out", f->out, "write the result to this .npy or .json file");
+}
+
 int Main(int argc, char** argv) {
   // Debian's Abseil has absl::Mutex deadlock detection on (no NDEBUG): a global lock graph
   // updated on every lock, gRPC's included, a cost the load tester must not pay per call
   // (server/main.cc says more).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app(
-      "tensorcompute: Gather and GatherNd on a tensorcompute server, resident tensors, and a "
-      "load tester",
+      "tensorcompute: Gather, GatherNd and EmbeddingBag on a tensorcompute server, resident "
+      "tensors, and a load tester",
       "tensorcompute");
   app.require_subcommand(1);
   CommonFlags common;
@@ -397,6 +402,13 @@ int Main(int argc, char** argv) {
   CLI::App* nd_cmd = app.add_subcommand("gather-nd", "tf.gather_nd(params, indices, batch_dims)");
   AddCommonFlags(nd_cmd, &common);
   AddGatherFlags(nd_cmd, &gather_nd, true);
+  EmbeddingBagFlags embedding_bag;
+  CLI::App* embedding_bag_cmd = app.add_subcommand(
+      "embedding-bag",
+      "torch.nn.functional.embedding_bag(indices, params, offsets, mode, per_sample_weights, "
+      "include_last_offset, padding_idx), plus TensorFlow's sqrtn mode");
+  AddCommonFlags(embedding_bag_cmd, &common);
+  AddEmbeddingBagFlags(embedding_bag_cmd, &embedding_bag);
   PutFlags put;
   CLI::App* put_cmd = app.add_subcommand(
       "put",
@@ -503,6 +515,16 @@ int Main(int argc, char** argv) {
   if (gather_cmd->parsed()) return RunGather(common, gather, false);
   if (nd_cmd->parsed()) return RunGather(common, gather_nd, true);
   if (health_cmd->parsed()) return RunHealth(common, service);
+  if (embedding_bag_cmd->parsed()) {
+    const EmbeddingBagFlags& f = embedding_bag;
+    if (int code = CheckComputeFlags(f.params, f.params_name, f.out); code != kOk) return code;
+    auto client = MakeClient(common);
+    if (!client.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
+      return kUsage;
+    }
+    return RunEmbeddingBag(**client, f);
+  }
   if (put_cmd->parsed() || delete_cmd->parsed() || list_cmd->parsed()) {
     auto client = MakeClient(common);
     if (!client.ok()) {
