@@ -13,7 +13,8 @@
 //   tensorcompute delete    NAME [--all-targets]
 //   tensorcompute list      [--json]
 //   tensorcompute health    --target HOST:PORT [--service NAME]
-//   tensorcompute load      --target HOST:PORT [--params-name NAME] [shape, loop and report
+//   tensorcompute load      --target HOST:PORT [--op gather|gather-nd|embedding-bag]
+//                           [--bag-size N] [--params-name NAME] [shape, loop and report
 //                           flags; see --help]
 //
 // Every subcommand also takes --tls, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
@@ -84,7 +85,7 @@ struct GatherFlags {
 struct LoadFlags {
   std::string op = "gather", dtype = "float32", index_dtype = "int32", params_shape, json;
   std::string params_name, protocol = "native";
-  int64_t rows = 1024, slice = 64, indices = 16, index_depth = 1, requests = 0;
+  int64_t rows = 1024, slice = 64, indices = 16, index_depth = 1, bag_size = 8, requests = 0;
   int64_t distinct = 16, max_outstanding = 10000;
   double invalid_fraction = 0, rate = 0, duration_s = 10, warmup_s = 1, progress_interval_s = 1;
   int concurrency = 1;
@@ -203,7 +204,10 @@ absl::StatusOr<core::Shape> ParseShape(const std::string& text) {
 
 int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
   LoadRequestSpec spec;
-  spec.nd = f.op == "gather-nd";
+  spec.op = f.op == "gather-nd"       ? LoadOp::kGatherNd
+            : f.op == "embedding-bag" ? LoadOp::kEmbeddingBag
+                                      : LoadOp::kGather;
+  spec.bag_size = f.bag_size;
   spec.kserve = f.protocol != "native";
   spec.http = f.protocol == "kserve-http";
   const std::optional<core::DataType> dtype = core::DataTypeFromName(f.dtype);
@@ -441,17 +445,27 @@ int Main(int argc, char** argv) {
 
   CLI::App* load_cmd = app.add_subcommand("load", "load test: throughput, latency, status codes");
   AddCommonFlags(load_cmd, &common);
-  load_cmd->add_option("--op", load.op, "gather or gather-nd")
+  load_cmd
+      ->add_option("--op", load.op,
+                   "gather, gather-nd, or embedding-bag: fixed bags [--indices / --bag-size, "
+                   "--bag-size] pooled by SUM from the [--rows, --slice] float table (native "
+                   "protocol only)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"gather", "gather-nd"}));
+      ->check(CLI::IsMember({"gather", "gather-nd", "embedding-bag"}));
   load_cmd->add_option("--dtype", load.dtype, "params dtype")->capture_default_str();
   load_cmd->add_option("--rows", load.rows, "params rows (dimension 0)")->capture_default_str();
   load_cmd->add_option("--slice", load.slice, "elements per row")->capture_default_str();
   load_cmd->add_option("--params-shape", load.params_shape,
                        "params shape, e.g. 64,32,16 (instead of --rows and --slice)");
-  load_cmd->add_option("--indices", load.indices, "indices (rows gathered) per request")
+  load_cmd
+      ->add_option("--indices", load.indices,
+                   "indices (rows gathered; embedding-bag: lookups, a multiple of --bag-size) "
+                   "per request")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  load_cmd->add_option("--bag-size", load.bag_size, "embedding-bag: lookups per bag")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   load_cmd->add_option("--index-depth", load.index_depth, "gather-nd: components per index")
       ->capture_default_str();
   load_cmd->add_option("--index-dtype", load.index_dtype, "int32 or int64")

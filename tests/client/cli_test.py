@@ -848,6 +848,48 @@ class LoadTest(CliCase):
         for word in ("requests", "QPS", "p50", "p99", "OK"):
             self.assertIn(word, proc.stdout, describe(proc))
 
+    def test_embedding_bag(self):
+        # Defaults: float32 params 1024x64; 32 lookups in bags of 4 -> 8 rows of 64 floats
+        # answered per call, not 32.
+        r, _ = self.load_json(SERVER.target, "--op", "embedding-bag", "--bag-size", 4,
+                              "--indices", 32, "--requests", 60, "--concurrency", 3,
+                              "--invalid-fraction", 0.5)
+        self.assertEqual(r["by_code"], {"OK": 30, "INVALID_ARGUMENT": 30})
+        self.assertEqual(r["unexpected"], 0)
+        self.assertGreaterEqual(r["bytes_received"], 30 * 8 * 64 * 4)
+        self.assertLess(r["bytes_received"], 30 * 32 * 64 * 4)
+        # From a resident table: its dtype and shape come from the server's list.
+        np.save(tmp_path("eb_load.npy"), np.ones((37, 5), dtype=np.float64))
+        self.run_ok("put", "eb_load", "--input", tmp_path("eb_load.npy"), "--replace",
+                    "--target", SERVER.target)
+        try:
+            r, proc = self.load_json(SERVER.target, "--op", "embedding-bag", "--bag-size", 8,
+                                     "--params-name", "eb_load", "--requests", 40)
+        finally:
+            self.run_ok("delete", "eb_load", "--target", SERVER.target)
+        self.assertEqual(r["by_code"], {"OK": 40})
+        self.assertIn("TensorCompute/EmbeddingBag", proc.stderr)
+        self.assertLess(r["bytes_sent"] / 40, 150)  # 16 int32 lookups and the name
+
+    def test_embedding_bag_usage_errors(self):
+        cases = [
+            (["--indices", 10, "--bag-size", 4], "10 lookups per request do not make whole "
+                                                 "bags of 4"),
+            (["--protocol", "kserve-http"], "native protocol only"),
+            (["--protocol", "kserve"], "native protocol only"),
+            (["--dtype", "int32"], "float16, bfloat16, float32 or float64, got int32"),
+            (["--params-shape", "8,4,2"], r"\[rows, dim\]"),
+        ]
+        for args, pattern in cases:
+            with self.subTest(args=args):
+                proc = run_cli("load", "--target", SERVER.target, "--requests", 1,
+                               "--op", "embedding-bag", *args)
+                self.assertExit(proc, EXIT_USAGE)
+                self.assertErrorLine(proc, pattern)
+        proc = run_cli("load", "--target", SERVER.target, "--requests", 1, "--op",
+                       "embedding-bag", "--bag-size", 0)
+        self.assertExit(proc, EXIT_USAGE)
+
     def test_usage_errors(self):
         for args in (["--op", "scatter"], ["--concurrency", "many"], ["--dtype", "float128"],
                      ["--index-dtype", "int16"], ["--no-such-flag", "1"]):
