@@ -489,6 +489,18 @@ class EmbeddingBagTest(unittest.TestCase):
             [[0, 1, 2], [9, 10, 11]])
         self.assertEqual(_client.embedding_bag(params, np.zeros((0, 2), np.int64)).shape, (0, 3))
 
+    def test_nan_results_are_the_positive_quiet_nan(self):
+        # inf + -inf is -NaN on x86; the server writes +NaN, bit for bit the reference's. MAX
+        # keeps a NaN only as a bag's first row.
+        for dtype in EB_FLOAT_DTYPES:
+            params = np.array([[np.inf, 1], [-np.inf, 2], [np.nan, 3]]).astype(dtype)
+            for mode, indices in (("sum", [[0, 1], [1, 2]]), ("max", [[2, 0], [0, 2]])):
+                with self.subTest(dtype=np.dtype(dtype).name, mode=mode):
+                    indices = np.array(indices)
+                    out = _client.embedding_bag(params, indices, mode=mode)
+                    self.assertTrue(np.isnan(out.astype(np.float64)[:, 0]).any())
+                    self.assertMatchesReference(out, params, indices, mode=mode)
+
     def test_by_name_equals_inline(self):
         rng = np.random.default_rng(2324)
         table = rng.standard_normal((50, 8)).astype(np.float32)

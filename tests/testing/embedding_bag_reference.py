@@ -27,7 +27,7 @@ def ref_embedding_bag(params, indices, offsets=None, per_sample_weights=None, mo
                       include_last_offset=False, padding_idx=None):
     """The server's EmbeddingBag as a NumPy loop: one bag, then one row at a time in index
     order, accumulating in float32 (float64 for float64 params), then the division, then one
-    rounding to the params' dtype. Returns (output, bound).
+    rounding to the params' dtype (a NaN as the positive quiet NaN). Returns (output, bound).
 
     Unweighted SUM and MAX do here exactly what the server does (a sequential float32 sum from
     +0, or torch's first-then-strictly-greater rule), so the answer must equal `output` bit
@@ -55,6 +55,22 @@ def ref_embedding_bag(params, indices, offsets=None, per_sample_weights=None, mo
     pad = None if padding_idx is None else padding_idx % rows
     out = np.zeros((len(spans), dim), acc_t)
     slack = np.zeros((len(spans), dim))
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN, as on the server
+        _accumulate(table, flat, weights, spans, mode, pad, out, slack)
+    # A NaN result is written as the positive quiet NaN (core's CanonicalNan), whatever NaN the
+    # arithmetic made.
+    output = np.where(np.isnan(out), acc_t(np.nan), out).astype(params.dtype)
+    if mode in ("sum", "max") and weights is None:
+        return output, None
+    ulp = 2.0 ** -mantissa_bits * np.abs(output.astype(np.float64))
+    return output, slack + 2 * ulp + tiny
+
+
+def _accumulate(table, flat, weights, spans, mode, pad, out, slack):
+    """ref_embedding_bag's loop: fills out[b] (before the final rounding) and slack[b] (its
+    accumulation error bound) for each bag b."""
+    acc_t = table.dtype.type
+    rows, dim = table.shape
     for b, (begin, end) in enumerate(spans):
         acc = np.zeros(dim, acc_t)
         count, sum_w, sum_w2 = 0, acc_t(0), acc_t(0)
@@ -81,11 +97,6 @@ def ref_embedding_bag(params, indices, offsets=None, per_sample_weights=None, mo
             divisor = np.sqrt(acc_t(count) if weights is None else sum_w2)
         out[b] = acc / divisor
         slack[b] = (2 * count + 4) * np.finfo(acc_t).eps * magnitude / abs(float(divisor))
-    output = out.astype(params.dtype)
-    if mode in ("sum", "max") and weights is None:
-        return output, None
-    ulp = 2.0 ** -mantissa_bits * np.abs(output.astype(np.float64))
-    return output, slack + 2 * ulp + tiny
 
 
 def random_bag_case(rng, dtype, mode, weighted, fixed_bags):
