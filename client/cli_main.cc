@@ -4,12 +4,17 @@
 //                           --indices FILE [--axis N] [--batch-dims N] [--out FILE]
 //   tensorcompute gather-nd --target HOST:PORT (--params FILE | --params-name NAME)
 //                           --indices FILE [--batch-dims N] [--out FILE]
+//   tensorcompute embedding-bag --target HOST:PORT (--params FILE | --params-name NAME)
+//                           --indices FILE [--offsets FILE] [--per-sample-weights FILE]
+//                           [--mode sum|mean|max|sqrtn] [--include-last-offset]
+//                           [--padding-idx N] [--out FILE]   (client/cli_embedding_bag.h)
 //   tensorcompute put       NAME --input FILE [--device D] [--replace] [--chunk-bytes N]
 //                           [--all-targets]
 //   tensorcompute delete    NAME [--all-targets]
 //   tensorcompute list      [--json]
 //   tensorcompute health    --target HOST:PORT [--service NAME]
-//   tensorcompute load      --target HOST:PORT [--params-name NAME] [shape, loop and report
+//   tensorcompute load      --target HOST:PORT [--op gather|gather-nd|embedding-bag]
+//                           [--bag-size N] [--params-name NAME] [shape, loop and report
 //                           flags; see --help]
 //
 // Every subcommand also takes --tls, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
@@ -19,7 +24,8 @@
 //
 // Resident tensors (put, delete, list; client/cli_tensors.h): every replica holds its own
 // copy. put and delete reach the first target, or every target with --all-targets; list asks
-// every target. --params-name gathers from a resident tensor, sending only the indices; `load
+// every target. --params-name gathers (or looks up, in embedding-bag) from a resident tensor,
+// sending only the indices; `load
 // --params-name` reads the tensor's dtype and shape from the first target's list.
 //
 // Tensors are .npy or .json files (client/tensor_io.h); without --out the result is printed
@@ -50,6 +56,7 @@
 #include "absl/time/time.h"
 #include <unistd.h>
 
+#include "client/cli_embedding_bag.h"
 #include "client/cli_tensors.h"
 #include "client/client.h"
 #include "client/load_tester.h"
@@ -78,7 +85,7 @@ struct GatherFlags {
 struct LoadFlags {
   std::string op = "gather", dtype = "float32", index_dtype = "int32", params_shape, json;
   std::string params_name, protocol = "native";
-  int64_t rows = 1024, slice = 64, indices = 16, index_depth = 1, requests = 0;
+  int64_t rows = 1024, slice = 64, indices = 16, index_depth = 1, bag_size = 8, requests = 0;
   int64_t distinct = 16, max_outstanding = 10000;
   double invalid_fraction = 0, rate = 0, duration_s = 10, warmup_s = 1, progress_interval_s = 1;
   int concurrency = 1;
@@ -131,34 +138,19 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
 }
 
 int RunGather(const CommonFlags& common, const GatherFlags& f, bool nd) {
-  if (f.params.empty() == f.params_name.empty()) {
-    std::fprintf(stderr, "error: expected exactly one of --params FILE and --params-name NAME\n");
-    return kUsage;
-  }
-  if (!f.out.empty() && !FormatFromPath(f.out).ok()) {
-    std::fprintf(stderr, "error: --out %s: expected a .npy or .json file name\n", f.out.c_str());
-    return kUsage;
-  }
+  if (int code = CheckComputeFlags(f.params, f.params_name, f.out); code != kOk) return code;
   auto client = MakeClient(common);
   if (!client.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
     return kUsage;
   }
-  absl::StatusOr<core::Tensor> params;  // unset with --params-name
+  std::optional<core::Tensor> params;  // unset with --params-name
   if (f.params_name.empty()) {
-    params = ReadTensorFile(f.params);
-    if (!params.ok()) {
-      std::fprintf(stderr, "error: --params %s: %s\n", f.params.c_str(),
-                   std::string(params.status().message()).c_str());
-      return kIoError;
-    }
+    params = ReadFlagTensor("--params", f.params);
+    if (!params.has_value()) return kIoError;
   }
-  auto indices = ReadTensorFile(f.indices);
-  if (!indices.ok()) {
-    std::fprintf(stderr, "error: --indices %s: %s\n", f.indices.c_str(),
-                 std::string(indices.status().message()).c_str());
-    return kIoError;
-  }
+  std::optional<core::Tensor> indices = ReadFlagTensor("--indices", f.indices);
+  if (!indices.has_value()) return kIoError;
   Client& c = **client;
   absl::StatusOr<core::Tensor> result =
       !f.params_name.empty()
@@ -170,16 +162,7 @@ int RunGather(const CommonFlags& common, const GatherFlags& f, bool nd) {
     PrintError(result.status());
     return kRpcError;
   }
-  if (f.out.empty()) {
-    std::printf("%s\n", SerializeJson(result->view()).c_str());
-    return kOk;
-  }
-  if (absl::Status written = WriteTensorFile(result->view(), f.out); !written.ok()) {
-    std::fprintf(stderr, "error: --out %s: %s\n", f.out.c_str(),
-                 std::string(written.message()).c_str());
-    return kIoError;
-  }
-  return kOk;
+  return EmitResult(result->view(), f.out);
 }
 
 int RunHealth(const CommonFlags& common, const std::string& service) {
@@ -221,7 +204,10 @@ absl::StatusOr<core::Shape> ParseShape(const std::string& text) {
 
 int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
   LoadRequestSpec spec;
-  spec.nd = f.op == "gather-nd";
+  spec.op = f.op == "gather-nd"       ? LoadOp::kGatherNd
+            : f.op == "embedding-bag" ? LoadOp::kEmbeddingBag
+                                      : LoadOp::kGather;
+  spec.bag_size = f.bag_size;
   spec.kserve = f.protocol != "native";
   spec.http = f.protocol == "kserve-http";
   const std::optional<core::DataType> dtype = core::DataTypeFromName(f.dtype);
@@ -375,14 +361,37 @@ void AddGatherFlags(CLI::App* app, GatherFlags* f, bool nd) {
   app->add_option("--out", f->out, "write the result to this .npy or .json file");
 }
 
+void AddEmbeddingBagFlags(CLI::App* app, EmbeddingBagFlags* f) {
+  CLI::Option* params =
+      app->add_option("--params", f->params, "params: a [rows, dim] float table, .npy or .json");
+  app->add_option("--params-name", f->params_name,
+                  "look up in this resident tensor (see put) instead of --params")
+      ->excludes(params);
+  app->add_option("--indices", f->indices,
+                  "indices (int32/int64): rank 1 with --offsets, or rank 2 [bags, n] (fixed "
+                  "bags) without; .npy or .json")
+      ->required();
+  app->add_option("--offsets", f->offsets,
+                  "where each bag starts in rank-1 indices, .npy or .json");
+  app->add_option("--per-sample-weights", f->per_sample_weights,
+                  "one weight per index (float32 or the params' dtype), .npy or .json");
+  app->add_option("--mode", f->mode, "how a bag is reduced: sum, mean, max or sqrtn")
+      ->capture_default_str();
+  app->add_flag("--include-last-offset", f->include_last_offset,
+                "--offsets has one entry more than there are bags, the last being len(indices)");
+  app->add_option("--padding-idx", f->padding_idx,
+                  "a row in [-rows, rows) whose lookups add nothing and do not count");
+  app->add_option("--out", f->out, "write the result to this .npy or .json file");
+}
+
 int Main(int argc, char** argv) {
   // Debian's Abseil has absl::Mutex deadlock detection on (no NDEBUG): a global lock graph
   // updated on every lock, gRPC's included, a cost the load tester must not pay per call
   // (server/main.cc says more).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app(
-      "tensorcompute: Gather and GatherNd on a tensorcompute server, resident tensors, and a "
-      "load tester",
+      "tensorcompute: Gather, GatherNd and EmbeddingBag on a tensorcompute server, resident "
+      "tensors, and a load tester",
       "tensorcompute");
   app.require_subcommand(1);
   CommonFlags common;
@@ -397,6 +406,13 @@ int Main(int argc, char** argv) {
   CLI::App* nd_cmd = app.add_subcommand("gather-nd", "tf.gather_nd(params, indices, batch_dims)");
   AddCommonFlags(nd_cmd, &common);
   AddGatherFlags(nd_cmd, &gather_nd, true);
+  EmbeddingBagFlags embedding_bag;
+  CLI::App* embedding_bag_cmd = app.add_subcommand(
+      "embedding-bag",
+      "torch.nn.functional.embedding_bag(indices, params, offsets, mode, per_sample_weights, "
+      "include_last_offset, padding_idx), plus TensorFlow's sqrtn mode");
+  AddCommonFlags(embedding_bag_cmd, &common);
+  AddEmbeddingBagFlags(embedding_bag_cmd, &embedding_bag);
   PutFlags put;
   CLI::App* put_cmd = app.add_subcommand(
       "put",
@@ -429,17 +445,27 @@ int Main(int argc, char** argv) {
 
   CLI::App* load_cmd = app.add_subcommand("load", "load test: throughput, latency, status codes");
   AddCommonFlags(load_cmd, &common);
-  load_cmd->add_option("--op", load.op, "gather or gather-nd")
+  load_cmd
+      ->add_option("--op", load.op,
+                   "gather, gather-nd, or embedding-bag: fixed bags [--indices / --bag-size, "
+                   "--bag-size] pooled by SUM from the [--rows, --slice] float table (native "
+                   "protocol only)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"gather", "gather-nd"}));
+      ->check(CLI::IsMember({"gather", "gather-nd", "embedding-bag"}));
   load_cmd->add_option("--dtype", load.dtype, "params dtype")->capture_default_str();
   load_cmd->add_option("--rows", load.rows, "params rows (dimension 0)")->capture_default_str();
   load_cmd->add_option("--slice", load.slice, "elements per row")->capture_default_str();
   load_cmd->add_option("--params-shape", load.params_shape,
                        "params shape, e.g. 64,32,16 (instead of --rows and --slice)");
-  load_cmd->add_option("--indices", load.indices, "indices (rows gathered) per request")
+  load_cmd
+      ->add_option("--indices", load.indices,
+                   "indices (rows gathered; embedding-bag: lookups, a multiple of --bag-size) "
+                   "per request")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  load_cmd->add_option("--bag-size", load.bag_size, "embedding-bag: lookups per bag")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   load_cmd->add_option("--index-depth", load.index_depth, "gather-nd: components per index")
       ->capture_default_str();
   load_cmd->add_option("--index-dtype", load.index_dtype, "int32 or int64")
@@ -503,6 +529,16 @@ int Main(int argc, char** argv) {
   if (gather_cmd->parsed()) return RunGather(common, gather, false);
   if (nd_cmd->parsed()) return RunGather(common, gather_nd, true);
   if (health_cmd->parsed()) return RunHealth(common, service);
+  if (embedding_bag_cmd->parsed()) {
+    const EmbeddingBagFlags& f = embedding_bag;
+    if (int code = CheckComputeFlags(f.params, f.params_name, f.out); code != kOk) return code;
+    auto client = MakeClient(common);
+    if (!client.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(client.status().message()).c_str());
+      return kUsage;
+    }
+    return RunEmbeddingBag(**client, f);
+  }
   if (put_cmd->parsed() || delete_cmd->parsed() || list_cmd->parsed()) {
     auto client = MakeClient(common);
     if (!client.ok()) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -33,13 +35,45 @@ void PrintError(const absl::Status& status) {
                std::string(status.message()).c_str());
 }
 
-int RunPut(Client& client, const PutFlags& f) {
-  absl::StatusOr<core::Tensor> tensor = ReadTensorFile(f.input);
+int CheckComputeFlags(const std::string& params, const std::string& params_name,
+                      const std::string& out) {
+  if (params.empty() == params_name.empty()) {
+    std::fprintf(stderr, "error: expected exactly one of --params FILE and --params-name NAME\n");
+    return kUsage;
+  }
+  if (!out.empty() && !FormatFromPath(out).ok()) {
+    std::fprintf(stderr, "error: --out %s: expected a .npy or .json file name\n", out.c_str());
+    return kUsage;
+  }
+  return kOk;
+}
+
+std::optional<core::Tensor> ReadFlagTensor(const char* flag, const std::string& path) {
+  absl::StatusOr<core::Tensor> tensor = ReadTensorFile(path);
   if (!tensor.ok()) {
-    std::fprintf(stderr, "error: --input %s: %s\n", f.input.c_str(),
+    std::fprintf(stderr, "error: %s %s: %s\n", flag, path.c_str(),
                  std::string(tensor.status().message()).c_str());
+    return std::nullopt;
+  }
+  return *std::move(tensor);
+}
+
+int EmitResult(const core::TensorView& result, const std::string& out) {
+  if (out.empty()) {
+    std::printf("%s\n", SerializeJson(result).c_str());
+    return kOk;
+  }
+  if (absl::Status written = WriteTensorFile(result, out); !written.ok()) {
+    std::fprintf(stderr, "error: --out %s: %s\n", out.c_str(),
+                 std::string(written.message()).c_str());
     return kIoError;
   }
+  return kOk;
+}
+
+int RunPut(Client& client, const PutFlags& f) {
+  std::optional<core::Tensor> tensor = ReadFlagTensor("--input", f.input);
+  if (!tensor.has_value()) return kIoError;
   absl::StatusOr<TensorInfo> info = client.PutTensor(f.name, tensor->view(), f.options);
   if (!info.ok()) {
     PrintError(info.status());

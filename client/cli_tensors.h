@@ -1,13 +1,18 @@
 // File: client/cli_tensors.h
 //
-// The resident-tensor subcommands of the `tensorcompute` CLI (cli_main.cc parses the flags and
-// makes the Client; these run the calls and print the outcome):
+// The tensor plumbing that the computing subcommands of the `tensorcompute` CLI share (gather,
+// gather-nd, embedding-bag: the checks of --params/--params-name and --out, reading the tensor
+// file a flag names, printing or writing the result), and the resident-tensor subcommands
+// (cli_main.cc parses the flags and makes the Client; these run the calls and print the
+// outcome):
 //
 //   put NAME --input FILE [--device D] [--replace] [--chunk-bytes N] [--all-targets]
 //   delete NAME [--all-targets]
 //   list [--json]
 //
-// Output: put and delete print one line per call describing the tensor stored or deleted;
+// Output: a computed tensor is printed to stdout as one line of JSON (client/json_format.h) or,
+// with --out, written to that .npy or .json file and nothing is printed. put and delete print
+// one line per call describing the tensor stored or deleted;
 // list prints a table (NAME DTYPE SHAPE BYTES DEVICE VERSION CREATED, plus a TARGET column in
 // front when the client has several targets) or, with --json, one JSON array of objects with
 // those fields (lower-case; "created" in RFC 3339, "shape" an array, "target" always there).
@@ -20,11 +25,13 @@
 #define TENSORCOMPUTE_CLIENT_CLI_TENSORS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 
 #include "client/client.h"
+#include "core/tensor.h"
 
 namespace tensorcompute::client {
 
@@ -33,6 +40,20 @@ enum CliExitCode { kOk = 0, kUsage = 2, kRpcError = 3, kIoError = 4 };
 
 // Prints "error: CODE: message" to stderr.
 void PrintError(const absl::Status& status);
+
+// The flag checks of a computing subcommand, made before connecting: exactly one of `params`
+// (--params FILE) and `params_name` (--params-name NAME), and `out` empty or a .npy or .json
+// file name. Returns kOk, or prints the error and returns kUsage.
+int CheckComputeFlags(const std::string& params, const std::string& params_name,
+                      const std::string& out);
+
+// Reads the tensor file `path` that `flag` ("--indices", ...) names: the tensor, or nullopt
+// after printing "error: FLAG PATH: message" (the caller returns kIoError).
+std::optional<core::Tensor> ReadFlagTensor(const char* flag, const std::string& path);
+
+// Prints `result` as one line of JSON when `out` is empty, else writes it to `out`. Returns
+// kOk, or kIoError after printing "error: --out PATH: message".
+int EmitResult(const core::TensorView& result, const std::string& out);
 
 struct PutFlags {
   std::string name;

@@ -26,6 +26,7 @@
 
 #include "client/http_connection.h"
 #include "client/latency_histogram.h"
+#include "core/half_float.h"
 #include "core/status_macros.h"
 #include "core/tensor.h"
 #include "proto/kserve_wire.h"
@@ -36,9 +37,31 @@ namespace {
 
 constexpr int kNumCodes = 17;  // grpc::StatusCode 0..16
 
-// Random params of `spec`: bytes for numeric types (bools 0/1), short strings for strings.
+// Random params of `spec`: bytes for numeric types (bools 0/1), short strings for strings;
+// for EmbeddingBag, which adds them up, finite values in [-1, 1).
 absl::StatusOr<core::Tensor> RandomParams(const LoadRequestSpec& spec, std::mt19937_64& rng) {
   TC_ASSIGN_OR_RETURN(core::Tensor params, core::Tensor::Allocate(spec.dtype, spec.params_shape));
+  if (spec.op == LoadOp::kEmbeddingBag) {
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    uint8_t* out = params.mutable_bytes().data();
+    for (int64_t i = 0; i < params.num_elements(); ++i) {
+      const float v = uniform(rng);
+      switch (spec.dtype) {
+        case core::DataType::kFloat16:
+          reinterpret_cast<uint16_t*>(out)[i] = core::FloatToHalf(v);
+          break;
+        case core::DataType::kBfloat16:
+          reinterpret_cast<uint16_t*>(out)[i] = core::FloatToBFloat16(v);
+          break;
+        case core::DataType::kFloat64:
+          reinterpret_cast<double*>(out)[i] = v;
+          break;
+        default:  // kFloat32 (BuildLoadRequests admits no other dtype)
+          reinterpret_cast<float*>(out)[i] = v;
+      }
+    }
+    return params;
+  }
   if (spec.dtype == core::DataType::kString) {
     std::vector<std::string> strings(params.num_elements());
     for (auto& s : strings) s = absl::StrFormat("s%016x", rng());
@@ -71,11 +94,40 @@ void AddInput(const char* name, absl::string_view datatype, const core::Shape& s
   for (int64_t d : shape) input->add_shape(d);
 }
 
+// The checks that only EmbeddingBag requests need.
+absl::Status CheckEmbeddingBagSpec(const LoadRequestSpec& spec) {
+  if (spec.kserve) {
+    return absl::InvalidArgumentError(
+        "EmbeddingBag load speaks the native protocol only: KServe v2 has no embedding_bag "
+        "form here yet");
+  }
+  if (spec.params_shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("EmbeddingBag params must be [rows, dim], got shape %s",
+                        core::ShapeToString(spec.params_shape)));
+  }
+  if (spec.dtype != core::DataType::kFloat16 && spec.dtype != core::DataType::kBfloat16 &&
+      spec.dtype != core::DataType::kFloat32 && spec.dtype != core::DataType::kFloat64) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("EmbeddingBag params must be float16, bfloat16, float32 or float64, got %s",
+                        core::DataTypeName(spec.dtype)));
+  }
+  if (spec.bag_size < 1 || spec.num_indices % spec.bag_size != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("EmbeddingBag: %d lookups per request do not make whole bags of %d: "
+                        "expected a bag size >= 1 that divides them",
+                        spec.num_indices, spec.bag_size));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
   const core::Shape& shape = spec.params_shape;
-  const int64_t depth = spec.nd ? spec.index_depth : 1;
+  const bool nd = spec.op == LoadOp::kGatherNd;
+  const bool embedding_bag = spec.op == LoadOp::kEmbeddingBag;
+  const int64_t depth = nd ? spec.index_depth : 1;
   if (shape.empty()) return absl::InvalidArgumentError("params shape must have rank >= 1");
   if (depth < 1 || depth > static_cast<int64_t>(shape.size())) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -96,17 +148,21 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
   if (spec.index_dtype != core::DataType::kInt32 && spec.index_dtype != core::DataType::kInt64) {
     return absl::InvalidArgumentError("index dtype must be int32 or int64");
   }
+  if (embedding_bag) TC_RETURN_IF_ERROR(CheckEmbeddingBagSpec(spec));
   std::mt19937_64 rng(spec.seed);
   // A message's serialization is the concatenation of its fields', so the params (or their
-  // name; field 5 of GatherRequest, 4 of GatherNdRequest) are serialized once and shared by
-  // every request (one reference-counted slice); each request adds only its own indices.
+  // name; field 5 of GatherRequest, 4 of GatherNdRequest, 2 of EmbeddingBagRequest) are
+  // serialized once and shared by every request (one reference-counted slice); each request
+  // adds only its own indices.
   std::string params_bytes;
   std::string http_header, http_params, http_path;  // spec.http
   if (spec.http && !spec.kserve) {
     return absl::InvalidArgumentError("HTTP load speaks KServe v2 only: set kserve too");
   }
-  const core::Shape index_shape =
-      spec.nd ? core::Shape{spec.num_indices, depth} : core::Shape{spec.num_indices};
+  const core::Shape index_shape = nd ? core::Shape{spec.num_indices, depth}
+                                  : embedding_bag
+                                      ? core::Shape{spec.num_indices / spec.bag_size, spec.bag_size}
+                                      : core::Shape{spec.num_indices};
   if (spec.kserve) {
     // Everything but the indices' bytes: the model, both inputs' descriptions, the
     // parameters and the params' raw contents (raw_input_contents is repeated: each request
@@ -119,13 +175,13 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
     inference::ModelInferRequest head;
     if (!spec.params_name.empty()) {
       head.set_model_name(spec.params_name);
-      if (spec.nd) (*head.mutable_parameters())["op"].set_string_param("gather_nd");
+      if (nd) (*head.mutable_parameters())["op"].set_string_param("gather_nd");
     } else {
-      head.set_model_name(spec.nd ? "gather_nd" : "gather");
+      head.set_model_name(nd ? "gather_nd" : "gather");
       AddInput("params", *datatype, spec.params_shape, &head);
     }
     AddInput("indices", *proto::KserveDatatypeName(spec.index_dtype), index_shape, &head);
-    if (!spec.nd) (*head.mutable_parameters())["axis"].set_int64_param(0);
+    if (!nd) (*head.mutable_parameters())["axis"].set_int64_param(0);
     if (spec.params_name.empty()) {
       TC_ASSIGN_OR_RETURN(core::Tensor params, RandomParams(spec, rng));
       head.add_raw_input_contents(RawContents(params));
@@ -157,8 +213,12 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
     }
     params_bytes = Serialize(head);
   } else if (!spec.params_name.empty()) {
-    if (spec.nd) {
+    if (nd) {
       v1::GatherNdRequest name_only;
+      name_only.set_params_name(spec.params_name);
+      params_bytes = Serialize(name_only);
+    } else if (embedding_bag) {
+      v1::EmbeddingBagRequest name_only;
       name_only.set_params_name(spec.params_name);
       params_bytes = Serialize(name_only);
     } else {
@@ -168,16 +228,17 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
     }
   } else {
     TC_ASSIGN_OR_RETURN(core::Tensor params, RandomParams(spec, rng));
-    v1::GatherRequest params_only;  // field 1 in both requests
+    v1::GatherRequest params_only;  // field 1 in all three requests
     proto::ToProto(params.view(), params_only.mutable_params());
     params_bytes = Serialize(params_only);
   }
   const grpc::Slice params_slice(params_bytes);
 
   LoadRequests out;
-  out.method = spec.kserve ? "/inference.GRPCInferenceService/ModelInfer"
-               : spec.nd   ? "/tensorcompute.v1.TensorCompute/GatherNd"
-                           : "/tensorcompute.v1.TensorCompute/Gather";
+  out.method = spec.kserve     ? "/inference.GRPCInferenceService/ModelInfer"
+               : nd            ? "/tensorcompute.v1.TensorCompute/GatherNd"
+               : embedding_bag ? "/tensorcompute.v1.TensorCompute/EmbeddingBag"
+                               : "/tensorcompute.v1.TensorCompute/Gather";
   int64_t total_bytes = 0;
   for (int64_t k = 0; k < spec.distinct_requests; ++k) {
     // Request k is invalid when the running share of invalid ones steps up at k.
@@ -209,8 +270,12 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
       inference::ModelInferRequest r;
       r.add_raw_input_contents(RawContents(indices));
       rest = Serialize(r);
-    } else if (spec.nd) {
+    } else if (nd) {
       v1::GatherNdRequest r;
+      proto::ToProto(indices.view(), r.mutable_indices());
+      rest = Serialize(r);
+    } else if (embedding_bag) {
+      v1::EmbeddingBagRequest r;  // mode SUM (0), no offsets: fixed bags
       proto::ToProto(indices.view(), r.mutable_indices());
       rest = Serialize(r);
     } else {

@@ -7,8 +7,9 @@ with
   TC_ECHO_SERVER_BINARY  the echo server (answers every call with its request's bytes)
 
 One server serves the whole module; tests that need special server flags start their own.
-Every expected result comes from NumPy (np.take, or the small reference functions below);
-.npy files are compared bit for bit, JSON output value by value.
+Every expected result comes from NumPy (np.take, the small reference functions below, or
+tests/testing/embedding_bag_reference.py); .npy files are compared bit for bit, JSON output
+value by value.
 """
 
 import base64
@@ -22,6 +23,8 @@ import unittest
 
 import numpy as np
 
+from embedding_bag_reference import EB_FLOAT_DTYPES, EB_MODES, mismatch, random_bag_case, \
+    ref_embedding_bag
 from server_process import ServerProcess
 
 CLI = os.environ.get("TC_CLI_BINARY", "")
@@ -845,16 +848,54 @@ class LoadTest(CliCase):
         for word in ("requests", "QPS", "p50", "p99", "OK"):
             self.assertIn(word, proc.stdout, describe(proc))
 
+    def test_embedding_bag(self):
+        # Defaults: float32 params 1024x64; 32 lookups in bags of 4 -> 8 rows of 64 floats
+        # answered per call, not 32.
+        r, _ = self.load_json(SERVER.target, "--op", "embedding-bag", "--bag-size", 4,
+                              "--indices", 32, "--requests", 60, "--concurrency", 3,
+                              "--invalid-fraction", 0.5)
+        self.assertEqual(r["by_code"], {"OK": 30, "INVALID_ARGUMENT": 30})
+        self.assertEqual(r["unexpected"], 0)
+        self.assertGreaterEqual(r["bytes_received"], 30 * 8 * 64 * 4)
+        self.assertLess(r["bytes_received"], 30 * 32 * 64 * 4)
+        # From a resident table: its dtype and shape come from the server's list.
+        np.save(tmp_path("eb_load.npy"), np.ones((37, 5), dtype=np.float64))
+        self.run_ok("put", "eb_load", "--input", tmp_path("eb_load.npy"), "--replace",
+                    "--target", SERVER.target)
+        try:
+            r, proc = self.load_json(SERVER.target, "--op", "embedding-bag", "--bag-size", 8,
+                                     "--params-name", "eb_load", "--requests", 40)
+        finally:
+            self.run_ok("delete", "eb_load", "--target", SERVER.target)
+        self.assertEqual(r["by_code"], {"OK": 40})
+        self.assertIn("TensorCompute/EmbeddingBag", proc.stderr)
+        self.assertLess(r["bytes_sent"] / 40, 150)  # 16 int32 lookups and the name
+
+    def test_embedding_bag_usage_errors(self):
+        cases = [
+            (["--indices", 10, "--bag-size", 4], "10 lookups per request do not make whole "
+                                                 "bags of 4"),
+            (["--protocol", "kserve-http"], "native protocol only"),
+            (["--protocol", "kserve"], "native protocol only"),
+            (["--dtype", "int32"], "float16, bfloat16, float32 or float64, got int32"),
+            (["--params-shape", "8,4,2"], r"\[rows, dim\]"),
+        ]
+        for args, pattern in cases:
+            with self.subTest(args=args):
+                proc = run_cli("load", "--target", SERVER.target, "--requests", 1,
+                               "--op", "embedding-bag", *args)
+                self.assertExit(proc, EXIT_USAGE)
+                self.assertErrorLine(proc, pattern)
+        proc = run_cli("load", "--target", SERVER.target, "--requests", 1, "--op",
+                       "embedding-bag", "--bag-size", 0)
+        self.assertExit(proc, EXIT_USAGE)
+
     def test_usage_errors(self):
         for args in (["--op", "scatter"], ["--concurrency", "many"], ["--dtype", "float128"],
                      ["--index-dtype", "int16"], ["--no-such-flag", "1"]):
             with self.subTest(args=args):
                 proc = run_cli("load", "--target", SERVER.target, "--requests", 1, *args)
                 self.assertExit(proc, EXIT_USAGE)
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 # --- Resident tensors: put, delete, list, --params-name ---------------------------------
@@ -1051,3 +1092,162 @@ class ResidentTensorsTest(CliCase):
             proc = subprocess.run([CLI, "delete", "adm", *reader], capture_output=True,
                                   text=True, env=env, timeout=60)
             self.assertExit(proc, EXIT_OK)
+
+
+# --- 6. embedding-bag -------------------------------------------------------------------
+
+def save_tensor(name, array):
+    """Writes `array` as name.npy, or for bfloat16 (which .npy cannot hold) as name.json."""
+    array = np.asarray(array)
+    if array.dtype.name == "bfloat16":
+        return write_json(f"{name}.json", {"dtype": "bfloat16", "shape": list(array.shape),
+                                           "values": array.astype(np.float64).ravel().tolist()})
+    path = tmp_path(f"{name}.npy")
+    np.save(path, array)
+    return path
+
+
+class EmbeddingBagTest(CliCase):
+    """embedding-bag against the module's server: random calls checked against
+    ref_embedding_bag (bit for bit for unweighted SUM and MAX, within its tight bound
+    otherwise), by name, and the errors with their exit codes."""
+
+    def embedding_bag(self, params, indices, kwargs, out=None, params_name=None):
+        """Runs embedding-bag with the files and flags that stand for
+        client.embedding_bag(params, indices, **kwargs)."""
+        args = ["embedding-bag", "--target", SERVER.target, "--indices",
+                save_tensor("eb_indices", indices), "--mode", kwargs.get("mode", "sum")]
+        if params_name is None:
+            args += ["--params", save_tensor("eb_params", params)]
+        else:
+            args += ["--params-name", params_name]
+        if kwargs.get("offsets") is not None:
+            args += ["--offsets", save_tensor("eb_offsets", kwargs["offsets"])]
+        if kwargs.get("per_sample_weights") is not None:
+            args += ["--per-sample-weights", save_tensor("eb_weights",
+                                                         kwargs["per_sample_weights"])]
+        if kwargs.get("include_last_offset"):
+            args.append("--include-last-offset")
+        if kwargs.get("padding_idx") is not None:
+            args += ["--padding-idx", kwargs["padding_idx"]]
+        if out is not None:
+            args += ["--out", out]
+        return run_cli(*args)
+
+    def answer(self, proc, out, dtype):
+        """The result: from --out's .npy, or from the JSON line on stdout in `dtype`."""
+        self.assertExit(proc, EXIT_OK)
+        if out is not None:
+            self.assertEqual(proc.stdout, "", "stdout not empty with --out" + describe(proc))
+            return np.load(out, allow_pickle=False)
+        obj = self.stdout_tensor(proc)
+        self.assertEqual(obj["dtype"], np.dtype(dtype).name)
+        return from_json_tensor(obj).astype(dtype)  # bfloat16 comes back as float32, exactly
+
+    def test_random_calls_match_the_numpy_loop(self):
+        rng = np.random.default_rng(2325)
+        n = 0
+        for dtype in EB_FLOAT_DTYPES:
+            for mode in EB_MODES:
+                for weighted in ((False,) if mode == "max" else (False, True)):
+                    for fixed_bags in (False, True):
+                        params, indices, kwargs = random_bag_case(rng, dtype, mode, weighted,
+                                                                  fixed_bags)
+                        # .npy out on every other call (bfloat16: always JSON on stdout).
+                        n += 1
+                        out = tmp_path("eb_out.npy") if n % 2 and dtype != EB_FLOAT_DTYPES[1] \
+                            else None
+                        with self.subTest(dtype=np.dtype(dtype).name, mode=mode,
+                                          weighted=weighted, fixed_bags=fixed_bags,
+                                          out=out is not None):
+                            proc = self.embedding_bag(params, indices, kwargs, out)
+                            got = self.answer(proc, out, dtype)
+                            problem = mismatch(got, *ref_embedding_bag(params, indices,
+                                                                       **kwargs))
+                            self.assertIsNone(problem, describe(proc))
+
+    def test_flags_by_hand(self):
+        params = np.arange(12, dtype=np.float32).reshape(4, 3)
+        offsets = np.array([0, 2, 3], dtype=np.int32)
+        weights = np.array([2, 1, 0.5], dtype=np.float32)
+        # --include-last-offset with weights, --mode in capitals, a negative --padding-idx.
+        proc = self.run_ok(
+            "embedding-bag", "--target", SERVER.target, "--params", save_tensor("h_p", params),
+            "--indices", save_tensor("h_i", np.array([0, 2, 3])), "--offsets",
+            save_tensor("h_o", offsets), "--per-sample-weights", save_tensor("h_w", weights),
+            "--include-last-offset", "--mode", "SUM")
+        self.assertEqual(self.stdout_tensor(proc),
+                         {"dtype": "float32", "shape": [2, 3], "values": [6, 9, 12, 4.5, 5, 5.5]})
+        proc = self.run_ok(
+            "embedding-bag", "--target", SERVER.target, "--params", save_tensor("h_p", params),
+            "--indices", save_tensor("h_i", np.array([[0, 2], [3, -2]])), "--mode", "mean",
+            "--padding-idx", -2)
+        self.assertEqual(self.stdout_tensor(proc)["values"], [0, 1, 2, 9, 10, 11])
+
+    def test_by_name_equals_inline(self):
+        rng = np.random.default_rng(2326)
+        table = rng.standard_normal((60, 7)).astype(np.float32)
+        self.run_ok("put", "eb_cli_table", "--input", save_tensor("eb_table", table),
+                    "--replace", "--target", SERVER.target)
+        try:
+            for mode, weighted in (("sum", False), ("mean", True), ("max", False),
+                                   ("sqrtn", True)):
+                _, indices, kwargs = random_bag_case(rng, np.float32, mode, weighted, True)
+                indices = rng.integers(-60, 60, size=indices.shape)
+                with self.subTest(mode=mode):
+                    by_name = self.answer(
+                        self.embedding_bag(None, indices, kwargs, tmp_path("eb_name.npy"),
+                                           params_name="eb_cli_table"),
+                        tmp_path("eb_name.npy"), np.float32)
+                    inline = self.answer(
+                        self.embedding_bag(table, indices, kwargs, tmp_path("eb_inline.npy")),
+                        tmp_path("eb_inline.npy"), np.float32)
+                    self.assertEqual(by_name.tobytes(), inline.tobytes())
+                    self.assertIsNone(mismatch(by_name, *ref_embedding_bag(table, indices,
+                                                                           **kwargs)))
+        finally:
+            self.run_ok("delete", "eb_cli_table", "--target", SERVER.target)
+        proc = self.embedding_bag(None, [[0]], {}, params_name="eb_cli_table")
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: NOT_FOUND: .*eb_cli_table")
+
+    def test_errors_and_exit_codes(self):
+        params = np.arange(8, dtype=np.float32).reshape(4, 2)
+        rpc_errors = [
+            ([0, 9, 1], {"offsets": [0, 1]}, r"indices\[1\] = 9 is not in \[-4, 4\)"),
+            ([0, 1, 2], {"offsets": [0, 2, 1]}, r"offsets\[2\] = 1 is less than"),
+            ([[0, 1]], {"per_sample_weights": np.ones((1, 2), np.float32), "mode": "max"},
+             "not supported with mode MAX"),
+            ([[0]], {"padding_idx": 4}, r"padding_idx = 4 is not in \[-4, 4\)"),
+            ([0, 1], {}, "rank 1 need offsets"),
+        ]
+        for indices, kwargs, words in rpc_errors:
+            with self.subTest(words=words):
+                proc = self.embedding_bag(params, np.array(indices), kwargs)
+                self.assertExit(proc, EXIT_RPC)
+                self.assertErrorLine(proc, "^error: INVALID_ARGUMENT: .*" + words)
+                self.assertEqual(proc.stdout, "")
+        p, i = save_tensor("e_p", params), save_tensor("e_i", np.array([[0]]))
+        base = ["embedding-bag", "--target", SERVER.target]
+        usage = [
+            ([*base, "--params", p, "--indices", i, "--mode", "median"], r"--mode median"),
+            ([*base, "--indices", i], "exactly one of --params FILE and --params-name NAME"),
+            ([*base, "--params", p, "--indices", i, "--out", tmp_path("x.txt")], r"\.npy or"),
+        ]
+        for args, pattern in usage:
+            with self.subTest(args=args[3:]):
+                proc = run_cli(*args)
+                self.assertExit(proc, EXIT_USAGE)
+                self.assertErrorLine(proc, pattern)
+        for args in ([*base, "--params", p], [*base, "--params", p, "--params-name", "t",
+                                              "--indices", i],
+                     [*base, "--params", p, "--indices", i, "--padding-idx", "one"]):
+            with self.subTest(args=args[3:]):
+                self.assertExit(run_cli(*args), EXIT_USAGE)
+        proc = run_cli(*base, "--params", p, "--indices", i, "--offsets", tmp_path("none.npy"))
+        self.assertExit(proc, EXIT_IO)
+        self.assertErrorLine(proc, r"^error: --offsets .*none\.npy")
+
+
+if __name__ == "__main__":
+    unittest.main()

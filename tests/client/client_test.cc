@@ -1,5 +1,6 @@
-// client::Client against real in-process servers: results equal the reference, errors pass
-// through verbatim, round-robin reaches every replica, retries move past a dead one.
+// client::Client against real in-process servers: results equal the reference (core's, for
+// EmbeddingBag), errors pass through verbatim, round-robin reaches every replica, retries move
+// past a dead one.
 
 #include "client/client.h"
 
@@ -17,6 +18,7 @@
 
 #include "server/server.h"
 #include "tests/server/test_server.h"
+#include "tests/testing/random_embedding_bag.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
 #include "tests/testing/status_matchers.h"
@@ -99,6 +101,65 @@ TEST(Client, PassesServerErrorsThrough) {
               StatusIs(absl::StatusCode::kInvalidArgument, "indices[1] = 7 is not in [-3, 3)"));
   EXPECT_THAT(client->Gather(params.view(), indices.view(), 1).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("axis")));
+}
+
+// The client's arguments for `c`, with views into it kept in *offsets and *weights.
+EmbeddingBagArgs ArgsOf(const testing::EmbeddingBagCase& c,
+                        std::optional<core::TensorView>* offsets,
+                        std::optional<core::TensorView>* weights) {
+  EmbeddingBagArgs args;
+  args.mode = c.options.mode;
+  args.include_last_offset = c.options.include_last_offset;
+  args.padding_idx = c.options.padding_idx;
+  if (c.offsets) args.offsets = &offsets->emplace(c.offsets->view());
+  if (c.weights) args.per_sample_weights = &weights->emplace(c.weights->view());
+  return args;
+}
+
+TEST(Client, EmbeddingBagMatchesCoreInlineAndByName) {
+  auto server = StartServer();
+  auto client = MakeClient(Local(server->port()));
+  testing::Rng rng(2327);
+  for (int i = 0; i < 40; ++i) {
+    const testing::EmbeddingBagCase c = testing::RandomEmbeddingBagCase(rng);
+    SCOPED_TRACE(c.DebugString());
+    const absl::StatusOr<core::Tensor> expected = c.Expected();
+    ASSERT_THAT(expected.status(), IsOk());
+    std::optional<core::TensorView> offsets, weights;
+    const EmbeddingBagArgs args = ArgsOf(c, &offsets, &weights);
+    EXPECT_TRUE(testing::AgreesWithReference(
+        client->EmbeddingBag(c.params.view(), c.indices.view(), args), expected));
+    if (i % 4 == 0) {  // by name: the same bytes from a resident table
+      PutOptions replace;
+      replace.replace = true;
+      ASSERT_THAT(client->PutTensor("table", c.params.view(), replace).status(), IsOk());
+      EXPECT_TRUE(testing::AgreesWithReference(
+          client->EmbeddingBagByName("table", c.indices.view(), args), expected));
+    }
+  }
+}
+
+TEST(Client, EmbeddingBagPassesServerErrorsThrough) {
+  auto server = StartServer();
+  auto client = MakeClient(Local(server->port()));
+  const core::Tensor params = testing::MakeTensor<float>({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  const core::Tensor indices = testing::MakeIndices(core::DataType::kInt64, {3}, {0, 9, 1});
+  const core::Tensor offsets = testing::MakeIndices(core::DataType::kInt64, {2}, {0, 1});
+  const core::TensorView offsets_view = offsets.view();
+  EmbeddingBagArgs args;
+  args.offsets = &offsets_view;
+  EXPECT_THAT(client->EmbeddingBag(params.view(), indices.view(), args).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "indices[1] = 9 is not in [-4, 4)"));
+  const core::Tensor fixed = testing::MakeIndices(core::DataType::kInt64, {1, 2}, {0, 1});
+  const core::Tensor ones = testing::MakeTensor<float>({1, 2}, {1, 1});
+  const core::TensorView ones_view = ones.view();
+  EmbeddingBagArgs max_weighted;
+  max_weighted.mode = core::EmbeddingBagMode::kMax;
+  max_weighted.per_sample_weights = &ones_view;
+  EXPECT_THAT(client->EmbeddingBag(params.view(), fixed.view(), max_weighted).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("mode MAX")));
+  EXPECT_THAT(client->EmbeddingBagByName("nothing-here", fixed.view()).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("'nothing-here'")));
 }
 
 TEST(Client, HealthIsServing) {

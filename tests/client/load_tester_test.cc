@@ -1,6 +1,7 @@
 // The load tester against real in-process servers: every measured call is counted once, by
 // its code; invalid requests are answered INVALID_ARGUMENT; an overloaded server's
-// UNAVAILABLE is counted, not fatal; the JSON report parses.
+// UNAVAILABLE is counted, not fatal; the JSON report parses; EmbeddingBag requests are fixed
+// bags of finite values, inline or by name.
 
 #include "client/load_tester.h"
 
@@ -17,6 +18,7 @@
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
 #include "client/client.h"
+#include "core/half_float.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/status_matchers.h"
@@ -32,6 +34,7 @@ using ::tensorcompute::testing::IsOk;
 using ::tensorcompute::testing::StatusIs;
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::Key;
 using ::testing::Pair;
 
@@ -86,7 +89,7 @@ TEST(BuildLoadRequests, BodiesAreRequestsWithSharedParams) {
 TEST(BuildLoadRequests, ParamsNameSendsOnlyTheNameAndIndicesInRange) {
   for (bool nd : {false, true}) {
     LoadRequestSpec spec;
-    spec.nd = nd;
+    spec.op = nd ? LoadOp::kGatherNd : LoadOp::kGather;
     spec.params_shape = {7, 3, 2};
     spec.index_depth = 2;
     spec.num_indices = 50;
@@ -133,12 +136,134 @@ TEST(BuildLoadRequests, RejectsImpossibleSpecs) {
   spec.params_shape = {0, 8};
   EXPECT_THAT(BuildLoadRequests(spec).status(), StatusIs(absl::StatusCode::kInvalidArgument));
   spec = LoadRequestSpec();
-  spec.nd = true;
+  spec.op = LoadOp::kGatherNd;
   spec.index_depth = 3;
   EXPECT_THAT(BuildLoadRequests(spec).status(), StatusIs(absl::StatusCode::kInvalidArgument));
   spec = LoadRequestSpec();
   spec.invalid_fraction = 2;
   EXPECT_THAT(BuildLoadRequests(spec).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Body `k` of `requests` parsed as a `Request`.
+template <typename Request>
+Request Parse(const LoadRequests& requests, size_t k) {
+  grpc::Slice slice;
+  EXPECT_TRUE(requests.bodies[k].DumpToSingleSlice(&slice).ok());
+  Request request;
+  EXPECT_TRUE(request.ParseFromArray(slice.begin(), static_cast<int>(slice.size())));
+  return request;
+}
+
+TEST(BuildLoadRequests, EmbeddingBagBodiesAreFixedBagsOfFiniteRows) {
+  LoadRequestSpec spec;
+  spec.op = LoadOp::kEmbeddingBag;
+  spec.dtype = core::DataType::kFloat16;
+  spec.params_shape = {50, 6};
+  spec.num_indices = 24;
+  spec.bag_size = 4;
+  spec.distinct_requests = 8;
+  spec.invalid_fraction = 0.25;
+  auto requests = BuildLoadRequests(spec);
+  ASSERT_THAT(requests.status(), IsOk());
+  EXPECT_EQ(requests->method, "/tensorcompute.v1.TensorCompute/EmbeddingBag");
+  ASSERT_EQ(requests->bodies.size(), 8u);
+  EXPECT_EQ(std::count(requests->valid.begin(), requests->valid.end(), false), 2);
+  for (size_t k = 0; k < requests->bodies.size(); ++k) {
+    const auto request = Parse<v1::EmbeddingBagRequest>(*requests, k);
+    EXPECT_EQ(request.mode(), v1::EmbeddingBagRequest::SUM);
+    EXPECT_FALSE(request.has_offsets());
+    EXPECT_FALSE(request.has_per_sample_weights());
+    EXPECT_FALSE(request.include_last_offset());
+    EXPECT_THAT(request.indices().shape(), ElementsAre(6, 4));  // 24 lookups, bags of 4
+    EXPECT_EQ(request.params().dtype(), v1::DT_FLOAT16);
+    EXPECT_THAT(request.params().shape(), ElementsAre(50, 6));
+    ASSERT_EQ(request.params().data().size(), 50u * 6 * 2);
+    const auto* halves = reinterpret_cast<const uint16_t*>(request.params().data().data());
+    for (int i = 0; i < 50 * 6; ++i) {
+      const float v = core::HalfToFloat(halves[i]);
+      EXPECT_TRUE(v >= -1.0f && v <= 1.0f) << "params element " << i << " = " << v;
+    }
+    const auto* values = reinterpret_cast<const int32_t*>(request.indices().data().data());
+    int out_of_range = 0;
+    for (int i = 0; i < 24; ++i) out_of_range += values[i] < 0 || values[i] >= 50;
+    EXPECT_EQ(out_of_range, requests->valid[k] ? 0 : 1) << "request " << k;
+  }
+
+  spec.params_name = "table";
+  auto by_name = BuildLoadRequests(spec);
+  ASSERT_THAT(by_name.status(), IsOk());
+  const auto request = Parse<v1::EmbeddingBagRequest>(*by_name, 0);
+  EXPECT_EQ(request.params_name(), "table");
+  EXPECT_FALSE(request.has_params());
+  EXPECT_THAT(request.indices().shape(), ElementsAre(6, 4));
+}
+
+TEST(BuildLoadRequests, EmbeddingBagRejectsImpossibleSpecs) {
+  auto spec = [] {
+    LoadRequestSpec s;
+    s.op = LoadOp::kEmbeddingBag;
+    return s;
+  };
+  LoadRequestSpec rank3 = spec();
+  rank3.params_shape = {4, 4, 4};
+  EXPECT_THAT(BuildLoadRequests(rank3).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[rows, dim]")));
+  LoadRequestSpec ints = spec();
+  ints.dtype = core::DataType::kInt32;
+  EXPECT_THAT(BuildLoadRequests(ints).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got int32")));
+  LoadRequestSpec ragged = spec();
+  ragged.num_indices = 10;
+  ragged.bag_size = 4;
+  EXPECT_THAT(BuildLoadRequests(ragged).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("10 lookups per request do not make whole bags of 4")));
+  LoadRequestSpec empty_bags = spec();
+  empty_bags.bag_size = 0;
+  EXPECT_THAT(BuildLoadRequests(empty_bags).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  // KServe (gRPC or HTTP) has no embedding_bag form on this branch yet.
+  for (bool http : {false, true}) {
+    LoadRequestSpec kserve = spec();
+    kserve.kserve = true;
+    kserve.http = http;
+    EXPECT_THAT(BuildLoadRequests(kserve).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("native protocol only")));
+  }
+}
+
+TEST(RunLoad, EmbeddingBagCallsAreAnsweredInlineAndByName) {
+  auto server = StartServer();
+  LoadRequestSpec spec;
+  spec.op = LoadOp::kEmbeddingBag;
+  spec.params_shape = {300, 32};
+  spec.num_indices = 64;
+  spec.bag_size = 16;
+  spec.invalid_fraction = 0.5;
+  auto requests = BuildLoadRequests(spec);
+  ASSERT_THAT(requests.status(), IsOk());
+  auto report = RunLoad(Channels({server->port()}), *requests, Requests(64, 4));
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_THAT(report->by_code, ElementsAre(Pair("INVALID_ARGUMENT", 32), Pair("OK", 32)));
+  EXPECT_EQ(report->unexpected, 0);
+  EXPECT_EQ(server->metrics().requests_total(), 64);
+  // Each answer holds 4 bags of 32 floats (and a few bytes of framing), not 64 rows.
+  EXPECT_GE(report->bytes_received, 32 * 4 * 32 * 4);
+  EXPECT_LT(report->bytes_received, 32 * 64 * 32 * 4);
+
+  ClientOptions client_options;
+  client_options.target = "127.0.0.1:" + std::to_string(server->port());
+  auto client = Client::Create(client_options);
+  ASSERT_THAT(client.status(), IsOk());
+  const core::Tensor table = *core::Tensor::Allocate(core::DataType::kFloat32, {300, 32});
+  ASSERT_THAT((*client)->PutTensor("table", table.view()).status(), IsOk());
+  spec.params_name = "table";
+  spec.invalid_fraction = 0;
+  requests = BuildLoadRequests(spec);
+  ASSERT_THAT(requests.status(), IsOk());
+  report = RunLoad(Channels({server->port()}), *requests, Requests(40, 2));
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_THAT(report->by_code, ElementsAre(Pair("OK", 40)));
+  EXPECT_LT(report->bytes_sent, 40 * (64 * 4 + 64));  // the indices and the name only
 }
 
 TEST(RunLoad, ClosedLoopCountsEveryCallOnce) {
@@ -165,7 +290,7 @@ TEST(RunLoad, ClosedLoopCountsEveryCallOnce) {
 TEST(RunLoad, InvalidRequestsAreAnsweredInvalidArgument) {
   auto server = StartServer();
   LoadRequestSpec spec;
-  spec.nd = true;
+  spec.op = LoadOp::kGatherNd;
   spec.index_depth = 2;
   spec.dtype = core::DataType::kString;
   spec.params_shape = {16, 4, 3};

@@ -9,7 +9,8 @@ python_client.install does it). Run by hand:
         ../../.venv/bin/python3 -m unittest -v python_client_test
 
 Results are checked bit for bit against numpy references (np.take, and a gather_nd written
-here) on random data from a fixed seed.
+here) on random data from a fixed seed; embedding_bag against a NumPy loop written here, bit
+for bit where the arithmetic allows it (see ref_embedding_bag).
 """
 
 import os
@@ -27,6 +28,8 @@ import numpy as np
 
 import tensorcompute
 from tensorcompute import Client, TensorComputeError
+from embedding_bag_reference import EB_FLOAT_DTYPES, EB_MODES, mismatch, random_bag_case, \
+    ref_embedding_bag
 from server_process import ServerProcess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -435,6 +438,134 @@ class RetryTest(unittest.TestCase):
         self.assertFalse(caller.is_alive())
         self.assertNotIn("error", result)
         np.testing.assert_array_equal(result["out"], [3])
+
+
+class EmbeddingBagTest(unittest.TestCase):
+    def assertMatchesReference(self, out, params, indices, **kwargs):
+        self.assertIsInstance(out, np.ndarray)
+        self.assertTrue(out.flags.writeable)
+        problem = mismatch(out, *ref_embedding_bag(params, indices, **kwargs))
+        if problem:
+            self.fail(problem)
+
+    def test_random_calls_match_the_numpy_loop(self):
+        # Every params dtype, mode, weights or not (never with max), offsets (with and without
+        # include_last_offset) or fixed bags; padding_idx, empty bags, negative indices, int32
+        # and int64 indices and offsets at random.
+        rng = np.random.default_rng(2323)
+        for dtype in EB_FLOAT_DTYPES:
+            for mode in EB_MODES:
+                for weighted in ((False,) if mode == "max" else (False, True)):
+                    for fixed_bags in (False, True):
+                        for case in range(3):
+                            params, indices, kwargs = random_bag_case(rng, dtype, mode,
+                                                                      weighted, fixed_bags)
+                            with self.subTest(dtype=np.dtype(dtype).name, mode=mode,
+                                              weighted=weighted, fixed_bags=fixed_bags,
+                                              case=case):
+                                out = _client.embedding_bag(params, indices, **kwargs)
+                                self.assertMatchesReference(out, params, indices, **kwargs)
+
+    def test_a_small_example_by_hand(self):
+        params = np.arange(12, dtype=np.float32).reshape(4, 3)
+        bags = {"indices": [0, 2, 3], "offsets": [0, 2]}  # bags {0, 2} and {3}
+        np.testing.assert_array_equal(_client.embedding_bag(params, **bags),
+                                      [[6, 8, 10], [9, 10, 11]])
+        np.testing.assert_array_equal(_client.embedding_bag(params, **bags, mode="MEAN"),
+                                      [[3, 4, 5], [9, 10, 11]])
+        np.testing.assert_array_equal(_client.embedding_bag(params, **bags, mode="max"),
+                                      [[6, 7, 8], [9, 10, 11]])
+        np.testing.assert_allclose(_client.embedding_bag(params, **bags, mode="sqrtn"),
+                                   [[6 / 2 ** .5, 8 / 2 ** .5, 10 / 2 ** .5], [9, 10, 11]],
+                                   rtol=1e-6)
+        # Python lists of weights go as float32; include_last_offset; padding_idx skips row 2
+        # (and MEAN does not count it); a fixed-bag form of the same bags with one more index.
+        np.testing.assert_array_equal(
+            _client.embedding_bag(params, [0, 2, 3], [0, 2, 3], per_sample_weights=[2, 1, .5],
+                                  include_last_offset=True),
+            [[6, 9, 12], [4.5, 5, 5.5]])
+        np.testing.assert_array_equal(
+            _client.embedding_bag(params, [[0, 2], [3, -2]], mode="mean", padding_idx=-2),
+            [[0, 1, 2], [9, 10, 11]])
+        self.assertEqual(_client.embedding_bag(params, np.zeros((0, 2), np.int64)).shape, (0, 3))
+
+    def test_nan_results_are_the_positive_quiet_nan(self):
+        # inf + -inf is -NaN on x86; the server writes +NaN, bit for bit the reference's. MAX
+        # keeps a NaN only as a bag's first row.
+        for dtype in EB_FLOAT_DTYPES:
+            params = np.array([[np.inf, 1], [-np.inf, 2], [np.nan, 3]]).astype(dtype)
+            for mode, indices in (("sum", [[0, 1], [1, 2]]), ("max", [[2, 0], [0, 2]])):
+                with self.subTest(dtype=np.dtype(dtype).name, mode=mode):
+                    indices = np.array(indices)
+                    out = _client.embedding_bag(params, indices, mode=mode)
+                    self.assertTrue(np.isnan(out.astype(np.float64)[:, 0]).any())
+                    self.assertMatchesReference(out, params, indices, mode=mode)
+
+    def test_by_name_equals_inline(self):
+        rng = np.random.default_rng(2324)
+        table = rng.standard_normal((50, 8)).astype(np.float32)
+        _client.put_tensor("eb_table", table, replace=True)
+        try:
+            for mode, weighted in (("sum", False), ("mean", True), ("max", False),
+                                   ("sqrtn", True)):
+                _, indices, kwargs = random_bag_case(rng, np.float32, mode, weighted, False)
+                indices = random_indices(rng, 50, indices.shape, indices.dtype)
+                with self.subTest(mode=mode, weighted=weighted):
+                    by_name = _client.embedding_bag(None, indices, params_name="eb_table",
+                                                    **kwargs)
+                    self.assertEqual(by_name.tobytes(),
+                                     _client.embedding_bag(table, indices, **kwargs).tobytes())
+                    self.assertMatchesReference(by_name, table, indices, **kwargs)
+        finally:
+            _client.delete_tensor("eb_table")
+        with self.assertRaises(TensorComputeError) as e:
+            _client.embedding_bag(None, [[0]], params_name="eb_table")
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        self.assertIn("eb_table", e.exception.message)
+
+    def test_server_errors_raise_with_their_codes(self):
+        params = np.arange(8, dtype=np.float32).reshape(4, 2)
+        cases = [
+            (dict(indices=[0, 9, 1], offsets=[0, 1]), "indices[1] = 9 is not in [-4, 4)"),
+            (dict(indices=[0, 1, 2], offsets=[0, 2, 1]),
+             "offsets[2] = 1 is less than offsets[1] = 2"),
+            (dict(indices=[0, 1], offsets=[1]), "offsets[0] = 1 must be 0"),
+            (dict(indices=[0, 1], offsets=[0, 1], include_last_offset=True),
+             "must equal the number of indices, 2"),
+            (dict(indices=[[0, 1]], per_sample_weights=[[1, 1]], mode="max"),
+             "not supported with mode MAX"),
+            (dict(indices=[[0, 1]], per_sample_weights=np.ones((1, 2))),
+             "per_sample_weights must be float32 (the params' dtype), got float64"),
+            (dict(indices=[[0, 1]], per_sample_weights=[1, 1]),
+             "per_sample_weights must have the shape of indices [1,2]"),
+            (dict(indices=[0, 1]), "offsets"),  # rank 1 without offsets
+            (dict(indices=[[0]], padding_idx=4), "padding_idx = 4 is not in [-4, 4)"),
+            (dict(indices=[[0.0]]), "indices must be int32 or int64, got float64"),
+        ]
+        for kwargs, words in cases:
+            with self.subTest(**{k: str(v) for k, v in kwargs.items()}):
+                with self.assertRaises(TensorComputeError) as e:
+                    _client.embedding_bag(params, **kwargs)
+                self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(words, e.exception.message)
+                self.assertEqual(str(e.exception), f"INVALID_ARGUMENT: {e.exception.message}")
+        with self.assertRaises(TensorComputeError) as e:
+            _client.embedding_bag(np.arange(8).reshape(4, 2), [[0]])
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("params must be float16, bfloat16, float32 or float64, got int64",
+                      e.exception.message)
+
+    def test_client_side_errors_before_any_rpc(self):
+        with Client(dead_target(), timeout=5) as client:  # an RPC would fail otherwise
+            for mode in ("median", "", None, 0):
+                with self.subTest(mode=mode), self.assertRaises(ValueError):
+                    client.embedding_bag(np.zeros((2, 2), np.float32), [[0]], mode=mode)
+            with self.assertRaises(ValueError):
+                client.embedding_bag(np.zeros((2, 2), np.float32), [[0]], params_name="t")
+            with self.assertRaises(ValueError):
+                client.embedding_bag(None, [[0]])
+            with self.assertRaises(TypeError):
+                client.embedding_bag(np.zeros((2, 2), np.float32), [[0]], padding_idx=1.5)
 
 
 class ExampleTest(unittest.TestCase):

@@ -24,6 +24,7 @@
 #include "proto/tensor_codec.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"
+#include "tests/testing/random_embedding_bag.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 
@@ -45,87 +46,23 @@ using ::tensorcompute::testing::StatusIs;
 using ::tensorcompute::testing::UniformInt;
 using ::testing::HasSubstr;
 
-// One request, in core's terms: what core::EmbeddingBag is called with.
-struct BagCase {
-  core::Tensor params;
-  core::Tensor indices;
-  std::optional<core::Tensor> offsets;
-  std::optional<core::Tensor> weights;
-  core::EmbeddingBagOptions options;
+using BagCase = ::tensorcompute::testing::EmbeddingBagCase;
 
-  std::string DebugString() const {
-    return absl::StrCat(
-        "params ", core::DataTypeName(params.dtype()), " ", core::ShapeToString(params.shape()),
-        ", indices ", core::ShapeToString(indices.shape()), offsets ? ", offsets" : "",
-        weights ? ", weights" : "", ", mode ", core::EmbeddingBagModeName(options.mode),
-        options.include_last_offset ? ", include_last_offset" : "",
-        options.padding_idx ? absl::StrCat(", padding_idx ", *options.padding_idx) : "");
-  }
-
-  absl::StatusOr<core::Tensor> Expected() const {
-    std::optional<core::TensorView> o, w;
-    if (offsets) o = offsets->view();
-    if (weights) w = weights->view();
-    return core::EmbeddingBag(params.view(), indices.view(), o ? &*o : nullptr, w ? &*w : nullptr,
-                              options);
-  }
-
-  // The wire form; params inline, or `params_name` instead.
-  v1::EmbeddingBagRequest ToProto(const std::string& params_name = "") const {
-    v1::EmbeddingBagRequest request;
-    if (params_name.empty()) {
-      proto::ToProto(params.view(), request.mutable_params());
-    } else {
-      request.set_params_name(params_name);
-    }
-    proto::ToProto(indices.view(), request.mutable_indices());
-    if (offsets) proto::ToProto(offsets->view(), request.mutable_offsets());
-    if (weights) proto::ToProto(weights->view(), request.mutable_per_sample_weights());
-    request.set_mode(static_cast<v1::EmbeddingBagRequest::Mode>(options.mode));
-    request.set_include_last_offset(options.include_last_offset);
-    if (options.padding_idx) request.set_padding_idx(*options.padding_idx);
-    return request;
-  }
-};
-
-// A random valid request (its index values in range, so the answer is OK).
-BagCase RandomCase(Rng& rng) {
-  static constexpr DataType kFloats[] = {DataType::kFloat16, DataType::kBfloat16,
-                                         DataType::kFloat32, DataType::kFloat64};
-  static constexpr EmbeddingBagMode kModes[] = {EmbeddingBagMode::kSum, EmbeddingBagMode::kMean,
-                                                EmbeddingBagMode::kMax, EmbeddingBagMode::kSqrtn};
-  BagCase c;
-  const DataType dtype = kFloats[UniformInt(rng, 0, 3)];
-  const int64_t rows = UniformInt(rng, 1, 40);
-  const int64_t dim = UniformInt(rng, 1, 70);
-  c.params = RandomTensor(dtype, {rows, dim}, rng);
-  c.options.mode = kModes[UniformInt(rng, 0, 3)];
-  const DataType index_dtype = UniformInt(rng, 0, 1) ? DataType::kInt64 : DataType::kInt32;
-  const int64_t bags = UniformInt(rng, 0, 300);
-  std::vector<int64_t> values;
-  if (UniformInt(rng, 0, 2) == 0) {  // fixed bags
-    const int64_t n = UniformInt(rng, 0, 6);
-    for (int64_t i = 0; i < bags * n; ++i) values.push_back(UniformInt(rng, -rows, rows - 1));
-    c.indices = MakeIndices(index_dtype, {bags, n}, values);
+// The wire form of `c`; params inline, or `params_name` instead.
+v1::EmbeddingBagRequest ToProto(const BagCase& c, const std::string& params_name = "") {
+  v1::EmbeddingBagRequest request;
+  if (params_name.empty()) {
+    proto::ToProto(c.params.view(), request.mutable_params());
   } else {
-    std::vector<int64_t> starts;
-    for (int64_t b = 0; b < bags; ++b) {
-      starts.push_back(static_cast<int64_t>(values.size()));
-      const int64_t n = UniformInt(rng, 0, 9);
-      for (int64_t i = 0; i < n; ++i) values.push_back(UniformInt(rng, -rows, rows - 1));
-    }
-    c.options.include_last_offset = UniformInt(rng, 0, 1) == 1;
-    if (c.options.include_last_offset) starts.push_back(static_cast<int64_t>(values.size()));
-    const DataType offsets_dtype = UniformInt(rng, 0, 1) ? DataType::kInt64 : DataType::kInt32;
-    c.offsets = MakeIndices(offsets_dtype, {static_cast<int64_t>(starts.size())}, starts);
-    c.indices = MakeIndices(index_dtype, {static_cast<int64_t>(values.size())}, values);
+    request.set_params_name(params_name);
   }
-  if (c.options.mode != EmbeddingBagMode::kMax && UniformInt(rng, 0, 1) == 1) {
-    c.weights =
-        RandomTensor(UniformInt(rng, 0, 1) ? dtype : DataType::kFloat32, c.indices.shape(), rng);
-  }
-  if (UniformInt(rng, 0, 3) == 0) c.options.padding_idx = UniformInt(rng, -rows, rows - 1);
-  return c;
+  proto::ToProto(c.indices.view(), request.mutable_indices());
+  if (c.offsets) proto::ToProto(c.offsets->view(), request.mutable_offsets());
+  if (c.weights) proto::ToProto(c.weights->view(), request.mutable_per_sample_weights());
+  request.set_mode(static_cast<v1::EmbeddingBagRequest::Mode>(c.options.mode));
+  request.set_include_last_offset(c.options.include_last_offset);
+  if (c.options.padding_idx) request.set_padding_idx(*c.options.padding_idx);
+  return request;
 }
 
 bool SameBytes(const core::Tensor& a, const core::Tensor& b) {
@@ -185,15 +122,15 @@ class EmbeddingBagServiceTest : public ::testing::Test {
 TEST_F(EmbeddingBagServiceTest, RandomRequestsGetCoresBytesInlineAndByName) {
   Rng rng(2301);
   for (int i = 0; i < 120; ++i) {
-    const BagCase c = RandomCase(rng);
+    const BagCase c = ::tensorcompute::testing::RandomEmbeddingBagCase(rng);
     SCOPED_TRACE(c.DebugString());
     const absl::StatusOr<core::Tensor> expected = c.Expected();
     ASSERT_THAT(expected, IsOk());
-    const absl::StatusOr<core::Tensor> inline_answer = Send(c.ToProto());
+    const absl::StatusOr<core::Tensor> inline_answer = Send(ToProto(c));
     ASSERT_THAT(inline_answer, IsOk());
     EXPECT_TRUE(SameBytes(*inline_answer, *expected));
     ASSERT_THAT(Put("table", c.params), IsOk());
-    const absl::StatusOr<core::Tensor> by_name = Send(c.ToProto("table"));
+    const absl::StatusOr<core::Tensor> by_name = Send(ToProto(c, "table"));
     ASSERT_THAT(by_name, IsOk());
     EXPECT_TRUE(SameBytes(*by_name, *expected));
   }
@@ -211,38 +148,38 @@ TEST_F(EmbeddingBagServiceTest, ALargeRequestGetsCoresBytes) {
   const absl::StatusOr<core::Tensor> expected = c.Expected();
   ASSERT_THAT(expected, IsOk());
   ASSERT_THAT(Put("big", c.params), IsOk());
-  const absl::StatusOr<core::Tensor> answer = Send(c.ToProto("big"));
+  const absl::StatusOr<core::Tensor> answer = Send(ToProto(c, "big"));
   ASSERT_THAT(answer, IsOk());
   EXPECT_TRUE(SameBytes(*answer, *expected));
 }
 
 TEST_F(EmbeddingBagServiceTest, ErrorsCarryTheirCodesAndWords) {
   const BagCase c = ErrorCase();
-  EXPECT_THAT(Send(c.ToProto()), StatusIs(absl::StatusCode::kInvalidArgument,
-                                          HasSubstr("indices[1] = 9 is not in [-4, 4)")));
+  EXPECT_THAT(Send(ToProto(c)), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("indices[1] = 9 is not in [-4, 4)")));
 
-  v1::EmbeddingBagRequest both = c.ToProto();
+  v1::EmbeddingBagRequest both = ToProto(c);
   both.set_params_name("table");
   EXPECT_THAT(Send(both), StatusIs(absl::StatusCode::kInvalidArgument,
                                    HasSubstr("either params (the tensor inline) or params_name")));
   EXPECT_THAT(
-      Send(c.ToProto("nothing-here")),
+      Send(ToProto(c, "nothing-here")),
       StatusIs(absl::StatusCode::kNotFound, HasSubstr("no resident tensor named 'nothing-here'")));
 
-  v1::EmbeddingBagRequest bad_mode = c.ToProto();
+  v1::EmbeddingBagRequest bad_mode = ToProto(c);
   bad_mode.set_mode(static_cast<v1::EmbeddingBagRequest::Mode>(7));
   EXPECT_THAT(Send(bad_mode), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("mode")));
 
   BagCase ints = ErrorCase();
   ints.params = MakeTensor<int32_t>({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
-  EXPECT_THAT(Send(ints.ToProto()),
+  EXPECT_THAT(Send(ToProto(ints)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("params must be float16, bfloat16, float32 or float64")));
 
   BagCase decreasing = ErrorCase();
   decreasing.indices = MakeIndices(DataType::kInt64, {3}, {0, 1, 2});
   decreasing.offsets = MakeIndices(DataType::kInt64, {3}, {0, 2, 1});
-  EXPECT_THAT(Send(decreasing.ToProto()),
+  EXPECT_THAT(Send(ToProto(decreasing)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("offsets[2]")));
 
   // An output over the server's limit: 2^20 bags of a 1024-float row from 8 KiB of request.
@@ -254,7 +191,7 @@ TEST_F(EmbeddingBagServiceTest, ErrorsCarryTheirCodesAndWords) {
   auto limited = Server::Start(small);
   ASSERT_TRUE(limited.ok()) << limited.status();
   stub_ = MakeStub((*limited)->port());
-  EXPECT_THAT(Send(huge.ToProto()), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(Send(ToProto(huge)), StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
 }  // namespace

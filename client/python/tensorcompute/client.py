@@ -10,6 +10,7 @@ Usage:
         client.gather(params, [3, -1, 0])               # rows 3, 3 and 0: shape (3, 3)
         client.gather(params, [[0, 2]], axis=1)         # shape (4, 1, 2)
         client.gather_nd(params, [[0, 1], [2, 2]])      # array([1., 8.], dtype=float32)
+        client.embedding_bag(params, [0, 2, 3], offsets=[0, 2])   # rows 0+2 and 3: shape (2, 3)
         try:
             client.gather(params, [4])
         except TensorComputeError as e:
@@ -39,10 +40,11 @@ resolves to (round_robin). `max_message_bytes` caps messages both ways (gRPC's d
 receive limit is 4 MiB; the server's default limit is 64 MiB, like the client's).
 
 Retries: `retries=N` makes up to N extra attempts of a call that failed with UNAVAILABLE
-(server overloaded or unreachable; Gather and GatherNd are pure functions, so retrying is
-safe), sleeping an exponential backoff with jitter between attempts: attempt k (1-based)
-waits between 0.5 and 1 times min(0.1 s * 2^(k-1), 5 s). All attempts share the call's one
-timeout; when the next sleep would pass that deadline, the last error is raised at once.
+(server overloaded or unreachable; Gather, GatherNd and EmbeddingBag are pure functions, so
+retrying is safe), sleeping an exponential backoff with jitter between attempts: attempt k
+(1-based) waits between 0.5 and 1 times min(0.1 s * 2^(k-1), 5 s). All attempts share the
+call's one timeout; when the next sleep would pass that deadline, the last error is raised at
+once.
 With retries the channel also reconnects sooner (from 0.1 s instead of gRPC's 1 s), so that
 retries after a refused connection really try the connection again.
 
@@ -67,6 +69,7 @@ each call carries only its indices:
 
     client.put_tensor("emb", table)                   # uploaded in 1 MiB chunks
     client.gather(None, ids, params_name="emb")       # == client.gather(table, ids), bit for bit
+    client.embedding_bag(None, bags, params_name="emb")   # the same for pooled lookups
     client.list_tensors()                             # [TensorInfo(name='emb', ...)]
     client.delete_tensor("emb")
 
@@ -151,6 +154,14 @@ _WIRE_TO_NUMPY = {
     pb.DT_FLOAT64: np.dtype(np.float64),
     pb.DT_COMPLEX64: np.dtype(np.complex64),
     pb.DT_COMPLEX128: np.dtype(np.complex128),
+}
+
+# embedding_bag's mode argument -> EmbeddingBagRequest.Mode.
+_EMBEDDING_BAG_MODES = {
+    "sum": pb.EmbeddingBagRequest.SUM,
+    "mean": pb.EmbeddingBagRequest.MEAN,
+    "max": pb.EmbeddingBagRequest.MAX,
+    "sqrtn": pb.EmbeddingBagRequest.SQRTN,
 }
 
 _ELEMENT_SIZES = {wire: dtype.itemsize for wire, dtype in _WIRE_TO_NUMPY.items()}
@@ -437,6 +448,51 @@ class Client:
             batch_dims=operator.index(batch_dims))
         _set_params(request, params, params_name)
         response = self._call(self._stub.GatherNd, request, timeout)
+        return _from_tensor(response.output)
+
+    def embedding_bag(self, params, indices, offsets=None, per_sample_weights=None, mode="sum",
+                      include_last_offset=False, padding_idx=None, timeout=None,
+                      params_name=None):
+        """torch.nn.functional.embedding_bag(indices, params, offsets, mode=mode,
+        per_sample_weights=..., include_last_offset=..., padding_idx=...) on the server, with
+        TensorFlow's "sqrtn" as a fourth mode; returns a numpy array [bags, dim] in the
+        params' dtype.
+
+        params: a [rows, dim] table of float16, bfloat16, float32 or float64. indices: rank 1
+        with offsets (bag b is indices[offsets[b]:offsets[b+1]], the last bag running to the
+        end), or rank 2 [bags, n] without (fixed bags of n). offsets: rank 1, starting at 0,
+        not decreasing; with include_last_offset it has one entry more than there are bags,
+        the last being len(indices). Indices and offsets given as lists of ints are sent as
+        int64. per_sample_weights: one weight per index, float32 or the params' dtype; a
+        list of numbers (anything but a numpy array) is sent as float32. mode: "sum", "mean",
+        "max" or "sqrtn" (any case); weights are not allowed with "max". padding_idx: a row
+        in [-rows, rows) whose lookups add nothing and do not count; an empty bag (or one of
+        padding rows only) gives zeros. Each element accumulates in float32 (float64 for
+        float64 params) in index order, weighted terms with fma, then the division (mean,
+        sqrtn), then one rounding to the params' dtype: tensorcompute.proto says every rule.
+        params_name: look up in that resident tensor (see put_tensor) instead; pass
+        params=None then. Exactly one of params and params_name, and a known mode (else
+        ValueError, before any RPC). The server's errors (an index out of range, a bad
+        offset, ...) raise TensorComputeError, INVALID_ARGUMENT naming the field and position.
+        """
+        wire_mode = _EMBEDDING_BAG_MODES.get(str(mode).lower()) if isinstance(mode, str) else None
+        if wire_mode is None:
+            raise ValueError(f"mode must be one of {', '.join(_EMBEDDING_BAG_MODES)}, "
+                             f"got {mode!r}")
+        request = pb.EmbeddingBagRequest(
+            indices=_to_tensor(indices, "indices", default_dtype=np.int64), mode=wire_mode,
+            include_last_offset=bool(include_last_offset))
+        _set_params(request, params, params_name)
+        if offsets is not None:
+            request.offsets.CopyFrom(_to_tensor(offsets, "offsets", default_dtype=np.int64))
+        if per_sample_weights is not None:
+            if not isinstance(per_sample_weights, np.ndarray):
+                per_sample_weights = np.asarray(per_sample_weights, dtype=np.float32)
+            request.per_sample_weights.CopyFrom(
+                _to_tensor(per_sample_weights, "per_sample_weights"))
+        if padding_idx is not None:
+            request.padding_idx = operator.index(padding_idx)
+        response = self._call(self._stub.EmbeddingBag, request, timeout)
         return _from_tensor(response.output)
 
     def put_tensor(self, name, array, device="", replace=False, chunk_bytes=_DEFAULT_CHUNK_BYTES,

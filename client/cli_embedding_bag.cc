@@ -1,0 +1,66 @@
+#include "client/cli_embedding_bag.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+
+#include "client/cli_tensors.h"
+#include "core/embedding_bag.h"
+#include "core/tensor.h"
+
+namespace tensorcompute::client {
+
+int RunEmbeddingBag(Client& client, const EmbeddingBagFlags& f) {
+  EmbeddingBagArgs args;
+  bool known_mode = false;
+  for (core::EmbeddingBagMode mode :
+       {core::EmbeddingBagMode::kSum, core::EmbeddingBagMode::kMean, core::EmbeddingBagMode::kMax,
+        core::EmbeddingBagMode::kSqrtn}) {
+    if (absl::EqualsIgnoreCase(f.mode, core::EmbeddingBagModeName(mode))) {
+      args.mode = mode;
+      known_mode = true;
+    }
+  }
+  if (!known_mode) {
+    std::fprintf(stderr, "error: --mode %s: expected sum, mean, max or sqrtn\n", f.mode.c_str());
+    return kUsage;
+  }
+  args.include_last_offset = f.include_last_offset;
+  args.padding_idx = f.padding_idx;
+
+  std::optional<core::Tensor> params;  // unset with --params-name
+  if (f.params_name.empty()) {
+    params = ReadFlagTensor("--params", f.params);
+    if (!params.has_value()) return kIoError;
+  }
+  std::optional<core::Tensor> indices = ReadFlagTensor("--indices", f.indices);
+  if (!indices.has_value()) return kIoError;
+  std::optional<core::Tensor> offsets, weights;
+  std::optional<core::TensorView> offsets_view, weights_view;
+  if (!f.offsets.empty()) {
+    offsets = ReadFlagTensor("--offsets", f.offsets);
+    if (!offsets.has_value()) return kIoError;
+    offsets_view = offsets->view();
+    args.offsets = &*offsets_view;
+  }
+  if (!f.per_sample_weights.empty()) {
+    weights = ReadFlagTensor("--per-sample-weights", f.per_sample_weights);
+    if (!weights.has_value()) return kIoError;
+    weights_view = weights->view();
+    args.per_sample_weights = &*weights_view;
+  }
+
+  absl::StatusOr<core::Tensor> result =
+      f.params_name.empty() ? client.EmbeddingBag(params->view(), indices->view(), args)
+                            : client.EmbeddingBagByName(f.params_name, indices->view(), args);
+  if (!result.ok()) {
+    PrintError(result.status());
+    return kRpcError;
+  }
+  return EmitResult(result->view(), f.out);
+}
+
+}  // namespace tensorcompute::client

@@ -1,0 +1,45 @@
+// File: client/cli_embedding_bag.h
+//
+// The `embedding-bag` subcommand of the `tensorcompute` CLI: pooled lookups
+// (torch.nn.functional.embedding_bag, plus TensorFlow's "sqrtn"; tensorcompute.proto states
+// every rule), with its arguments taken as `gather` takes them:
+//
+//   tensorcompute embedding-bag --target HOST:PORT (--params FILE | --params-name NAME)
+//       --indices FILE [--offsets FILE] [--per-sample-weights FILE] [--mode sum|mean|max|sqrtn]
+//       [--include-last-offset] [--padding-idx N] [--out FILE]
+//
+// Tensors are .npy or .json files (client/tensor_io.h). Rank-1 indices come with --offsets;
+// rank-2 indices [bags, n] without are fixed bags of n. The result, [bags, dim] in the params'
+// dtype, is printed or written as gather's is (EmitResult, client/cli_tensors.h).
+// cli_main.cc parses the flags, checks them (CheckComputeFlags) and makes the Client.
+// Thread-safety: single-threaded use, as in a CLI.
+
+#ifndef TENSORCOMPUTE_CLIENT_CLI_EMBEDDING_BAG_H_
+#define TENSORCOMPUTE_CLIENT_CLI_EMBEDDING_BAG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "client/client.h"
+
+namespace tensorcompute::client {
+
+struct EmbeddingBagFlags {
+  std::string params, params_name, indices, out;
+  std::string offsets, per_sample_weights;  // files; empty: none
+  std::string mode = "sum";                 // sum, mean, max or sqrtn, in any case
+  bool include_last_offset = false;
+  std::optional<int64_t> padding_idx;
+};
+
+// Reads the files that `f` names (kIoError when one cannot be read), makes the call, and prints
+// or writes the result. Returns kOk, kUsage for a mode that core::EmbeddingBagModeName does not
+// name (case aside), kRpcError after printing the call's error ("error: CODE: message"), or
+// kIoError.
+// REQUIRES: CheckComputeFlags(f.params, f.params_name, f.out) == kOk.
+int RunEmbeddingBag(Client& client, const EmbeddingBagFlags& f);
+
+}  // namespace tensorcompute::client
+
+#endif  // TENSORCOMPUTE_CLIENT_CLI_EMBEDDING_BAG_H_
