@@ -26,8 +26,10 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
+#include "core/dtype.h"
 #include "core/embedding_bag.h"
 #include "core/gather_plan.h"
+#include "core/shape.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
 
@@ -44,9 +46,15 @@ struct CancelFlag {
 // What a task computes: a gather (core/gather_plan.h) or a pooled lookup (core/embedding_bag.h).
 using TaskPlan = std::variant<core::GatherPlan, core::EmbeddingBagPlan>;
 
-// The bytes a plan writes.
+// The bytes a plan writes, and the dtype and shape of its output.
 inline int64_t OutputBytes(const TaskPlan& plan) {
   return std::visit([](const auto& p) { return p.output_bytes; }, plan);
+}
+inline core::DataType OutputDataType(const TaskPlan& plan) {
+  return std::visit([](const auto& p) { return p.dtype; }, plan);
+}
+inline const core::Shape& OutputShape(const TaskPlan& plan) {
+  return std::visit([](const auto& p) -> const core::Shape& { return p.output_shape; }, plan);
 }
 
 struct Task {

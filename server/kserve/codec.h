@@ -7,18 +7,23 @@
 // its JSON into a ModelInferRequest first. docs/kserve.md is the user's view of the same rules.
 //
 // Models:
-//   gather      inputs params, indices; parameters axis (default 0), batch_dims (default 0)
-//   gather_nd   inputs params, indices; parameter batch_dims (default 0)
-//   <table>     every resident tensor (core/tensor_registry.h) under its own name: input
-//               indices only; parameters axis and batch_dims as above, and op = "gather"
-//               (default) or "gather_nd". The built-in names win over a table of that name.
+//   gather         inputs params, indices; parameters axis (default 0), batch_dims (default 0)
+//   gather_nd      inputs params, indices; parameter batch_dims (default 0)
+//   embedding_bag  inputs params, indices, and optionally offsets and per_sample_weights;
+//                  parameters mode ("sum" (default), "mean", "max", "sqrtn", in any case),
+//                  include_last_offset (bool, default false), padding_idx (default none):
+//                  core::PlanEmbeddingBag with the caller's EmbeddingBagOptions as the base
+//   <table>        every resident tensor (core/tensor_registry.h) under its own name: the
+//                  inputs above minus params; parameter op = "gather" (default), "gather_nd"
+//                  or "embedding_bag", and that op's parameters as above (another op's
+//                  parameter is INVALID_ARGUMENT). The built-in names win over a table.
 //   Versions: "" or "1" (a table's replacements keep its model version "1").
 //
 // Datatypes: BOOL, UINT8..64, INT8..64, FP16, BF16, FP32, FP64 and BYTES (strings). complex64
 // and complex128 have no v2 datatype: a request that would need one is INVALID_ARGUMENT.
 // Inputs come as raw_input_contents (for every input, or for none; little-endian, BYTES as a
 // 4-byte little-endian length before each element) or as typed `contents` (FP16 and BF16 have
-// none: raw only). The output is "output", always in raw_output_contents.
+// none: raw only; infer_input.h). The output is "output", always in raw_output_contents.
 //
 // Errors are our status table's (INVALID_ARGUMENT for a malformed request, NOT_FOUND for an
 // unknown model or version, and the plan's own codes and messages, e.g. "indices[1] = 7 is not
@@ -44,15 +49,19 @@
 #include "absl/strings/string_view.h"
 #include "inference/grpc_predict_v2.pb.h"
 
+#include "core/batching/task.h"
 #include "core/dtype.h"
+#include "core/embedding_bag.h"
 #include "core/gather_plan.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
+#include "server/compute_service.h"
 
 namespace tensorcompute::server::kserve {
 
 inline constexpr absl::string_view kGatherModel = "gather";
 inline constexpr absl::string_view kGatherNdModel = "gather_nd";
+inline constexpr absl::string_view kEmbeddingBagModel = "embedding_bag";
 inline constexpr absl::string_view kModelVersion = "1";
 inline constexpr absl::string_view kOutputName = "output";
 
@@ -63,9 +72,11 @@ absl::StatusOr<core::DataType> ParseDatatype(absl::string_view datatype, absl::s
 // One inference request, decoded: what a batching::Task needs, and the storage its views use.
 struct InferJob {
   std::string model_name;
-  core::GatherPlan plan;
+  batching::TaskPlan plan;  // a gather's, or an embedding_bag's
   core::TensorView params;
   core::TensorView indices;
+  core::TensorView offsets;  // embedding_bag's, when sent
+  core::TensorView weights;  // embedding_bag's per_sample_weights, when sent
   std::shared_ptr<const core::ResidentTensor> table;  // set for a table's model
 
   // Storage behind views that are not the request's own bytes.
@@ -82,11 +93,20 @@ struct InferJob {
 int64_t BytesInputsConversion(const inference::ModelInferRequest& request);
 
 // Decodes and plans `request`: the model (`registry` may be null: then only the built-in
-// models exist), its version, parameters, inputs and requested outputs. On success `job` holds
-// the plan and views, ready for a Task.
+// models exist), its version, parameters, inputs and requested outputs. A gather is planned
+// with `options`, a lookup with `bag_options` (the server's limits; the request's parameters
+// set its mode, include_last_offset and padding_idx). On success `job` holds the plan and
+// views, ready for a Task. Checked in this order: model and version (NOT_FOUND); parameter
+// names; op; raw_input_contents' count; the inputs' names; the outputs'; an embedding_bag's
+// parameters; a table's datatype; each input's decoding; a gather's axis and batch_dims; the
+// plan's own checks.
 absl::Status PrepareInfer(const inference::ModelInferRequest& request,
                           const core::TensorRegistry* registry, const core::PlanOptions& options,
-                          InferJob* job);
+                          const core::EmbeddingBagOptions& bag_options, InferJob* job);
+
+// The job's plan, views and table in `request` (its deadline, cancel flag and output are the
+// front end's to set).
+void FillComputeRequest(const InferJob& job, ComputeRequest* request);
 
 // The output slot for a Task of `job`: for fixed-size types, the bytes of a new
 // raw_output_contents entry of `response`; for BYTES, job->output_strings.

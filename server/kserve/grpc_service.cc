@@ -41,16 +41,13 @@ class InferCall final : public UnaryCall {
       }
     }
     const ComputeService& compute = this->compute();
-    if (absl::Status prepared =
-            PrepareInfer(request_, compute.registry(), compute.plan_options(), &job_);
+    if (absl::Status prepared = PrepareInfer(request_, compute.registry(), compute.plan_options(),
+                                             compute.embedding_bag_options(), &job_);
         !prepared.ok()) {
       return Answer(prepared);
     }
     ComputeRequest request;
-    request.plan = job_.plan;
-    request.params = job_.params;
-    request.indices = job_.indices;
-    request.table = job_.table;
+    FillComputeRequest(job_, &request);
     request.make_output = [this] { return PrepareInferOutput(&job_, &response_); };
     Submit(std::move(request));
   }

@@ -56,12 +56,10 @@ absl::Status HttpInferCall::Submit(absl::string_view model, absl::string_view ve
   request_.set_model_version(std::string(version));
   response_.Clear();  // keeps its buffers' pages
   job_ = InferJob();
-  TC_RETURN_IF_ERROR(PrepareInfer(request_, compute_.registry(), compute_.plan_options(), &job_));
+  TC_RETURN_IF_ERROR(PrepareInfer(request_, compute_.registry(), compute_.plan_options(),
+                                  compute_.embedding_bag_options(), &job_));
   ComputeRequest compute_request;
-  compute_request.plan = job_.plan;
-  compute_request.params = job_.params;
-  compute_request.indices = job_.indices;
-  compute_request.table = job_.table;
+  FillComputeRequest(job_, &compute_request);
   compute_request.deadline = options_.timeout_us.has_value()
                                  ? absl::Now() + absl::Microseconds(*options_.timeout_us)
                                  : absl::InfiniteFuture();

@@ -157,16 +157,17 @@ void ServeInfer(const server::kserve::Route& route, absl::string_view body,
   request.set_model_version(route.version);
 
   server::kserve::InferJob job;
-  const absl::Status prepared =
-      server::kserve::PrepareInfer(request, nullptr, ServerPlanOptions(), &job);
+  const absl::Status prepared = server::kserve::PrepareInfer(
+      request, nullptr, ServerPlanOptions(), BagOptionsOf(ServerPlanOptions()), &job);
   if (!prepared.ok()) return CheckStatus(prepared, "PrepareInfer");
   CheckDecoded(request, std::nullopt, /*binary=*/false);  // binary data too, once planned
   inference::ModelInferResponse response;
   const absl::Status executed = ExecuteAndCheckInfer(request, &job, &response);
   if (!executed.ok()) return CheckStatus(executed, "execute");
   Check(response.raw_output_contents_size() == 1, "response: one raw output");
-  if (job.plan.dtype != core::DataType::kString) {
-    Check(static_cast<int64_t>(response.raw_output_contents(0).size()) == job.plan.output_bytes,
+  if (batching::OutputDataType(job.plan) != core::DataType::kString) {
+    Check(static_cast<int64_t>(response.raw_output_contents(0).size()) ==
+              batching::OutputBytes(job.plan),
           "response: raw output size != plan's output bytes");
   }
   const server::kserve::HttpBody written =

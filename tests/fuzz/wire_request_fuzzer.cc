@@ -149,8 +149,8 @@ void ServeBag(const v1::EmbeddingBagRequest& request) {
 // and the response's completion, as compute_service.cc runs them.
 void ServeInfer(const inference::ModelInferRequest& request) {
   server::kserve::InferJob job;
-  const absl::Status prepared =
-      server::kserve::PrepareInfer(request, nullptr, ServerPlanOptions(), &job);
+  const absl::Status prepared = server::kserve::PrepareInfer(
+      request, nullptr, ServerPlanOptions(), BagOptionsOf(ServerPlanOptions()), &job);
   if (!prepared.ok()) {
     Check(!prepared.message().empty(), "PrepareInfer: empty error message");
     Check(prepared.code() == absl::StatusCode::kInvalidArgument ||
@@ -164,8 +164,9 @@ void ServeInfer(const inference::ModelInferRequest& request) {
   if (!executed.ok()) return;
   Check(response.outputs_size() == 1 && response.raw_output_contents_size() == 1,
         "response: one output with raw contents");
-  if (job.plan.dtype != core::DataType::kString) {
-    Check(static_cast<int64_t>(response.raw_output_contents(0).size()) == job.plan.output_bytes,
+  if (batching::OutputDataType(job.plan) != core::DataType::kString) {
+    Check(static_cast<int64_t>(response.raw_output_contents(0).size()) ==
+              batching::OutputBytes(job.plan),
           "response: raw output size != plan's output bytes");
   }
 }

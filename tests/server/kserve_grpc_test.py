@@ -4,14 +4,20 @@ Against the real tensorcompute-server: server and model metadata, readiness, inf
 and `gather_nd` for every datatype tritonclient has (raw and typed contents), the axis and
 batch_dims parameters, out-of-range indices and other errors (code and message), a resident
 table used as a model, and auth. Results are checked against NumPy and, byte for byte, against
-the native API (the bundled CLI writes its answer as .npy).
+the native API (the bundled CLI writes its answer as .npy). EmbeddingBag: random requests over
+every mode, params datatype, weights, offsets or fixed bags and padding_idx, on the
+`embedding_bag` model and on resident tables with op=embedding_bag, against the NumPy reference
+of tests/testing/embedding_bag_reference.py (exact where the server's float32 order makes it
+so, a tight bound elsewhere: see there), and their errors.
 
 Run by ctest with .venv-triton's Python (tritonclient pins its own protobuf), from tests/server
 with tests/testing on PYTHONPATH and TC_SERVER_BINARY, TC_CLI_BINARY set.
 """
 
 import os
+import re
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -21,6 +27,8 @@ import tritonclient.grpc as tc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from embedding_bag_reference import EB_FLOAT_DTYPES, EB_MODES, kserve_inputs, \
+    kserve_parameters, mismatch, random_bag_case, ref_embedding_bag
 from server_process import ServerProcess
 
 CLI = os.environ.get("TC_CLI_BINARY", "")
@@ -286,6 +294,152 @@ class KserveGrpcTest(unittest.TestCase):
                     call()
                 self.assertEqual(raised.exception.code(), code)
                 self.assertIn(message, raised.exception.details())
+
+    # ---- embedding_bag ----
+
+    def bag_infer(self, model, tensors, parameters):
+        request = []
+        for name, (datatype, array) in tensors.items():
+            tensor = tc.InferInput(name, list(array.shape), datatype)
+            tensor.set_data_from_numpy(array)
+            request.append(tensor)
+        return self.client.infer(model, request, parameters=parameters).as_numpy("output")
+
+    def check_bag(self, out, params, indices, kwargs, what):
+        """The answer equals the reference's bytes, or is within its bound (see
+        ref_embedding_bag: exact for unweighted SUM and MAX)."""
+        self.assertIsNone(mismatch(out, *ref_embedding_bag(params, indices, **kwargs)), what)
+
+    def test_embedding_bag_random_requests_equal_numpy(self):
+        rng = np.random.default_rng(20261125)
+        mode_cases = (str.lower, str.upper, str.capitalize)
+        k = 0
+        for dtype in EB_FLOAT_DTYPES:
+            for mode in EB_MODES:
+                for weighted in (False, True) if mode != "max" else (False,):
+                    for fixed in (False, True):
+                        for _ in range(4):
+                            params, indices, kwargs = random_bag_case(rng, dtype, mode, weighted,
+                                                                      fixed)
+                            what = f"{np.dtype(dtype).name} {indices.shape} {kwargs}"
+                            with self.subTest(what):
+                                out = self.bag_infer(
+                                    "embedding_bag", kserve_inputs(params, indices, kwargs),
+                                    kserve_parameters(kwargs, mode_case=mode_cases[k % 3]))
+                                self.check_bag(out, params, indices, kwargs, what)
+                            k += 1
+
+    def test_embedding_bag_on_resident_tables(self):
+        rng = np.random.default_rng(20261126)
+        for dtype in (np.float16, np.float32, np.float64):  # what .npy carries (not bfloat16)
+            table = (rng.standard_normal((int(rng.integers(5, 40)), 6)) * 4).astype(dtype)
+            name = f"bags_{np.dtype(dtype).name}"
+            self.cli("put", name, "--input", self.npy(f"{name}.npy", table))
+            self.assertTrue(self.client.is_model_ready(name))
+            for mode in EB_MODES:
+                for weighted in (False, True) if mode != "max" else (False,):
+                    for fixed in (False, True):
+                        for _ in range(2):
+                            _, indices, kwargs = random_bag_case(rng, dtype, mode, weighted, fixed,
+                                                                 table=table)
+                            what = f"{name} {indices.shape} {kwargs}"
+                            with self.subTest(what):
+                                out = self.bag_infer(name, kserve_inputs(None, indices, kwargs),
+                                                     kserve_parameters(kwargs, op=True))
+                                self.check_bag(out, table, indices, kwargs, what)
+                                # The same request with the table inline: the same bytes.
+                                inline = self.bag_infer(
+                                    "embedding_bag", kserve_inputs(table, indices, kwargs),
+                                    kserve_parameters(kwargs))
+                                self.assertEqual(inline.tobytes(), out.tobytes(), what)
+            # Without op, the table still gathers.
+            got = self.bag_infer(name, {"indices": ("INT64", np.array([1, -1]))}, None)
+            self.assertEqual(got.tobytes(), table[[1, -1]].tobytes())
+            self.cli("delete", name)
+
+    def test_embedding_bag_metadata_and_errors(self):
+        self.assertTrue(self.client.is_model_ready("embedding_bag"))
+        metadata = self.client.get_model_metadata("embedding_bag", as_json=True)
+        self.assertEqual([i["name"] for i in metadata["inputs"]],
+                         ["params", "indices", "offsets", "per_sample_weights"])
+        self.assertEqual([o["name"] for o in metadata["outputs"]], ["output"])
+        self.assertEqual(metadata["outputs"][0]["shape"], ["-1", "-1"])
+
+        table = np.arange(8, dtype=np.float32).reshape(4, 2)
+        self.cli("put", "bag_errors", "--input", self.npy("bag_errors.npy", table))
+        params = ("FP32", table)
+        indices = ("INT64", np.array([0, 5], np.int64))
+        offsets = ("INT32", np.array([0], np.int32))
+
+        def call(model, parameters=None, **tensors):
+            return lambda: self.bag_infer(model, tensors, parameters)
+
+        cases = [
+            (call("embedding_bag", {"mode": "median"}, params=params, indices=indices,
+                  offsets=offsets),
+             "parameter 'mode' must be the string \"sum\" (the default), \"mean\", \"max\" or "
+             "\"sqrtn\" (in any case), not \"median\""),
+            (call("embedding_bag", {"mode": 2}, params=params, indices=indices, offsets=offsets),
+             "parameter 'mode' must be the string"),
+            (call("embedding_bag", {"include_last_offset": 1}, params=params, indices=indices,
+                  offsets=offsets),
+             "parameter 'include_last_offset' must be a boolean (bool_param)"),
+            (call("embedding_bag", {"padding_idx": "0"}, params=params, indices=indices,
+                  offsets=offsets),
+             "parameter 'padding_idx' must be an integer (int64_param)"),
+            (call("embedding_bag", {"axis": 0}, params=params, indices=indices, offsets=offsets),
+             "unknown parameter 'axis': this model takes mode, include_last_offset, padding_idx"),
+            (call("embedding_bag", indices=indices, offsets=offsets),
+             "model 'embedding_bag' takes params and indices, and optionally offsets and "
+             "per_sample_weights; missing params"),
+            (call("embedding_bag", params=params, indices=indices, offsets=offsets,
+                  weights=("FP32", np.ones(2, np.float32))),
+             "unknown input 'weights': model 'embedding_bag' takes params and indices"),
+            (call("embedding_bag", params=params, indices=indices),
+             "indices of rank 1 need offsets"),
+            (call("embedding_bag", params=params, indices=indices, offsets=offsets),
+             "indices[1] = 5 is not in [-4, 4)"),
+            (call("embedding_bag", {"mode": "max"}, params=params, indices=indices,
+                  offsets=offsets, per_sample_weights=("FP32", np.ones(2, np.float32))),
+             "per_sample_weights are not supported with mode MAX"),
+            (call("bag_errors", {"op": "pool"}, indices=indices),
+             "parameter 'op' must be the string \"gather\" (the default), \"gather_nd\" or "
+             "\"embedding_bag\""),
+            (call("bag_errors", {"op": "embedding_bag", "axis": 0}, indices=indices,
+                  offsets=offsets),
+             "parameter 'axis' is for op \"gather\", not \"embedding_bag\""),
+            (call("bag_errors", {"mode": "sum"}, indices=indices),
+             "parameter 'mode' is for op \"embedding_bag\", not \"gather\""),
+            (call("bag_errors", None, indices=indices, offsets=offsets),
+             "unknown input 'offsets': model 'bag_errors' takes indices with op \"gather\""),
+            (call("bag_errors", {"op": "embedding_bag"}, params=params, indices=indices),
+             "unknown input 'params': model 'bag_errors' takes indices, and optionally offsets"),
+        ]
+        for run, message in cases:
+            with self.subTest(message=message):
+                self.assert_code(run, "INVALID_ARGUMENT", message)
+        self.cli("delete", "bag_errors")
+
+    def test_the_embedding_bag_example_in_the_docs(self):
+        """docs/kserve.md's EmbeddingBag tritonclient example prints, for the model and for a
+        table, the output its comment shows."""
+        repo = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+        with open(os.path.join(repo, "docs", "kserve.md")) as f:
+            text = f.read()
+        section = text[text.index("## EmbeddingBag"):]
+        code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+        shown = re.search(r"print\(.*?\n((?:# .*\n)+)", code).group(1)
+        expected = "".join(line[2:] + "\n" for line in shown.splitlines())
+        self.cli("put", "emb", "--input",
+                 self.npy("doc_emb.npy", np.arange(8, dtype=np.float32).reshape(4, 2)))
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code.replace("localhost:50051", self.server.target)],
+                capture_output=True, text=True, timeout=60)
+        finally:
+            self.cli("delete", "emb")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout, expected * 2)
 
     # ---- resident tables as models ----
 

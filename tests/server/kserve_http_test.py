@@ -4,7 +4,9 @@ Runs with .venv-triton's Python (tritonclient pins its own protobuf). Every data
 and as binary data, on `gather`, `gather_nd` and a preloaded table, is compared with a NumPy
 reference and, byte for byte, with the same request over KServe gRPC (tritonclient.grpc, on the
 server's main port). Also: metadata, health, errors and their HTTP statuses, the body limit,
-bearer tokens, and the curl examples of docs/kserve.md's "HTTP/REST" section.
+bearer tokens, and the curl examples of docs/kserve.md's "HTTP/REST" section. EmbeddingBag:
+random requests on the `embedding_bag` model and on preloaded tables with op=embedding_bag, as
+JSON and as binary data, against tests/testing/embedding_bag_reference.py, and their errors.
 """
 
 import json
@@ -24,6 +26,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from embedding_bag_reference import EB_FLOAT_DTYPES, EB_MODES, kserve_inputs, \
+    kserve_parameters, mismatch, random_bag_case, ref_embedding_bag
 from server_process import ServerProcess
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -93,7 +97,11 @@ class KserveHttpTest(unittest.TestCase):
         cls.table = np.arange(12, dtype=np.float32).reshape(4, 3)
         table_path = os.path.join(cls.tmp.name, "table.npy")
         np.save(table_path, cls.table)
-        cls.server = ServerProcess("--http_listen=127.0.0.1:0", f"--preload=table={table_path}")
+        cls.table64 = np.random.default_rng(64).standard_normal((9, 5))
+        table64_path = os.path.join(cls.tmp.name, "table64.npy")
+        np.save(table64_path, cls.table64)
+        cls.server = ServerProcess("--http_listen=127.0.0.1:0",
+                                   f"--preload=table={table_path},table64={table64_path}")
         cls.server.__enter__()
         cls.http_url = f"127.0.0.1:{cls.server.http_port}"
         cls.http = httpclient.InferenceServerClient(url=cls.http_url)
@@ -195,6 +203,80 @@ class KserveHttpTest(unittest.TestCase):
             out = self.infer_both("table", {"indices": ("INT64", nd)}, binary,
                                   {"op": "gather_nd"})
             self.check_equal(out, gather_nd_reference(self.table, nd, 0), "table gather_nd")
+
+    def bag_cases(self, rng, dtype, table=None):
+        """random_bag_case over every mode, weighted or not, offsets or fixed bags."""
+        for mode in EB_MODES:
+            for weighted in (False, True) if mode != "max" else (False,):
+                for fixed in (False, True):
+                    yield random_bag_case(rng, dtype, mode, weighted, fixed, table=table)
+
+    def test_embedding_bag_random_requests_json_and_binary(self):
+        rng = np.random.default_rng(23)
+        for dtype in EB_FLOAT_DTYPES:
+            for params, indices, kwargs in self.bag_cases(rng, dtype):
+                for binary in (False, True):
+                    what = f"{np.dtype(dtype).name} {indices.shape} {kwargs} binary={binary}"
+                    with self.subTest(what):
+                        out = self.infer_both("embedding_bag",
+                                              kserve_inputs(params, indices, kwargs), binary,
+                                              kserve_parameters(kwargs, mode_case=str.lower))
+                        self.assertIsNone(
+                            mismatch(out, *ref_embedding_bag(params, indices, **kwargs)), what)
+
+    def test_embedding_bag_on_preloaded_tables(self):
+        rng = np.random.default_rng(24)
+        for name, table in (("table", self.table), ("table64", self.table64)):
+            for _, indices, kwargs in self.bag_cases(rng, table.dtype.type, table=table):
+                for binary in (False, True):
+                    what = f"{name} {indices.shape} {kwargs} binary={binary}"
+                    with self.subTest(what):
+                        out = self.infer_both(name, kserve_inputs(None, indices, kwargs), binary,
+                                              kserve_parameters(kwargs, op=True))
+                        self.assertIsNone(
+                            mismatch(out, *ref_embedding_bag(table, indices, **kwargs)), what)
+
+    def test_embedding_bag_metadata_and_errors_are_400(self):
+        model = self.http.get_model_metadata("embedding_bag")
+        self.assertEqual([i["name"] for i in model["inputs"]],
+                         ["params", "indices", "offsets", "per_sample_weights"])
+        self.assertEqual(model["outputs"][0]["shape"], [-1, -1])
+        self.assertTrue(self.http.is_model_ready("embedding_bag"))
+        params = '{"name": "params", "datatype": "FP32", "shape": [2, 1], "data": [1, 2]}'
+        indices = '{"name": "indices", "datatype": "INT64", "shape": [2], "data": [1, 0]}'
+        offsets = '{"name": "offsets", "datatype": "INT32", "shape": [1], "data": [0]}'
+        cases = [
+            ("embedding_bag", [params, indices, offsets], '{"mode": "avg"}',
+             "parameter 'mode' must be the string \"sum\" (the default), \"mean\", \"max\" or "
+             "\"sqrtn\" (in any case), not \"avg\""),
+            ("embedding_bag", [params, indices, offsets], '{"include_last_offset": "yes"}',
+             "parameter 'include_last_offset' must be a boolean (bool_param)"),
+            ("embedding_bag", [params, indices, offsets], '{"padding_idx": 0.5}',
+             "parameter 'padding_idx' must be an integer (int64_param)"),
+            ("embedding_bag", [params, indices, offsets], '{"batch_dims": 0}',
+             "unknown parameter 'batch_dims': this model takes mode, include_last_offset, "
+             "padding_idx"),
+            ("embedding_bag", [indices, offsets], "{}",
+             "model 'embedding_bag' takes params and indices, and optionally offsets and "
+             "per_sample_weights; missing params"),
+            ("embedding_bag", [params, indices, offsets, offsets.replace("offsets", "lengths")],
+             "{}", "unknown input 'lengths': model 'embedding_bag' takes params and indices"),
+            ("embedding_bag", [params, indices.replace("[1, 0]", "[1, 2]"), offsets], "{}",
+             "indices[1] = 2 is not in [-2, 2)"),
+            ("table", [indices], '{"op": "embedding"}',
+             "parameter 'op' must be the string \"gather\" (the default), \"gather_nd\" or "
+             "\"embedding_bag\""),
+            ("table", [indices, offsets], '{"op": "embedding_bag", "padding_idx": 4}',
+             "padding_idx"),
+            ("table", [indices, offsets], '{"op": "gather_nd", "mode": "sum"}',
+             "parameter 'mode' is for op \"embedding_bag\", not \"gather_nd\""),
+        ]
+        for model, inputs, parameters, message in cases:
+            with self.subTest(message=message):
+                body = f'{{"inputs": [{", ".join(inputs)}], "parameters": {parameters}}}'
+                status, reply = self.post(f"/v2/models/{model}/infer", body.encode())
+                self.assertEqual(status, 400, reply)
+                self.assertIn(message, reply["error"])
 
     def test_large_and_small_answers_alternate_on_one_connection(self):
         # The front end keeps each thread's buffers between calls and releases them after one

@@ -1,5 +1,7 @@
 """A NumPy reference for EmbeddingBag and random calls to check against it, shared by the
-Python client's and the CLI's tests (tests/client/python_client_test.py, cli_test.py).
+Python client's and the CLI's tests (tests/client/python_client_test.py, cli_test.py) and the
+KServe v2 tests (tests/server/kserve_grpc_test.py, kserve_http_test.py: kserve_inputs and
+kserve_parameters send a random call as the embedding_bag model's inputs and parameters).
 
     params, indices, kwargs = random_bag_case(rng, np.float32, "mean", True, False)
     want, bound = ref_embedding_bag(params, indices, **kwargs)   # kwargs as embedding_bag's
@@ -99,10 +101,15 @@ def _accumulate(table, flat, weights, spans, mode, pad, out, slack):
         slack[b] = (2 * count + 4) * np.finfo(acc_t).eps * magnitude / abs(float(divisor))
 
 
-def random_bag_case(rng, dtype, mode, weighted, fixed_bags):
-    """A random valid embedding_bag call: (params, indices, keyword arguments)."""
-    rows, dim = int(rng.integers(1, 30)), int(rng.integers(1, 20))
-    params = (rng.standard_normal((rows, dim)) * 4).astype(dtype)
+def random_bag_case(rng, dtype, mode, weighted, fixed_bags, table=None):
+    """A random valid embedding_bag call: (params, indices, keyword arguments). With `table`
+    (a [rows, dim] array of `dtype`, e.g. a resident tensor's values), params is that table."""
+    if table is None:
+        rows, dim = int(rng.integers(1, 30)), int(rng.integers(1, 20))
+        params = (rng.standard_normal((rows, dim)) * 4).astype(dtype)
+    else:
+        params = table
+        rows = table.shape[0]
     bags = int(rng.integers(0, 12))
     index_dtype, offsets_dtype = (np.int32, np.int64)[rng.integers(2)], \
         (np.int32, np.int64)[rng.integers(2)]
@@ -150,3 +157,34 @@ def mismatch(out, want, bound):
 def _random_indices(rng, rows, shape, dtype):
     """Index values in [-rows, rows): negative ones included."""
     return rng.integers(-rows, rows, size=shape).astype(dtype)
+
+
+# KServe v2 datatypes of the arrays random_bag_case makes.
+_KSERVE_DATATYPES = {
+    np.dtype(np.float16): "FP16", np.dtype(ml_dtypes.bfloat16): "BF16",
+    np.dtype(np.float32): "FP32", np.dtype(np.float64): "FP64",
+    np.dtype(np.int32): "INT32", np.dtype(np.int64): "INT64",
+}
+
+
+def kserve_inputs(params, indices, kwargs):
+    """A random_bag_case call as the KServe v2 embedding_bag model's inputs, in input order:
+    {name: (datatype, array)}. `params` None: a table's request (no params input)."""
+    arrays = {"params": params, "indices": indices, "offsets": kwargs.get("offsets"),
+              "per_sample_weights": kwargs.get("per_sample_weights")}
+    return {name: (_KSERVE_DATATYPES[np.asarray(a).dtype], np.asarray(a))
+            for name, a in arrays.items() if a is not None}
+
+
+def kserve_parameters(kwargs, op=False, mode_case=str.upper):
+    """A random_bag_case call's request parameters: `mode` written with `mode_case` (the server
+    takes any case), include_last_offset and padding_idx when set; with `op`, op=embedding_bag
+    (a resident table's request)."""
+    parameters = {"mode": mode_case(kwargs["mode"])}
+    if op:
+        parameters["op"] = "embedding_bag"
+    if kwargs.get("include_last_offset"):
+        parameters["include_last_offset"] = True
+    if "padding_idx" in kwargs:
+        parameters["padding_idx"] = kwargs["padding_idx"]
+    return parameters
