@@ -225,45 +225,6 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
 
 namespace {
 
-// Element access per params dtype: Acc is the accumulation type, Load/Store convert.
-struct Float16Elem {
-  using Acc = float;
-  static constexpr int64_t kSize = 2;
-  static float Load(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return HalfToFloat(h);
-  }
-  static void Store(uint8_t* p, float v) {
-    const uint16_t h = FloatToHalf(v);
-    std::memcpy(p, &h, 2);
-  }
-};
-struct BFloat16Elem {
-  using Acc = float;
-  static constexpr int64_t kSize = 2;
-  static float Load(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return BFloat16ToFloat(h);
-  }
-  static void Store(uint8_t* p, float v) {
-    const uint16_t h = FloatToBFloat16(v);
-    std::memcpy(p, &h, 2);
-  }
-};
-template <typename T>
-struct NativeElem {
-  using Acc = T;
-  static constexpr int64_t kSize = sizeof(T);
-  static T Load(const uint8_t* p) {
-    T v;
-    std::memcpy(&v, p, sizeof(T));
-    return v;
-  }
-  static void Store(uint8_t* p, T v) { std::memcpy(p, &v, sizeof(T)); }
-};
-
 struct Views {
   const uint8_t* params;
   const uint8_t* indices;
@@ -276,14 +237,11 @@ struct Views {
 // Bag b's index positions [first, last).
 void BagRange(const EmbeddingBagPlan& plan, const Views& v, int64_t b, int64_t* first,
               int64_t* last) {
-  if (v.offsets == nullptr) {
-    *first = b * plan.bag_size;
-    *last = *first + plan.bag_size;
-  } else {
-    *first = LoadIndex(v.offsets, plan.offsets_dtype, b);
-    *last =
-        b + 1 < v.num_offsets ? LoadIndex(v.offsets, plan.offsets_dtype, b + 1) : plan.num_indices;
-  }
+  const BagSpan span =
+      BagBounds(b, v.offsets == nullptr, plan.bag_size, v.num_offsets, plan.num_indices,
+                [&](int64_t i) { return LoadIndex(v.offsets, plan.offsets_dtype, i); });
+  *first = span.first;
+  *last = span.last;
 }
 
 // How far ahead (in index positions) rows are prefetched, and where to: the distances and the L2
@@ -426,6 +384,11 @@ absl::Status ExecuteEmbeddingBag(const EmbeddingBagPlan& plan, const TensorView&
     run(0, plan.bags);
   }
   if (!bad.found()) return absl::OkStatus();
+  return EmbeddingBagBadIndexError(plan, indices, bad.position());
+}
+
+absl::Status EmbeddingBagBadIndexError(const EmbeddingBagPlan& plan, const TensorView& indices,
+                                       int64_t position) {
   // The words are Gather's (gather_plan.h's BadIndexError), for a rank-1 gather of axis 0.
   GatherPlan words;
   words.index_dtype = plan.index_dtype;
@@ -433,7 +396,7 @@ absl::Status ExecuteEmbeddingBag(const EmbeddingBagPlan& plan, const TensorView&
   words.index_dims = {plan.rows};
   words.indexed_axis = 0;
   words.indices_shape = plan.indices_shape;
-  return BadIndexError(words, indices, bad.position());
+  return BadIndexError(words, indices, position);
 }
 
 absl::StatusOr<Tensor> EmbeddingBag(const TensorView& params, const TensorView& indices,

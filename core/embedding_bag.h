@@ -138,6 +138,14 @@ absl::Status ExecuteEmbeddingBag(const EmbeddingBagPlan& plan, const TensorView&
                                  const MutableTensorView& output, ThreadPool* pool = nullptr,
                                  int64_t min_parallel_bytes = kEmbeddingBagMinParallelBytes);
 
+// The INVALID_ARGUMENT that ExecuteEmbeddingBag returns for the out-of-range value at flat
+// position `position` of `indices` ("indices[1,0] = -11 is not in [-10, 10)", Gather's words:
+// core::BadIndexError), so that a device that computed the position itself (the CUDA
+// executor) answers with the CPU's exact text.
+// REQUIRES: `indices` is the view `plan` was made from; 0 <= position < plan.num_indices.
+absl::Status EmbeddingBagBadIndexError(const EmbeddingBagPlan& plan, const TensorView& indices,
+                                       int64_t position);
+
 // Plan + allocate + execute. Errors as PlanEmbeddingBag and ExecuteEmbeddingBag.
 absl::StatusOr<Tensor> EmbeddingBag(const TensorView& params, const TensorView& indices,
                                     const TensorView* offsets, const TensorView* per_sample_weights,

@@ -1,7 +1,7 @@
 // File: core/embedding_bag_math.h
 //
 // The per-element arithmetic of EmbeddingBag (core/embedding_bag.h) as small inline functions
-// that compile for the host and, under nvcc, for the device (TC_HOST_DEVICE, core/index_math.h),
+// that compile for the host and, under nvcc, for the device (TC_HOST_DEVICE, core/host_device.h),
 // so that a CUDA kernel accumulates exactly as the CPU does and the two agree byte for byte.
 //
 // One output element of a bag is computed as
@@ -13,6 +13,10 @@
 //   then BagResult() divides (MEAN, SQRTN), CanonicalNan() replaces a NaN by the one NaN
 //   every device writes, and the caller rounds once to the output dtype.
 // `Acc` is float (float16, bfloat16 and float32 params) or double (float64 params).
+// The element types (Float16Elem, BFloat16Elem, NativeElem<T>) load a stored element as its
+// Acc and round an Acc to the stored type once (core/half_float.h), and BagBounds says which
+// index positions a bag holds: the CPU (core/embedding_bag.cc) and the CUDA kernel
+// (core/cuda/bag_unit.h) both use them.
 // Pure functions; thread-safe.
 
 #ifndef TENSORCOMPUTE_CORE_EMBEDDING_BAG_MATH_H_
@@ -20,8 +24,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
-#include "core/index_math.h"
+#include "core/half_float.h"
+#include "core/host_device.h"
 
 namespace tensorcompute::core {
 
@@ -103,6 +109,64 @@ TC_HOST_DEVICE inline Acc CanonicalNan(Acc v) {
 // Whether normalised row `row` is the padding row (`padding_row` < 0: none).
 TC_HOST_DEVICE inline bool IsPaddingRow(int64_t row, int64_t padding_row) {
   return row == padding_row;
+}
+
+// Element access per params dtype: Acc is the accumulation type, kSize the stored size; Load
+// reads a stored element at any address (memcpy) and Store rounds once to the stored type.
+struct Float16Elem {
+  using Acc = float;
+  static constexpr int kSize = 2;
+  TC_HOST_DEVICE static float Load(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return HalfToFloat(h);
+  }
+  TC_HOST_DEVICE static void Store(uint8_t* p, float v) {
+    const uint16_t h = FloatToHalf(v);
+    std::memcpy(p, &h, 2);
+  }
+};
+struct BFloat16Elem {
+  using Acc = float;
+  static constexpr int kSize = 2;
+  TC_HOST_DEVICE static float Load(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return BFloat16ToFloat(h);
+  }
+  TC_HOST_DEVICE static void Store(uint8_t* p, float v) {
+    const uint16_t h = FloatToBFloat16(v);
+    std::memcpy(p, &h, 2);
+  }
+};
+template <typename T>  // float or double
+struct NativeElem {
+  using Acc = T;
+  static constexpr int kSize = sizeof(T);
+  TC_HOST_DEVICE static T Load(const uint8_t* p) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+  }
+  TC_HOST_DEVICE static void Store(uint8_t* p, T v) { std::memcpy(p, &v, sizeof(T)); }
+};
+
+// Bag b's index positions [first, last).
+struct BagSpan {
+  int64_t first;
+  int64_t last;
+};
+
+// Fixed bags (`fixed`): [b * bag_size, (b + 1) * bag_size). With offsets (`num_offsets`
+// entries, offset(i) reading entry i): [offset(b), offset(b + 1)], the bag without a next
+// entry running to num_indices (include_last_offset or not, the same bounds).
+// REQUIRES: b < bags of a validated plan (core/embedding_bag.h).
+template <typename OffsetAt>
+TC_HOST_DEVICE inline BagSpan BagBounds(int64_t b, bool fixed, int64_t bag_size,
+                                        int64_t num_offsets, int64_t num_indices,
+                                        const OffsetAt& offset) {
+  if (fixed) return BagSpan{b * bag_size, (b + 1) * bag_size};
+  return BagSpan{offset(b), b + 1 < num_offsets ? offset(b + 1) : num_indices};
 }
 
 }  // namespace tensorcompute::core

@@ -16,11 +16,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TC_HOST_DEVICE __host__ __device__
-#else
-#define TC_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace tensorcompute::core {
 
