@@ -5,10 +5,6 @@
 namespace tensorcompute::cuda {
 namespace {
 
-uint64_t AlignUp(uint64_t n) {
-  return (n + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
-}
-
 uint64_t ParamsBytes(const core::GatherPlan& p) {
   return static_cast<uint64_t>(p.batch) * p.outer * p.rows * p.slice_bytes();
 }

@@ -20,13 +20,12 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 
+#include "core/cuda/batch_buffers.h"
 #include "core/cuda/gather_unit.h"
 #include "core/gather_plan.h"
 #include "core/tensor.h"
 
 namespace tensorcompute::cuda {
-
-inline constexpr uint64_t kRegionAlignment = 256;
 
 // Where everything of a batch goes. Built by PlanBatch; offsets as in GatherDesc.
 struct BatchLayout {
@@ -59,14 +58,9 @@ BatchLayout PlanBatch(absl::Span<const core::GatherPlan* const> plans,
 void PackInput(const BatchLayout& layout, absl::Span<const core::TensorView* const> params,
                absl::Span<const core::TensorView* const> indices, uint8_t* dst);
 
-// The host pieces of the input buffer, in buffer order: (source, bytes, offset in buffer),
-// for copying them in chunks through a staging buffer instead of one PackInput. The first
-// piece is the tables (source: `tables`, which PackTables fills).
-struct Piece {
-  const uint8_t* src;
-  uint64_t bytes;
-  uint64_t offset;
-};
+// The host pieces of the input buffer, in buffer order (batch_buffers.h), for copying them in
+// chunks through a staging buffer instead of one PackInput. The first piece is the tables
+// (source: `tables`, which PackTables fills).
 std::vector<Piece> InputPieces(const BatchLayout& layout, const std::vector<uint8_t>& tables,
                                absl::Span<const core::TensorView* const> params,
                                absl::Span<const core::TensorView* const> indices);

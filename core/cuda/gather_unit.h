@@ -2,8 +2,8 @@
 //
 // What the gather kernel does for one work unit, as TC_HOST_DEVICE functions: compiled into
 // the kernel (gather_kernel.cu) and, on the host, into RunBatchOnHost (gather_batch.h), which
-// the CPU tests run over every unit. Only core/index_math.h is included, so nvcc sees no
-// Abseil here.
+// the CPU tests run over every unit. Only core/index_math.h and work_units.h (the flag and
+// FindTask, shared with the EmbeddingBag kernel) are included, so nvcc sees no Abseil here.
 //
 // Work units. Output row r of a task has `chunks_per_row` units of `vector_bytes` each (the
 // widest power of two <= 16 dividing the slice's bytes, so every access is aligned: buffers
@@ -25,15 +25,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/cuda/work_units.h"
 #include "core/index_math.h"
 
-#if defined(__CUDA_ARCH__)
-#define TC_DEVICE_CODE 1
-#endif
-
 namespace tensorcompute::cuda {
-
-inline constexpr uint64_t kNoBadIndex = ~uint64_t{0};
 
 // One task as the kernel sees it. Offsets are bytes into the batch's input / output buffers.
 // A task on a resident table whose copy lives on the batch's device reads its params from
@@ -64,28 +59,6 @@ TC_HOST_DEVICE inline uint32_t VectorBytes(int64_t slice_bytes) {
   uint32_t w = 16;
   while (w > 1 && slice_bytes % w != 0) w >>= 1;
   return w;
-}
-
-// The task that holds `unit`: binary search over unit_begin. REQUIRES: unit < total_units.
-TC_HOST_DEVICE inline int FindTask(const GatherDesc* descs, int num_tasks, uint64_t unit) {
-  int lo = 0, hi = num_tasks - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (descs[mid].unit_begin <= unit) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
-
-TC_HOST_DEVICE inline void LowerFlag(unsigned long long* flag, unsigned long long position) {
-#if defined(TC_DEVICE_CODE)
-  atomicMin(flag, position);
-#else
-  if (position < *flag) *flag = position;
-#endif
 }
 
 template <int W>

@@ -20,10 +20,6 @@ namespace {
 constexpr unsigned kEventFlags = cudaEventDisableTiming | cudaEventBlockingSync;
 constexpr uint64_t kHalfGranularity = 4096;
 
-uint64_t AlignUp(uint64_t n) {
-  return (n + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
-}
-
 // Task i's verdict once its flag is known: OK, or the bad-index error (the same text as the
 // CPU's: core::BadIndexError). A flag past the last index value cannot come from the kernel.
 absl::Status Verdict(const batching::Task& task, uint64_t flag) {

@@ -1,11 +1,15 @@
 #include "tests/testing/random_embedding_bag.h"
 
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 
 #include "core/dtype.h"
+#include "core/half_float.h"
 #include "core/shape.h"
 
 namespace tensorcompute::testing {
@@ -28,6 +32,12 @@ absl::StatusOr<core::Tensor> EmbeddingBagCase::Expected() const {
   if (weights) w = weights->view();
   return core::EmbeddingBag(params.view(), indices.view(), o ? &*o : nullptr, w ? &*w : nullptr,
                             options);
+}
+
+absl::StatusOr<core::EmbeddingBagPlan> EmbeddingBagCase::Plan() const {
+  const core::TensorView o = offsets_view(), w = weights_view();
+  return core::PlanEmbeddingBag(params.view(), indices.view(), offsets ? &o : nullptr,
+                                weights ? &w : nullptr, options);
 }
 
 EmbeddingBagCase RandomEmbeddingBagCase(Rng& rng) {
@@ -66,6 +76,100 @@ EmbeddingBagCase RandomEmbeddingBagCase(Rng& rng) {
         RandomTensor(UniformInt(rng, 0, 1) ? dtype : DataType::kFloat32, c.indices.shape(), rng);
   }
   if (UniformInt(rng, 0, 3) == 0) c.options.padding_idx = UniformInt(rng, -rows, rows - 1);
+  return c;
+}
+
+namespace {
+
+// `v` stored as `dtype` at p (float16/bfloat16 through float, round to nearest even).
+void StoreValue(DataType dtype, double v, uint8_t* p) {
+  switch (dtype) {
+    case DataType::kFloat16: {
+      const uint16_t h = core::FloatToHalf(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    case DataType::kBfloat16: {
+      const uint16_t h = core::FloatToBFloat16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    case DataType::kFloat32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      return;
+    }
+    default:
+      std::memcpy(p, &v, 8);
+  }
+}
+
+// Mostly in [-8, 8]; sometimes NaN, an infinity or a signed zero.
+double RandomValue(Rng& rng) {
+  if (Chance(rng, 0.02)) {
+    const double specials[] = {std::numeric_limits<double>::quiet_NaN(),
+                               std::numeric_limits<double>::infinity(),
+                               -std::numeric_limits<double>::infinity(), -0.0, 0.0};
+    return specials[UniformInt(rng, 0, 4)];
+  }
+  return std::uniform_real_distribution<double>(-8, 8)(rng);
+}
+
+double RandomWeight(Rng& rng) {
+  return Chance(rng, 0.1) ? 0.0 : std::uniform_real_distribution<double>(-2, 2)(rng);
+}
+
+core::Tensor RandomValues(DataType dtype, const core::Shape& shape, Rng& rng,
+                          double (*draw)(Rng&)) {
+  core::Tensor t = *core::Tensor::Allocate(dtype, shape);
+  const size_t es = core::ElementSize(dtype);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    StoreValue(dtype, draw(rng), t.mutable_bytes().data() + i * es);
+  }
+  return t;
+}
+
+DataType RandomIndexType(Rng& rng) {
+  return Chance(rng, 0.5) ? DataType::kInt32 : DataType::kInt64;
+}
+
+}  // namespace
+
+EmbeddingBagCase RandomEmbeddingBagCase(const RandomBagOptions& options, Rng& rng) {
+  EmbeddingBagCase c;
+  c.options.mode = options.mode;
+  c.options.include_last_offset = options.form == BagForm::kIncludeLastOffset;
+  const int64_t rows = UniformInt(rng, 1, options.max_rows);
+  const int64_t dim =
+      Chance(rng, options.zero_dim_probability) ? 0 : UniformInt(rng, 1, options.max_dim);
+  c.params = RandomValues(options.dtype, {rows, dim}, rng, RandomValue);
+
+  std::vector<int64_t> starts = {0};
+  const int64_t fixed_size = UniformInt(rng, 0, options.max_bag_size);
+  for (int64_t b = 0; b < options.bags; ++b) {
+    const int64_t n = options.form == BagForm::kFixed ? fixed_size
+                      : Chance(rng, options.empty_bag_probability)
+                          ? 0
+                          : UniformInt(rng, 1, options.max_bag_size);
+    starts.push_back(starts.back() + n);
+  }
+  std::vector<int64_t> values(starts.back());
+  for (int64_t& v : values) v = UniformInt(rng, -rows, rows - 1);
+  const DataType index_dtype = RandomIndexType(rng);
+  if (options.form == BagForm::kFixed) {
+    c.indices = MakeIndices(index_dtype, {options.bags, fixed_size}, values);
+  } else {
+    c.indices = MakeIndices(index_dtype, {starts.back()}, values);
+    if (!c.options.include_last_offset) starts.pop_back();
+    c.offsets = MakeIndices(RandomIndexType(rng), {static_cast<int64_t>(starts.size())}, starts);
+  }
+  if (options.weighted) {
+    const DataType wd = Chance(rng, 0.5) ? DataType::kFloat32 : options.dtype;
+    c.weights = RandomValues(wd, c.indices.shape(), rng, RandomWeight);
+  }
+  if (Chance(rng, options.padding_probability)) {
+    c.options.padding_idx = UniformInt(rng, -rows, rows - 1);
+  }
   return c;
 }
 

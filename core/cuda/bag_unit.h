@@ -1,0 +1,309 @@
+// File: core/cuda/bag_unit.h
+//
+// What the EmbeddingBag kernel (bag_kernel.cu) does for one work unit, as TC_HOST_DEVICE
+// functions: compiled into the kernel and, on the host, into RunBagBatchOnHost
+// (bag_batch.h), which the CPU tests run over every unit against core::ExecuteEmbeddingBag.
+// Only core/ headers of host-device arithmetic (embedding_bag_math.h, half_float.h,
+// index_math.h) and work_units.h are included, so nvcc sees no Abseil here.
+//
+// Work units. A task of `bags` bags of rows of `dim` elements has bags x chunks_per_bag
+// units: unit u is chunk c = u % chunks_per_bag of bag b = u / chunks_per_bag, the elements
+// [c * kE, min(dim, (c + 1) * kE)) of bag b's output row, kE = BagChunkElements(element size)
+// (16 bytes of elements: 8 float16/bfloat16, 4 float32, 2 float64). Rows of 0 elements still
+// get one unit per bag, which checks the bag's indices and writes nothing. Consecutive units
+// are consecutive 16-byte pieces of an output row and of every row that the bag reads, so a
+// warp's accesses are coalesced; on the device a whole, 16-byte-aligned piece is read with one
+// vector load.
+//
+// Arithmetic. A unit walks its bag's index positions in order (core::BagBounds) and treats
+// each element exactly as the CPU's ExecuteEmbeddingBag does: the same functions of
+// core/embedding_bag_math.h (AccumulateWeighted / AccumulateUnweighted / AccumulateMax,
+// AddWeight, BagDivisor, CanonicalNan), the same conversions (core::Float16Elem & co.,
+// core/half_float.h), in the same order, one rounding to the stored type at the end. Each unit
+// keeps its own copy of the bag's statistics (count, weights), which every unit of the bag computes
+// alike. So the output is byte-identical to the CPU's, whatever the grid.
+//
+// Bad indices: a unit meeting an index value outside [-rows, rows) stops there, writing
+// nothing, and lowers its task's flag (work_units.h) to that flat position of indices. Every
+// unit of a bag meets the bag's first bad position first, and every index belongs to exactly
+// one bag, so the flag ends at the task's lowest bad position: the one the CPU reports.
+//
+// Thread-safety: pure functions; the flag update is atomic on the device.
+
+#ifndef TENSORCOMPUTE_CORE_CUDA_BAG_UNIT_H_
+#define TENSORCOMPUTE_CORE_CUDA_BAG_UNIT_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/cuda/work_units.h"
+#include "core/embedding_bag_math.h"
+#include "core/index_math.h"
+
+#if defined(TC_DEVICE_CODE)
+#define TC_BAG_UNROLL _Pragma("unroll")
+#else
+#define TC_BAG_UNROLL
+#endif
+
+namespace tensorcompute::cuda {
+
+// The stored type of a task's params (and output).
+enum BagElemType : uint8_t {
+  kBagFloat16 = 0,
+  kBagBfloat16 = 1,
+  kBagFloat32 = 2,
+  kBagFloat64 = 3,
+};
+
+// The stored type of a task's per-sample weights.
+enum BagWeights : uint8_t {
+  kBagUnweighted = 0,
+  kBagWeightsFloat32 = 1,
+  kBagWeightsLikeParams = 2,
+};
+
+// One task as the kernel sees it. Offsets are bytes into the batch's input / output buffers.
+// params_address: the device address of a resident table's copy on the batch's device (the
+// input buffer then has no params region for the task, and params_offset is unused), or 0.
+struct BagDesc {
+  uint64_t params_offset;
+  uint64_t params_address;
+  uint64_t indices_offset;
+  uint64_t offsets_offset;  // unused for fixed bags
+  uint64_t weights_offset;  // unused without weights
+  uint64_t output_offset;
+  uint64_t unit_begin;      // first work unit of this task in the batch
+  uint64_t units;           // bags x chunks_per_bag
+  uint64_t chunks_per_bag;  // BagChunksPerBag(dim, element size)
+  int64_t rows;             // EmbeddingBagPlan fields
+  int64_t dim;
+  int64_t num_indices;
+  int64_t num_offsets;   // entries of offsets; 0 for fixed bags
+  int64_t bag_size;      // fixed bags: indices per bag
+  int64_t padding_row;   // -1: none
+  uint8_t elem;          // BagElemType
+  uint8_t mode;          // core::EmbeddingBagMode
+  uint8_t index_bytes;   // 4 (int32) or 8 (int64)
+  uint8_t offset_bytes;  // 4 or 8; 0: fixed bags
+  uint8_t weights;       // BagWeights
+  uint8_t reserved[3];
+};
+// The host writes the table that the device reads: one layout for both compilers.
+static_assert(sizeof(BagDesc) == 128, "BagDesc must have no padding surprises");
+
+// Elements of one unit: 16 bytes' worth. REQUIRES: element_size is 2, 4 or 8.
+TC_HOST_DEVICE inline int64_t BagChunkElements(int64_t element_size) { return 16 / element_size; }
+
+// Units per bag: ceil(dim / BagChunkElements), at least 1 (a bag's indices are checked even
+// when its rows are empty).
+TC_HOST_DEVICE inline uint64_t BagChunksPerBag(int64_t dim, int64_t element_size) {
+  const int64_t e = BagChunkElements(element_size);
+  const int64_t chunks = (dim + e - 1) / e;
+  return chunks > 0 ? static_cast<uint64_t>(chunks) : 1;
+}
+
+// --- implementation details below ---
+
+namespace bag_internal {
+
+template <int kSize>
+struct Bits;
+template <>
+struct Bits<2> {
+  using T = uint16_t;
+};
+template <>
+struct Bits<4> {
+  using T = uint32_t;
+};
+template <>
+struct Bits<8> {
+  using T = uint64_t;
+};
+
+// Value i of an int32 (bytes 4) or int64 (bytes 8) array. Regions are aligned on the device,
+// so a plain load there; any address on the host.
+TC_HOST_DEVICE inline int64_t LoadIndexAt(const uint8_t* data, int bytes, int64_t i) {
+#if defined(TC_DEVICE_CODE)
+  return bytes == 4 ? static_cast<int64_t>(reinterpret_cast<const int32_t*>(data)[i])
+                    : reinterpret_cast<const int64_t*>(data)[i];
+#else
+  if (bytes == 4) {
+    int32_t v;
+    std::memcpy(&v, data + i * 4, 4);
+    return v;
+  }
+  int64_t v;
+  std::memcpy(&v, data + i * 8, 8);
+  return v;
+#endif
+}
+
+// The element at `p` as Elem::Acc: on the device an aligned load of its bits (Elem::Load's
+// memcpy from an address of unknown alignment would go byte by byte), then Elem::Load.
+template <typename Elem>
+TC_HOST_DEVICE inline typename Elem::Acc LoadElem(const uint8_t* p) {
+#if defined(TC_DEVICE_CODE)
+  using B = typename Bits<Elem::kSize>::T;
+  const B bits = *reinterpret_cast<const B*>(p);
+  return Elem::Load(reinterpret_cast<const uint8_t*>(&bits));
+#else
+  return Elem::Load(p);
+#endif
+}
+
+template <typename Elem>
+TC_HOST_DEVICE inline void StoreElem(uint8_t* p, typename Elem::Acc v) {
+#if defined(TC_DEVICE_CODE)
+  using B = typename Bits<Elem::kSize>::T;
+  B bits;
+  Elem::Store(reinterpret_cast<uint8_t*>(&bits), v);
+  *reinterpret_cast<B*>(p) = bits;
+#else
+  Elem::Store(p, v);
+#endif
+}
+
+// Elements [0, n) of a unit's piece of a row into x (n <= kE).
+template <typename Elem, int kE>
+TC_HOST_DEVICE inline void LoadPiece(const uint8_t* src, int n, typename Elem::Acc* x) {
+#if defined(TC_DEVICE_CODE)
+  if (n == kE && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(src);
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&raw);
+    TC_BAG_UNROLL
+    for (int k = 0; k < kE; ++k) x[k] = Elem::Load(bytes + k * Elem::kSize);
+    return;
+  }
+#endif
+  TC_BAG_UNROLL
+  for (int k = 0; k < kE; ++k) {
+    if (k < n) x[k] = LoadElem<Elem>(src + k * Elem::kSize);
+  }
+}
+
+// How a bag's rows go into the accumulators (as in core/embedding_bag.cc): kWeighted (fma
+// with the row's weight), kMax, or kPlain (a sum, for SUM, MEAN and SQRTN without weights).
+enum class Reduce { kPlain, kWeighted, kMax };
+
+template <typename Elem, Reduce kReduce>
+TC_HOST_DEVICE inline void BagUnitOf(const BagDesc& d, uint64_t u, const uint8_t* in, uint8_t* out,
+                                     unsigned long long* flag) {
+  using Acc = typename Elem::Acc;
+  constexpr int kSize = Elem::kSize;
+  constexpr int kE = 16 / kSize;
+  const uint64_t b = u / d.chunks_per_bag;
+  const int64_t e0 = static_cast<int64_t>(u - b * d.chunks_per_bag) * kE;
+  const int64_t left = d.dim - e0;
+  const int n = left >= kE ? kE : (left > 0 ? static_cast<int>(left) : 0);
+  const uint8_t* params = d.params_address != 0 ? reinterpret_cast<const uint8_t*>(d.params_address)
+                                                : in + d.params_offset;
+  const uint8_t* indices = in + d.indices_offset;
+  const uint8_t* offsets = in + d.offsets_offset;
+  const uint8_t* weights = in + d.weights_offset;
+  const int offset_bytes = d.offset_bytes;
+  const core::BagSpan span = core::BagBounds(
+      static_cast<int64_t>(b), offset_bytes == 0, d.bag_size, d.num_offsets, d.num_indices,
+      [offsets, offset_bytes](int64_t i) { return LoadIndexAt(offsets, offset_bytes, i); });
+  const int64_t row_bytes = d.dim * kSize;
+  const auto mode = static_cast<core::EmbeddingBagMode>(d.mode);
+
+  Acc acc[kE];
+  TC_BAG_UNROLL
+  for (int k = 0; k < kE; ++k) acc[k] = Acc(0);
+  core::BagStats<Acc> stats;
+  for (int64_t i = span.first; i < span.last; ++i) {
+    int64_t row;
+    if (!core::NormalizeIndex(LoadIndexAt(indices, d.index_bytes, i), d.rows, &row)) {
+      LowerFlag(flag, static_cast<unsigned long long>(i));
+      return;
+    }
+    if (core::IsPaddingRow(row, d.padding_row)) continue;
+    Acc x[kE];
+    TC_BAG_UNROLL
+    for (int k = 0; k < kE; ++k) x[k] = Acc(0);
+    LoadPiece<Elem, kE>(params + row * row_bytes + e0 * kSize, n, x);
+    if constexpr (kReduce == Reduce::kWeighted) {
+      const Acc w = d.weights == kBagWeightsFloat32
+                        ? static_cast<Acc>(LoadElem<core::NativeElem<float>>(weights + i * 4))
+                        : LoadElem<Elem>(weights + i * kSize);
+      core::AddWeight(stats, w);
+      TC_BAG_UNROLL
+      for (int k = 0; k < kE; ++k) {
+        if (k < n) acc[k] = core::AccumulateWeighted(acc[k], w, x[k]);
+      }
+    } else if constexpr (kReduce == Reduce::kMax) {
+      const bool first_row = stats.count == 0;
+      ++stats.count;
+      TC_BAG_UNROLL
+      for (int k = 0; k < kE; ++k) {
+        if (k < n) acc[k] = core::AccumulateMax(acc[k], x[k], first_row);
+      }
+    } else {
+      ++stats.count;
+      TC_BAG_UNROLL
+      for (int k = 0; k < kE; ++k) {
+        if (k < n) acc[k] = core::AccumulateUnweighted(acc[k], x[k]);
+      }
+    }
+  }
+  // core::BagResult, with the divisor computed once for the piece (as the CPU does per bag).
+  uint8_t* to = out + d.output_offset + b * row_bytes + e0 * kSize;
+  if (stats.count == 0) {
+    TC_BAG_UNROLL
+    for (int k = 0; k < kE; ++k) {
+      if (k < n) StoreElem<Elem>(to + k * kSize, Acc(0));
+    }
+  } else if (core::ModeDivides(mode)) {
+    const Acc divisor = core::BagDivisor(mode, kReduce == Reduce::kWeighted, stats);
+    TC_BAG_UNROLL
+    for (int k = 0; k < kE; ++k) {
+      if (k < n) StoreElem<Elem>(to + k * kSize, core::CanonicalNan(acc[k] / divisor));
+    }
+  } else {
+    TC_BAG_UNROLL
+    for (int k = 0; k < kE; ++k) {
+      if (k < n) StoreElem<Elem>(to + k * kSize, core::CanonicalNan(acc[k]));
+    }
+  }
+}
+
+template <typename Elem>
+TC_HOST_DEVICE inline void BagUnitFor(const BagDesc& d, uint64_t u, const uint8_t* in, uint8_t* out,
+                                      unsigned long long* flag) {
+  if (d.weights != kBagUnweighted) {
+    BagUnitOf<Elem, Reduce::kWeighted>(d, u, in, out, flag);
+  } else if (d.mode == static_cast<uint8_t>(core::EmbeddingBagMode::kMax)) {
+    BagUnitOf<Elem, Reduce::kMax>(d, u, in, out, flag);
+  } else {
+    BagUnitOf<Elem, Reduce::kPlain>(d, u, in, out, flag);
+  }
+}
+
+}  // namespace bag_internal
+
+// Computes work unit `u` (0 <= u < d.units) of task `d`: one piece of one bag's output row,
+// after checking the bag's index values in order. `in`/`out` are the batch's buffers; `flag`
+// the task's bad-index flag.
+TC_HOST_DEVICE inline void BagUnit(const BagDesc& d, uint64_t u, const uint8_t* in, uint8_t* out,
+                                   unsigned long long* flag) {
+  switch (d.elem) {
+    case kBagFloat16:
+      bag_internal::BagUnitFor<core::Float16Elem>(d, u, in, out, flag);
+      break;
+    case kBagBfloat16:
+      bag_internal::BagUnitFor<core::BFloat16Elem>(d, u, in, out, flag);
+      break;
+    case kBagFloat32:
+      bag_internal::BagUnitFor<core::NativeElem<float>>(d, u, in, out, flag);
+      break;
+    default:
+      bag_internal::BagUnitFor<core::NativeElem<double>>(d, u, in, out, flag);
+      break;
+  }
+}
+
+}  // namespace tensorcompute::cuda
+
+#endif  // TENSORCOMPUTE_CORE_CUDA_BAG_UNIT_H_

@@ -1,0 +1,54 @@
+// File: core/cuda/work_units.h
+//
+// What the batch kernels (gather_unit.h, bag_unit.h) share, as TC_HOST_DEVICE functions
+// compiled into the kernels and into their host twins: the "no bad index" flag value, the
+// atomic lowering of a task's flag, and finding the task that holds a work unit. A batch's
+// units are numbered across its tasks; each descriptor's unit_begin says where its own start.
+// No CUDA runtime calls and no Abseil here.
+//
+// Thread-safety: pure functions; the flag update is atomic on the device.
+
+#ifndef TENSORCOMPUTE_CORE_CUDA_WORK_UNITS_H_
+#define TENSORCOMPUTE_CORE_CUDA_WORK_UNITS_H_
+
+#include <cstdint>
+
+#include "core/host_device.h"
+
+#if defined(__CUDA_ARCH__)
+#define TC_DEVICE_CODE 1
+#endif
+
+namespace tensorcompute::cuda {
+
+// A task's flag before any bad index was met (the output buffer's flags start so).
+inline constexpr uint64_t kNoBadIndex = ~uint64_t{0};
+
+// The task that holds `unit`: binary search over the descriptors' unit_begin (`Desc` is
+// GatherDesc or BagDesc). REQUIRES: num_tasks >= 1; unit < the batch's total units.
+template <typename Desc>
+TC_HOST_DEVICE inline int FindTask(const Desc* descs, int num_tasks, uint64_t unit) {
+  int lo = 0, hi = num_tasks - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (descs[mid].unit_begin <= unit) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// *flag = min(*flag, position): atomically on the device, plainly on the host.
+TC_HOST_DEVICE inline void LowerFlag(unsigned long long* flag, unsigned long long position) {
+#if defined(TC_DEVICE_CODE)
+  atomicMin(flag, position);
+#else
+  if (position < *flag) *flag = position;
+#endif
+}
+
+}  // namespace tensorcompute::cuda
+
+#endif  // TENSORCOMPUTE_CORE_CUDA_WORK_UNITS_H_

@@ -1,0 +1,308 @@
+// The CUDA EmbeddingBag path without a GPU: PlanBagBatch's layout, PackBagInput /
+// UnpackBagTask, and RunBagBatchOnHost, which runs the kernel's per-unit code (bag_unit.h)
+// over every unit of a batch on the CPU. Random batches over every mode, params dtype, index
+// and offsets dtype, weights or not, offsets (with and without include_last_offset) and fixed
+// bags, empty bags, padding_idx, negative indices and 1 to 4096 bags must give
+// core::ExecuteEmbeddingBag's bytes exactly, and out-of-range indices its exact error.
+// Resident params (a table's device copy; here a host pointer standing for the device
+// address) take no space in the input buffer and are read in place.
+
+#include "core/cuda/bag_batch.h"
+
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "core/embedding_bag.h"
+#include "tests/testing/random_embedding_bag.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tensorcompute::cuda {
+namespace {
+
+using core::DataType;
+using core::EmbeddingBagMode;
+using testing::BagForm;
+using testing::EmbeddingBagCase;
+using testing::IsOk;
+using testing::RandomBagOptions;
+using testing::Rng;
+
+constexpr DataType kFloatTypes[] = {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat32,
+                                    DataType::kFloat64};
+constexpr EmbeddingBagMode kModes[] = {EmbeddingBagMode::kSum, EmbeddingBagMode::kMean,
+                                       EmbeddingBagMode::kMax, EmbeddingBagMode::kSqrtn};
+constexpr BagForm kForms[] = {BagForm::kOffsets, BagForm::kIncludeLastOffset, BagForm::kFixed};
+
+// Runs `requests` as one batch through the host twin of the device pass; returns each task's
+// result. Tasks marked in `resident` read their params in place (the host pointer stands for
+// the device address of a resident copy). `input_bytes`, if given, receives the buffer's size.
+std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<EmbeddingBagCase>& requests,
+                                                   const std::vector<bool>& resident = {},
+                                                   uint64_t* input_bytes = nullptr) {
+  const size_t n = requests.size();
+  std::vector<core::EmbeddingBagPlan> plans(n);
+  std::vector<core::TensorView> params(n), indices(n), offsets(n), weights(n);
+  std::vector<BagTaskInputs> tasks(n);
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<core::EmbeddingBagPlan> plan = requests[i].Plan();
+    EXPECT_THAT(plan, IsOk()) << requests[i].DebugString();
+    if (!plan.ok()) return {};
+    plans[i] = *std::move(plan);
+    params[i] = requests[i].params.view();
+    indices[i] = requests[i].indices.view();
+    offsets[i] = requests[i].offsets_view();
+    weights[i] = requests[i].weights_view();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    tasks[i].plan = &plans[i];
+    tasks[i].params = &params[i];
+    tasks[i].indices = &indices[i];
+    tasks[i].offsets = plans[i].fixed_bags() ? nullptr : &offsets[i];
+    tasks[i].weights = plans[i].weighted() ? &weights[i] : nullptr;
+    if (i < resident.size() && resident[i]) tasks[i].resident_params = params[i].data.data();
+  }
+  const BagLayout layout = PlanBagBatch(tasks);
+  if (input_bytes != nullptr) *input_bytes = layout.input_bytes;
+  // Garbage around every region, as fresh device memory would hold.
+  std::vector<uint8_t> input(layout.input_bytes, 0xAB), output(layout.output_bytes, 0xCD);
+  PackBagInput(layout, tasks, input.data());
+  ResetBagFlags(layout, output.data());
+  RunBagBatchOnHost(layout, input.data(), output.data());
+  std::vector<absl::StatusOr<core::Tensor>> results;
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<core::Tensor> out =
+        core::Tensor::Allocate(plans[i].dtype, plans[i].output_shape);
+    const absl::Status status = UnpackBagTask(layout, static_cast<int>(i), tasks[i], output.data(),
+                                              out->mutable_bytes().data());
+    if (status.ok()) {
+      results.push_back(*std::move(out));
+    } else {
+      results.push_back(status);
+    }
+  }
+  return results;
+}
+
+// Whether the host twin's answer is the CPU's: the same error, or the same bytes.
+::testing::AssertionResult SameAsCpu(const absl::StatusOr<core::Tensor>& got,
+                                     const EmbeddingBagCase& request) {
+  const absl::StatusOr<core::Tensor> cpu = request.Expected();
+  if (got.ok() != cpu.ok() || (!got.ok() && got.status() != cpu.status())) {
+    return ::testing::AssertionFailure()
+           << request.DebugString() << "\n twin: " << got.status() << "\n  cpu: " << cpu.status();
+  }
+  if (got.ok() && !core::IdenticalTensors(got->view(), cpu->view())) {
+    return ::testing::AssertionFailure()
+           << request.DebugString() << ": the twin's bytes differ from the CPU's";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(BagChunks, SixteenBytesOfElementsPerUnitAndOneUnitForEmptyRows) {
+  EXPECT_EQ(BagChunkElements(2), 8);
+  EXPECT_EQ(BagChunkElements(4), 4);
+  EXPECT_EQ(BagChunkElements(8), 2);
+  EXPECT_EQ(BagChunksPerBag(64, 4), 16u);
+  EXPECT_EQ(BagChunksPerBag(65, 4), 17u);
+  EXPECT_EQ(BagChunksPerBag(1, 2), 1u);
+  EXPECT_EQ(BagChunksPerBag(3, 8), 2u);
+  EXPECT_EQ(BagChunksPerBag(0, 4), 1u);
+}
+
+TEST(PlanBagBatch, RegionsAreAlignedAndInBufferOrder) {
+  Rng rng(1);
+  std::vector<EmbeddingBagCase> requests;
+  for (BagForm form : kForms) {
+    RandomBagOptions options;
+    options.form = form;
+    options.weighted = true;
+    options.bags = 5;
+    requests.push_back(RandomEmbeddingBagCase(options, rng));
+  }
+  std::vector<core::EmbeddingBagPlan> plans;
+  for (const EmbeddingBagCase& r : requests) plans.push_back(*r.Plan());
+  std::vector<core::TensorView> views;
+  views.reserve(4 * requests.size());
+  std::vector<BagTaskInputs> tasks;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    BagTaskInputs t;
+    t.plan = &plans[i];
+    t.params = &views.emplace_back(requests[i].params.view());
+    t.indices = &views.emplace_back(requests[i].indices.view());
+    const core::TensorView& o = views.emplace_back(requests[i].offsets_view());
+    t.offsets = plans[i].fixed_bags() ? nullptr : &o;
+    t.weights = &views.emplace_back(requests[i].weights_view());
+    tasks.push_back(t);
+  }
+  const BagLayout layout = PlanBagBatch(tasks);
+  uint64_t in = 0, out = 0, units = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const BagDesc& d = layout.descs[i];
+    for (uint64_t offset :
+         {d.params_offset, d.indices_offset, d.offsets_offset, d.weights_offset, d.output_offset}) {
+      EXPECT_EQ(offset % kRegionAlignment, 0u);
+    }
+    EXPECT_GE(d.params_offset, in);
+    EXPECT_GE(d.indices_offset, d.params_offset + tasks[i].params->data.size());
+    EXPECT_GE(d.offsets_offset, d.indices_offset + tasks[i].indices->data.size());
+    EXPECT_GE(d.weights_offset,
+              d.offsets_offset + (d.offset_bytes == 0 ? 0 : tasks[i].offsets->data.size()));
+    in = d.weights_offset + tasks[i].weights->data.size();
+    EXPECT_GE(d.output_offset, out);
+    out = d.output_offset + plans[i].output_bytes;
+    EXPECT_EQ(d.unit_begin, units);
+    EXPECT_EQ(d.units, static_cast<uint64_t>(plans[i].bags) * d.chunks_per_bag);
+    units += d.units;
+    EXPECT_EQ(d.offset_bytes == 0, plans[i].fixed_bags());
+  }
+  EXPECT_LE(in, layout.input_bytes);
+  EXPECT_LE(out, layout.output_bytes);
+  EXPECT_EQ(layout.total_units, units);
+}
+
+// Every mode x dtype x weights x form, 1 to 4096 bags: one batch of seven tasks per
+// combination, the twin's bytes equal to core::ExecuteEmbeddingBag's.
+TEST(RunBagBatchOnHost, RandomBatchesGiveTheCpusBytes) {
+  Rng rng(0xe3b);
+  const int64_t bag_counts[] = {1, 2, 3, 7, 33, 130, 4096};
+  int checked = 0;
+  for (EmbeddingBagMode mode : kModes) {
+    for (DataType dtype : kFloatTypes) {
+      for (bool weighted : {false, true}) {
+        if (weighted && mode == EmbeddingBagMode::kMax) continue;
+        for (BagForm form : kForms) {
+          std::vector<EmbeddingBagCase> requests;
+          for (int64_t bags : bag_counts) {
+            RandomBagOptions options;
+            options.mode = mode;
+            options.dtype = dtype;
+            options.weighted = weighted;
+            options.form = form;
+            options.bags = bags;
+            options.zero_dim_probability = 0.05;
+            if (bags == 4096) options.max_dim = 20;  // keeps the test under a second
+            requests.push_back(RandomEmbeddingBagCase(options, rng));
+          }
+          const std::vector<absl::StatusOr<core::Tensor>> got = RunBatch(requests);
+          ASSERT_EQ(got.size(), requests.size());
+          for (size_t i = 0; i < requests.size(); ++i) {
+            ASSERT_THAT(got[i], IsOk()) << requests[i].DebugString();
+            ASSERT_TRUE(SameAsCpu(got[i], requests[i]));
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, (4 * 4 * 2 - 4) * 3 * 7);
+  std::cout << "random EmbeddingBag tasks checked on the host twin: " << checked << std::endl;
+}
+
+// Wide rows (several units per bag, a partial last unit) and long bags.
+TEST(RunBagBatchOnHost, WideRowsAndLongBags) {
+  Rng rng(0x1de);
+  std::vector<EmbeddingBagCase> requests;
+  for (int i = 0; i < 24; ++i) {
+    RandomBagOptions options;
+    options.mode = kModes[i % 4];
+    options.dtype = kFloatTypes[(i / 4) % 4];
+    options.weighted = i % 3 == 0 && options.mode != EmbeddingBagMode::kMax;
+    options.form = kForms[i % 3];
+    options.bags = testing::UniformInt(rng, 1, 40);
+    options.max_dim = 300;
+    options.max_bag_size = 64;
+    requests.push_back(RandomEmbeddingBagCase(options, rng));
+  }
+  const std::vector<absl::StatusOr<core::Tensor>> got = RunBatch(requests);
+  ASSERT_EQ(got.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) ASSERT_TRUE(SameAsCpu(got[i], requests[i]));
+}
+
+// Out-of-range values at random positions (and always a later one): each task's error is the
+// CPU's, naming its lowest bad position; the other tasks of the batch are unaffected.
+TEST(RunBagBatchOnHost, BadIndicesGiveTheCpusError) {
+  Rng rng(0xbad);
+  int bad = 0;
+  for (int round = 0; round < 12; ++round) {
+    std::vector<EmbeddingBagCase> requests;
+    for (int i = 0; i < 16; ++i) {
+      RandomBagOptions options;
+      options.mode = kModes[i % 4];
+      options.dtype = kFloatTypes[(i + round) % 4];
+      options.weighted = i % 2 == 1 && options.mode != EmbeddingBagMode::kMax;
+      options.form = kForms[(i + round) % 3];
+      options.bags = testing::UniformInt(rng, 1, round % 2 ? 600 : 12);
+      options.zero_dim_probability = 0.1;
+      EmbeddingBagCase r = RandomEmbeddingBagCase(options, rng);
+      const int64_t n = r.indices.num_elements();
+      if (i % 3 != 2 && n > 0) {
+        const int64_t rows = r.params.shape()[0];
+        const int64_t pos = testing::UniformInt(rng, 0, n - 1);
+        testing::SetIndexValue(r.indices, pos,
+                               testing::RandomOutOfRangeValue(rows, r.indices.dtype(), rng));
+        if (pos + 1 < n) testing::SetIndexValue(r.indices, n - 1, -rows - 1);
+        ++bad;
+      }
+      requests.push_back(std::move(r));
+    }
+    const std::vector<absl::StatusOr<core::Tensor>> got = RunBatch(requests);
+    ASSERT_EQ(got.size(), requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) ASSERT_TRUE(SameAsCpu(got[i], requests[i]));
+  }
+  EXPECT_GT(bad, 100);
+}
+
+TEST(RunBagBatchOnHost, TheErrorHasTheCpusWords) {
+  std::vector<EmbeddingBagCase> requests(2);
+  requests[0].params = testing::MakeTensor<float>({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  requests[0].indices = testing::MakeIndices(DataType::kInt32, {2, 3}, {0, 1, 2, 3, -5, 9});
+  requests[1].params = requests[0].params.Clone();
+  requests[1].indices = testing::MakeIndices(DataType::kInt64, {4}, {3, -4, 1, 4});
+  requests[1].offsets = testing::MakeIndices(DataType::kInt32, {2}, {0, 2});
+  const std::vector<absl::StatusOr<core::Tensor>> got = RunBatch(requests);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_THAT(got[0], testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                        ::testing::Eq("indices[1,1] = -5 is not in [-4, 4)")));
+  EXPECT_THAT(got[1], testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                        ::testing::Eq("indices[3] = 4 is not in [-4, 4)")));
+  for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(SameAsCpu(got[i], requests[i]));
+}
+
+// Resident params are read in place and take no room in the input buffer.
+TEST(RunBagBatchOnHost, ResidentParamsAreReadInPlace) {
+  Rng rng(0x7ab1e);
+  std::vector<EmbeddingBagCase> requests;
+  for (int i = 0; i < 8; ++i) {
+    RandomBagOptions options;
+    options.mode = kModes[i % 4];
+    options.dtype = kFloatTypes[i % 4];
+    options.form = kForms[i % 3];
+    options.bags = 50;
+    options.max_rows = 400;
+    requests.push_back(RandomEmbeddingBagCase(options, rng));
+  }
+  uint64_t inline_bytes = 0, resident_bytes = 0;
+  const std::vector<absl::StatusOr<core::Tensor>> inline_got =
+      RunBatch(requests, {}, &inline_bytes);
+  const std::vector<absl::StatusOr<core::Tensor>> resident_got =
+      RunBatch(requests, std::vector<bool>(requests.size(), true), &resident_bytes);
+  ASSERT_EQ(resident_got.size(), requests.size());
+  uint64_t params_bytes = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_TRUE(SameAsCpu(inline_got[i], requests[i]));
+    ASSERT_TRUE(SameAsCpu(resident_got[i], requests[i]));
+    params_bytes += requests[i].params.bytes().size();
+  }
+  EXPECT_GE(inline_bytes - resident_bytes, params_bytes);
+}
+
+}  // namespace
+}  // namespace tensorcompute::cuda
