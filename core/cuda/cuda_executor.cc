@@ -23,7 +23,10 @@ constexpr int64_t kMinStagingBytes = int64_t{64} << 10;
 
 // Whether the GPU can compute `task` at all; the rest goes to the fallback executor.
 bool GpuKind(const batching::Task& task) {
-  if (task.gather() == nullptr) return false;
+  if (const core::EmbeddingBagPlan* bag = task.bag()) {
+    // No rows to reduce: only the index values need checking, which the CPU does at once.
+    return bag->bags > 0 && bag->dim > 0;
+  }
   const core::GatherPlan& plan = *task.gather();
   switch (plan.element_size) {
     case 1:
@@ -39,10 +42,12 @@ bool GpuKind(const batching::Task& task) {
   return plan.output_rows() > 0 && plan.slice > 0;
 }
 
-// Whether a task of GpuKind fits max_task_bytes on device `ordinal`: its params count unless
-// they are a resident copy on that device (they do not travel then).
+// Whether a task of GpuKind fits max_task_bytes on device `ordinal`: what travels (indices,
+// offsets, weights, output) and its params unless they are a resident copy on that device.
 bool GpuFits(const batching::Task& task, int ordinal, int64_t max_task_bytes) {
-  int64_t bytes = static_cast<int64_t>(task.indices.data.size()) + task.gather()->output_bytes;
+  int64_t bytes = static_cast<int64_t>(task.indices.data.size() + task.offsets.data.size() +
+                                       task.weights.data.size()) +
+                  batching::OutputBytes(task.plan);
   if (ResidentParams(task, ordinal) == nullptr) {
     bytes += static_cast<int64_t>(task.params.data.size());
   }
@@ -98,6 +103,8 @@ class CudaExecutor::Impl {
   absl::Status Init(const std::vector<int>& ordinals);
 
   void Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done);
+  // The slot for the GPU tasks `gpu` of a Run, or nullptr when none is in service.
+  StreamSlot* PickSlot(const batching::Batch& gpu);
   void DeviceLost(DeviceState& device, const absl::Status& error);
 
   const CudaExecutorOptions options_;
@@ -149,7 +156,8 @@ absl::Status CudaExecutor::Impl::Init(const std::vector<int>& ordinals) {
 
 void CudaExecutor::Impl::Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) {
   auto state = std::make_shared<RunState>(std::move(batch_done));
-  batching::Batch gpu, cpu;
+  // Gathers and pooled lookups make separate device passes (one launch each).
+  batching::Batch gathers, bags, cpu;
   const absl::Time now = absl::Now();
   for (std::unique_ptr<batching::Task>& task : batch) {
     if (!GpuKind(*task)) {
@@ -157,51 +165,63 @@ void CudaExecutor::Impl::Run(batching::Batch batch, absl::AnyInvocable<void() &&
       continue;
     }
     absl::Status wanted = batching::CheckStillWanted(*task, now);
-    if (wanted.ok()) {
-      gpu.push_back(std::move(task));
-    } else {
+    if (!wanted.ok()) {
       std::move(task->done)(std::move(wanted));
+    } else if (task->bag() != nullptr) {
+      bags.push_back(std::move(task));
+    } else {
+      gathers.push_back(std::move(task));
     }
   }
   batch.clear();
 
-  // The least loaded slot of a device in service, starting the scan at a rotating slot so
-  // that ties spread over devices and streams; on the device that holds the batch's resident
-  // tables when one of its slots is in service.
-  StreamSlot* slot = nullptr;
-  if (!gpu.empty() && !stopping_.load()) {
-    const int preferred = PreferredDevice(gpu);
-    const uint64_t start = next_slot_.fetch_add(1, std::memory_order_relaxed);
-    for (bool on_preferred : {true, false}) {
-      if (on_preferred && preferred < 0) continue;
-      for (size_t i = 0; i < slots_.size(); ++i) {
-        StreamSlot* candidate = slots_[(start + i) % slots_.size()].get();
-        if (candidate->device().lost.load()) continue;
-        if (on_preferred && candidate->device().ordinal != preferred) continue;
-        if (slot == nullptr || candidate->load() < slot->load()) slot = candidate;
+  std::vector<SlotWork> works;
+  std::vector<StreamSlot*> work_slots;
+  for (batching::Batch* gpu : {&gathers, &bags}) {
+    if (gpu->empty()) continue;
+    StreamSlot* slot = PickSlot(*gpu);
+    batching::Batch on_slot;
+    for (std::unique_ptr<batching::Task>& task : *gpu) {
+      if (slot != nullptr && GpuFits(*task, slot->device().ordinal, options_.max_task_bytes)) {
+        on_slot.push_back(std::move(task));
+      } else {
+        cpu.push_back(std::move(task));
       }
-      if (slot != nullptr) break;
     }
+    gpu->clear();
+    if (on_slot.empty()) continue;
+    works.push_back(SlotWork{std::move(on_slot), [state] { state->PartDone(); }});
+    work_slots.push_back(slot);
   }
-  batching::Batch on_slot;
-  for (std::unique_ptr<batching::Task>& task : gpu) {
-    if (slot != nullptr && GpuFits(*task, slot->device().ordinal, options_.max_task_bytes)) {
-      on_slot.push_back(std::move(task));
-    } else {
-      cpu.push_back(std::move(task));
-    }
-  }
-  gpu.clear();
 
-  state->parts = (on_slot.empty() ? 0 : 1) + (cpu.empty() ? 0 : 1);
+  state->parts = static_cast<int>(works.size()) + (cpu.empty() ? 0 : 1);
   if (state->parts == 0) {
     std::move(state->batch_done)();
     return;
   }
   if (!cpu.empty()) options_.fallback->Run(std::move(cpu), [state] { state->PartDone(); });
-  if (!on_slot.empty()) {
-    slot->Enqueue(SlotWork{std::move(on_slot), [state] { state->PartDone(); }});
+  for (size_t i = 0; i < works.size(); ++i) work_slots[i]->Enqueue(std::move(works[i]));
+}
+
+StreamSlot* CudaExecutor::Impl::PickSlot(const batching::Batch& gpu) {
+  // The least loaded slot of a device in service, starting the scan at a rotating slot so
+  // that ties spread over devices and streams; on the device that holds the batch's resident
+  // tables when one of its slots is in service.
+  if (stopping_.load()) return nullptr;
+  StreamSlot* slot = nullptr;
+  const int preferred = PreferredDevice(gpu);
+  const uint64_t start = next_slot_.fetch_add(1, std::memory_order_relaxed);
+  for (bool on_preferred : {true, false}) {
+    if (on_preferred && preferred < 0) continue;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      StreamSlot* candidate = slots_[(start + i) % slots_.size()].get();
+      if (candidate->device().lost.load()) continue;
+      if (on_preferred && candidate->device().ordinal != preferred) continue;
+      if (slot == nullptr || candidate->load() < slot->load()) slot = candidate;
+    }
+    if (slot != nullptr) break;
   }
+  return slot;
 }
 
 void CudaExecutor::Impl::DeviceLost(DeviceState& device, const absl::Status& error) {

@@ -5,9 +5,14 @@
 // is 0 and whose Create() returns UNIMPLEMENTED, so callers need no #ifdefs.
 //
 // One batch, one round trip: the batch's GPU tasks are laid out by PlanBatch
-// (gather_batch.h), their inputs copied host -> device in one transfer (chunked through the
-// stream's pinned staging buffer when larger), computed by one kernel launch over a descriptor
-// table of all of them, and their outputs and bad-index flags copied back in one transfer.
+// (gather_batch.h, gathers) or PlanBagBatch (bag_batch.h, pooled EmbeddingBag lookups), their
+// inputs copied host -> device in one transfer (chunked through the stream's pinned staging
+// buffer when larger), computed by one kernel launch over a descriptor table of all of them,
+// and their outputs and bad-index flags copied back in one transfer. A batch holding both
+// gathers and lookups is split: the gathers make one such pass and the lookups another (each
+// on the least loaded slot; they may overlap on two streams), so that each kernel stays simple.
+// A lookup's result is byte-identical to core::ExecuteEmbeddingBag's (bag_unit.h), and its
+// bad-index error has the CPU's words.
 // Each stream slot (streams_per_device on every device used) runs one batch at a time on its
 // own worker thread, so copies and kernels of different batches overlap across streams.
 // Device memory comes from the device's stream-ordered pool (cudaMallocAsync with the release
@@ -16,15 +21,17 @@
 // Resident tables (core/tensor_registry.h): a task whose Task::table has a device copy
 // (CudaUploadTable) is sent to a slot of that copy's device when one is in service (a batch
 // goes to the device holding most of its resident tasks), and there the kernel reads the
-// copy in place: the batch's input buffer carries only descriptors and indices, so one H2D
-// copy of all indices, one launch and one D2H copy of all outputs serve every task on the
-// table. A task whose table has no copy, or a copy on another device, has its params copied
-// like an inline task's (or goes to `fallback`, as below).
+// copy in place, for gathers and lookups alike: the batch's input buffer carries only
+// descriptors and indices (and a lookup's offsets and weights), so one H2D copy of all
+// indices, one launch and one D2H copy of all outputs serve every task on the table. A task whose
+// table has no copy, or a copy on another device, has its params copied like an inline task's (or
+// goes to `fallback`, as below).
 //
 // What the GPU does not serve goes to `fallback` (the CPU executor), transparently, within
-// the same batch: strings; tasks with no output rows or empty slices (only their indices need
-// checking); tasks larger than max_task_bytes; a batch for which the device has no memory
-// left. The slots' work is in stream_slot.h.
+// the same batch: strings; gathers with no output rows or empty slices and lookups with no
+// bags or rows of no elements (only their indices need checking); tasks larger than
+// max_task_bytes; a batch for which the device has no memory left. The slots' work is in
+// stream_slot.h.
 //
 // Errors: a CUDA error fails the batch's GPU tasks with INTERNAL naming the CUDA error
 // ("cudaErrorLaunchFailure: ..."). A sticky error (the context is unusable) takes the device
@@ -60,7 +67,8 @@ struct CudaExecutorOptions {
   // Pinned host staging per stream, in bytes, used as two halves (one filled while the other
   // is in flight); larger transfers are chunked through them. At least 64 KiB; default 16 MiB.
   int64_t staging_bytes = int64_t{16} << 20;
-  // Tasks whose params + indices + output exceed this run on `fallback`. Default 1 GiB.
+  // Tasks whose params + indices (+ offsets + weights) + output exceed this run on
+  // `fallback`; params on a resident copy on the device do not count. Default 1 GiB.
   int64_t max_task_bytes = int64_t{1} << 30;
   // Takes strings and whatever the GPU does not serve. Not owned; must outlive the executor.
   // REQUIRES: non-null.

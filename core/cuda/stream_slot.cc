@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 
 #include "core/batching/cpu_executor.h"
+#include "core/cuda/bag_kernel.h"
 #include "core/cuda/cuda_status.h"
 #include "core/cuda/gather_kernel.h"
 #include "core/status_macros.h"
@@ -21,8 +22,10 @@ constexpr unsigned kEventFlags = cudaEventDisableTiming | cudaEventBlockingSync;
 constexpr uint64_t kHalfGranularity = 4096;
 
 // Task i's verdict once its flag is known: OK, or the bad-index error (the same text as the
-// CPU's: core::BadIndexError). A flag past the last index value cannot come from the kernel.
+// CPU's: core::BadIndexError, core::EmbeddingBagBadIndexError). A flag past the last index
+// value cannot come from a kernel.
 absl::Status Verdict(const batching::Task& task, uint64_t flag) {
+  if (const core::EmbeddingBagPlan* bag = task.bag()) return BagVerdict(*bag, task.indices, flag);
   if (flag == kNoBadIndex) return absl::OkStatus();
   const core::GatherPlan& plan = *task.gather();
   if (flag >= static_cast<uint64_t>(plan.num_index_values())) {
@@ -144,7 +147,21 @@ void StreamSlot::MarkLost(const absl::Status& error) {
   device_->lost.store(true);
 }
 
-absl::Status StreamSlot::Execute(batching::Batch& tasks) {
+// One device pass over tasks of one kind: the input buffer's pieces, where the flags and each
+// task's output lie in the output buffer, and the kernel launch.
+struct StreamSlot::DevicePass {
+  std::vector<uint8_t> tables;  // the first input piece
+  std::vector<Piece> pieces;
+  uint64_t input_bytes = 0;
+  uint64_t flags_offset = 0;
+  uint64_t output_bytes = 0;
+  std::vector<uint64_t> output_offsets;  // per task
+  absl::AnyInvocable<absl::Status(const uint8_t* input, uint8_t* output, int sm_count,
+                                  cudaStream_t stream)>
+      launch;
+};
+
+StreamSlot::DevicePass StreamSlot::GatherPass(const batching::Batch& tasks) const {
   const size_t n = tasks.size();
   std::vector<const core::GatherPlan*> plans(n);
   std::vector<const core::TensorView*> params(n), indices(n);
@@ -156,21 +173,13 @@ absl::Status StreamSlot::Execute(batching::Batch& tasks) {
     resident[i] = ResidentParams(*tasks[i], device_->ordinal);
   }
   const BatchLayout layout = PlanBatch(plans, resident);
-  cudaStream_t stream = stream_.get();
-
-  // One allocation for both buffers; the pool keeps it for the next batch after the free.
-  const uint64_t output_at = AlignUp(layout.input_bytes);
-  absl::StatusOr<DeviceAllocation> buffers =
-      DeviceAllocation::Allocate(output_at + layout.output_bytes, device_->pool.get(), stream);
-  if (!buffers.ok()) return buffers.status();
-  uint8_t* input = buffers->data();
-  uint8_t* output = input + output_at;
-
-  const std::vector<uint8_t> tables = PackTables(layout);
-  TC_RETURN_IF_ERROR(CopyIn(layout, InputPieces(layout, tables, params, indices), input));
-  TC_RETURN_IF_ERROR(
-      CudaError(cudaMemsetAsync(output + layout.flags_offset, 0xff, n * sizeof(uint64_t), stream),
-                "resetting the bad-index flags"));
+  DevicePass pass;
+  pass.tables = PackTables(layout);
+  pass.pieces = InputPieces(layout, pass.tables, params, indices);
+  pass.input_bytes = layout.input_bytes;
+  pass.flags_offset = layout.flags_offset;
+  pass.output_bytes = layout.output_bytes;
+  for (const GatherDesc& d : layout.descs) pass.output_offsets.push_back(d.output_offset);
   LaunchArgs args;
   args.num_tasks = static_cast<int>(n);
   args.total_units = layout.total_units;
@@ -178,19 +187,73 @@ absl::Status StreamSlot::Execute(batching::Batch& tasks) {
   args.descs_offset = layout.descs_offset;
   args.dims_offset = layout.dims_offset;
   args.flags_offset = layout.flags_offset;
-  TC_RETURN_IF_ERROR(LaunchGatherBatch(args, input, output, device_->sm_count, stream));
-  return CopyOut(layout, tasks, output);
+  pass.launch = [args](const uint8_t* input, uint8_t* output, int sm_count, cudaStream_t stream) {
+    return LaunchGatherBatch(args, input, output, sm_count, stream);
+  };
+  return pass;
+}
+
+StreamSlot::DevicePass StreamSlot::BagPass(const batching::Batch& tasks) const {
+  std::vector<BagTaskInputs> inputs(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const batching::Task& task = *tasks[i];
+    const core::EmbeddingBagPlan& plan = *task.bag();
+    inputs[i].plan = &plan;
+    inputs[i].params = &task.params;
+    inputs[i].indices = &task.indices;
+    inputs[i].offsets = plan.fixed_bags() ? nullptr : &task.offsets;
+    inputs[i].weights = plan.weighted() ? &task.weights : nullptr;
+    inputs[i].resident_params = ResidentParams(task, device_->ordinal);
+  }
+  const BagLayout layout = PlanBagBatch(inputs);
+  DevicePass pass;
+  pass.tables = PackBagTables(layout);
+  pass.pieces = BagInputPieces(layout, pass.tables, inputs);
+  pass.input_bytes = layout.input_bytes;
+  pass.flags_offset = layout.flags_offset;
+  pass.output_bytes = layout.output_bytes;
+  for (const BagDesc& d : layout.descs) pass.output_offsets.push_back(d.output_offset);
+  BagLaunchArgs args;
+  args.num_tasks = static_cast<int>(tasks.size());
+  args.total_units = layout.total_units;
+  args.descs_offset = layout.descs_offset;
+  args.flags_offset = layout.flags_offset;
+  pass.launch = [args](const uint8_t* input, uint8_t* output, int sm_count, cudaStream_t stream) {
+    return LaunchBagBatch(args, input, output, sm_count, stream);
+  };
+  return pass;
+}
+
+absl::Status StreamSlot::Execute(batching::Batch& tasks) {
+  const size_t n = tasks.size();
+  DevicePass pass = tasks.front()->bag() != nullptr ? BagPass(tasks) : GatherPass(tasks);
+  cudaStream_t stream = stream_.get();
+
+  // One allocation for both buffers; the pool keeps it for the next batch after the free.
+  const uint64_t output_at = AlignUp(pass.input_bytes);
+  absl::StatusOr<DeviceAllocation> buffers =
+      DeviceAllocation::Allocate(output_at + pass.output_bytes, device_->pool.get(), stream);
+  if (!buffers.ok()) return buffers.status();
+  uint8_t* input = buffers->data();
+  uint8_t* output = input + output_at;
+
+  TC_RETURN_IF_ERROR(CopyIn(pass, input));
+  TC_RETURN_IF_ERROR(
+      CudaError(cudaMemsetAsync(output + pass.flags_offset, 0xff, n * sizeof(uint64_t), stream),
+                "resetting the bad-index flags"));
+  TC_RETURN_IF_ERROR(pass.launch(input, output, device_->sm_count, stream));
+  return CopyOut(pass, tasks, output);
 }
 
 // The input buffer is sent in windows of one staging half: every piece (tables, params,
 // indices) that overlaps the window is memcpy'd into the half at its offset, then the half
 // goes to the device with one copy. While it travels, the other half is filled: the host waits
 // for a half's event only before refilling it.
-absl::Status StreamSlot::CopyIn(const BatchLayout& layout, const std::vector<Piece>& pieces,
-                                uint8_t* device_input) {
+absl::Status StreamSlot::CopyIn(const DevicePass& pass, uint8_t* device_input) {
+  const std::vector<Piece>& pieces = pass.pieces;
   size_t p = 0;
-  for (uint64_t w = 0; w < layout.input_bytes; w += half_bytes_) {
-    const uint64_t end = std::min(w + half_bytes_, layout.input_bytes);
+  for (uint64_t w = 0; w < pass.input_bytes; w += half_bytes_) {
+    const uint64_t end = std::min(w + half_bytes_, pass.input_bytes);
     Half& half = halves_[next_half_];
     next_half_ ^= 1;
     TC_RETURN_IF_ERROR(
@@ -217,9 +280,9 @@ absl::Status StreamSlot::CopyIn(const BatchLayout& layout, const std::vector<Pie
 // the flags, so every task's verdict is known before its first output byte arrives. A task is
 // answered as soon as the window holding its last byte has been copied out: make_output,
 // bytes copied straight from the staging half into its output, done.
-absl::Status StreamSlot::CopyOut(const BatchLayout& layout, batching::Batch& tasks,
+absl::Status StreamSlot::CopyOut(const DevicePass& pass, batching::Batch& tasks,
                                  const uint8_t* device_output) {
-  const uint64_t total = layout.output_bytes;
+  const uint64_t total = pass.output_bytes;
   const uint64_t windows = (total + half_bytes_ - 1) / half_bytes_;
   auto fetch = [&](uint64_t k) {
     Half& half = halves_[k % 2];
@@ -238,7 +301,7 @@ absl::Status StreamSlot::CopyOut(const BatchLayout& layout, batching::Batch& tas
 
   const size_t n = tasks.size();
   std::vector<uint64_t> flags(n, kNoBadIndex);
-  const uint64_t flags_end = layout.flags_offset + n * sizeof(uint64_t);
+  const uint64_t flags_end = pass.flags_offset + n * sizeof(uint64_t);
   std::vector<absl::Status> verdicts(n);
   size_t next = 0;       // the first task not yet answered (tasks are in buffer order)
   bool started = false;  // whether tasks[next] has its verdict and output slot
@@ -249,15 +312,15 @@ absl::Status StreamSlot::CopyOut(const BatchLayout& layout, batching::Batch& tas
     TC_RETURN_IF_ERROR(
         CudaError(cudaEventSynchronize(half.idle.get()), "waiting for outputs from the device"));
     if (w < flags_end) {
-      const uint64_t from = std::max(w, layout.flags_offset);
+      const uint64_t from = std::max(w, pass.flags_offset);
       const uint64_t to = std::min(end, flags_end);
-      std::memcpy(reinterpret_cast<uint8_t*>(flags.data()) + (from - layout.flags_offset),
+      std::memcpy(reinterpret_cast<uint8_t*>(flags.data()) + (from - pass.flags_offset),
                   half.buffer.data() + (from - w), to - from);
     }
-    for (; next < n && layout.descs[next].output_offset < end; ++next, started = false) {
+    for (; next < n && pass.output_offsets[next] < end; ++next, started = false) {
       batching::Task& task = *tasks[next];
-      const uint64_t at = layout.descs[next].output_offset;
-      const uint64_t bytes = static_cast<uint64_t>(task.gather()->output_bytes);
+      const uint64_t at = pass.output_offsets[next];
+      const uint64_t bytes = static_cast<uint64_t>(batching::OutputBytes(task.plan));
       if (!started) {
         started = true;
         verdicts[next] = Verdict(task, flags[next]);

@@ -7,11 +7,12 @@
 // kernels.
 //
 // A batch's round trip (stream_slot.cc explains the details):
-//   PlanBatch -> one device allocation (input and output buffers) from the device's pool ->
-//   input pieces (indices, and params unless the task's table has a copy on this device)
-//   memcpy'd into a staging half and sent host -> device, half by half ->
-//   flags reset -> LaunchGatherBatch -> output sent device -> host half by half, each task
-//   answered as soon as its last byte arrived (make_output, copy, done) -> free.
+//   PlanBatch (gathers) or PlanBagBatch (pooled lookups) -> one device allocation (input and
+//   output buffers) from the device's pool -> input pieces (indices, offsets and weights, and
+//   params unless the task's table has a copy on this device) memcpy'd into a staging half and
+//   sent host -> device, half by half -> flags reset -> LaunchGatherBatch or LaunchBagBatch ->
+//   output sent device -> host half by half, each task answered as soon as its last byte
+//   arrived (make_output, copy, done) -> free.
 // A batch smaller than a half costs one pack, one H2D copy, one launch and one D2H copy.
 //
 // Errors: a CUDA error answers the batch's unanswered tasks with INTERNAL naming it; when the
@@ -40,6 +41,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "core/batching/executor.h"
+#include "core/cuda/bag_batch.h"
 #include "core/cuda/device_buffer.h"
 #include "core/cuda/gather_batch.h"
 
@@ -54,8 +56,9 @@ struct DeviceState {
   std::atomic<bool> lost{false};
 };
 
-// What a slot is handed: tasks (non-empty; every one served by the GPU: fixed-size dtype,
-// output rows and slices) and what to call once every one of them has been answered.
+// What a slot is handed: tasks (non-empty; all gathers or all pooled lookups; every one served
+// by the GPU: a gather of a fixed-size dtype with output rows and slices, a lookup with bags and
+// rows of at least one element) and what to call once every one of them has been answered.
 struct SlotWork {
   batching::Batch tasks;
   absl::AnyInvocable<void() &&> done;
@@ -106,15 +109,19 @@ class StreamSlot {
 
   StreamSlot(DeviceState* device, Hooks hooks) : device_(device), hooks_(std::move(hooks)) {}
 
+  struct DevicePass;  // stream_slot.cc
+
   void Loop();
   void Process(SlotWork work);
-  // Runs `tasks` on the device, answering (and resetting) each one whose output arrived.
-  // Returns OK once every task was answered, or the error that stopped it (the tasks not yet
-  // answered are still in `tasks`).
+  // Runs `tasks` (all gathers or all pooled lookups) on the device, answering (and resetting)
+  // each one whose output arrived. Returns OK once every task was answered, or the error that
+  // stopped it (the tasks not yet answered are still in `tasks`).
   absl::Status Execute(batching::Batch& tasks);
-  absl::Status CopyIn(const BatchLayout& layout, const std::vector<Piece>& pieces,
-                      uint8_t* device_input);
-  absl::Status CopyOut(const BatchLayout& layout, batching::Batch& tasks,
+  // The pass of a batch of gathers (gather_batch.h) or of pooled lookups (bag_batch.h).
+  DevicePass GatherPass(const batching::Batch& tasks) const;
+  DevicePass BagPass(const batching::Batch& tasks) const;
+  absl::Status CopyIn(const DevicePass& pass, uint8_t* device_input);
+  absl::Status CopyOut(const DevicePass& pass, batching::Batch& tasks,
                        const uint8_t* device_output);
   // Takes the device out of service: on_sticky_error (which may report it), then `lost`.
   void MarkLost(const absl::Status& error);

@@ -2,7 +2,8 @@
 // (tests/cuda/testing/fake_cuda_runtime.h; only in cuda_fake_test): a sticky error takes the
 // device out of service once, answers its batch with INTERNAL and sends every later batch to
 // the fallback, without a crash; a device out of memory sends the batch to the fallback and
-// stays in service.
+// stays in service. And the launches a batch makes: one per kind of task (gathers, pooled
+// lookups), whatever the number of tasks.
 
 #include <atomic>
 #include <cstdint>
@@ -18,7 +19,9 @@
 #include "core/cuda/cuda_executor.h"
 #include "core/gather_plan.h"
 #include "core/thread_pool.h"
+#include "tests/batching/task_case.h"
 #include "tests/cuda/testing/fake_cuda_runtime.h"
+#include "tests/testing/random_embedding_bag.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
 #include "tests/testing/status_matchers.h"
@@ -141,6 +144,99 @@ TEST_F(CudaExecutorFaultTest, OutOfMemoryRunsTheBatchOnTheFallback) {
 
   ExpectCorrect(RunBatch(*executor, 10));  // the device serves the next batch
   EXPECT_EQ(fake::Launches(), launches + 1);
+}
+
+// `n` random lookups of every mode and dtype, as one batch with `gathers` random gathers;
+// returns once batch_done was called, each lookup checked against the CPU.
+void RunLookups(CudaExecutor& executor, int n, int gathers, Rng& rng) {
+  using batching::test_support::BagCase;
+  static constexpr core::DataType kTypes[] = {core::DataType::kFloat16, core::DataType::kBfloat16,
+                                              core::DataType::kFloat32, core::DataType::kFloat64};
+  std::vector<std::unique_ptr<BagCase>> cases;
+  std::vector<std::unique_ptr<batching::test_support::Case>> gather_cases;
+  batching::Batch batch;
+  for (int i = 0; i < n; ++i) {
+    testing::RandomBagOptions options;
+    options.mode = static_cast<core::EmbeddingBagMode>(i % 4);
+    options.dtype = kTypes[(i / 4) % 4];
+    options.bags = 1 + i;
+    cases.push_back(
+        batching::test_support::MakeBagCase(testing::RandomEmbeddingBagCase(options, rng)));
+    ASSERT_NE(cases.back(), nullptr);
+    batch.push_back(batching::test_support::MakeBagTask(*cases.back()));
+  }
+  for (int i = 0; i < gathers; ++i) {
+    testing::GatherRequest r;
+    r.params = testing::RandomTensor(core::DataType::kFloat32, {8, 4}, rng);
+    r.indices = testing::RandomIndices(core::DataType::kInt32, {3}, {8}, rng);
+    r.axis = 0;
+    gather_cases.push_back(batching::test_support::MakeCase(std::move(r)));
+    batch.push_back(batching::test_support::MakeTask(*gather_cases.back()));
+  }
+  absl::Notification finished;
+  executor.Run(std::move(batch), [&finished] { finished.Notify(); });
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  for (const std::unique_ptr<BagCase>& c : cases) {
+    ASSERT_EQ(c->calls.load(), 1);
+    const absl::StatusOr<core::Tensor> cpu = c->req.Expected();
+    ASSERT_THAT(c->got, IsOk()) << c->req.DebugString();
+    ASSERT_THAT(cpu, IsOk());
+    EXPECT_TRUE(core::IdenticalTensors(c->output.view(), cpu->view())) << c->req.DebugString();
+  }
+  for (const auto& c : gather_cases) {
+    ASSERT_THAT(c->got, IsOk());
+    EXPECT_TRUE(AgreesWithReference(c->output.Clone(), RunReference(c->req)));
+  }
+}
+
+TEST_F(CudaExecutorFaultTest, ABatchMakesOneLaunchPerKindOfTask) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  int64_t launches = fake::Launches();
+  RunLookups(*executor, 24, 0, rng_);
+  EXPECT_EQ(fake::Launches(), launches + 1);
+  launches = fake::Launches();
+  RunLookups(*executor, 24, 8, rng_);
+  EXPECT_EQ(fake::Launches(), launches + 2);
+}
+
+TEST_F(CudaExecutorFaultTest, LookupsOutOfDeviceMemoryRunOnTheFallback) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  const int64_t launches = fake::Launches();
+  fake::FailNextAllocations(1);
+  RunLookups(*executor, 16, 0, rng_);
+  EXPECT_EQ(fake::Launches(), launches);
+  EXPECT_TRUE(executor->healthy());
+  RunLookups(*executor, 16, 0, rng_);
+  EXPECT_EQ(fake::Launches(), launches + 1);
+}
+
+TEST_F(CudaExecutorFaultTest, AFailedLookupLaunchTakesTheDeviceOut) {
+  std::atomic<int> lost{0};
+  CudaExecutorOptions options;
+  options.on_device_lost = [&lost](int, const absl::Status& error) {
+    EXPECT_THAT(error, StatusIs(absl::StatusCode::kInternal, HasSubstr("EmbeddingBag kernel")));
+    lost.fetch_add(1);
+  };
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  fake::FailLaunchAfter(0);
+  using batching::test_support::BagCase;
+  testing::RandomBagOptions bag_options;
+  bag_options.bags = 5;
+  std::unique_ptr<BagCase> c =
+      batching::test_support::MakeBagCase(testing::RandomEmbeddingBagCase(bag_options, rng_));
+  ASSERT_NE(c, nullptr);
+  batching::Batch batch;
+  batch.push_back(batching::test_support::MakeBagTask(*c));
+  absl::Notification finished;
+  executor->Run(std::move(batch), [&finished] { finished.Notify(); });
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  EXPECT_EQ(c->calls.load(), 1);
+  EXPECT_THAT(c->got, StatusIs(absl::StatusCode::kInternal, HasSubstr("cudaErrorLaunchFailure")));
+  EXPECT_EQ(lost.load(), 1);
+  EXPECT_FALSE(executor->healthy());
 }
 
 }  // namespace

@@ -8,10 +8,10 @@
 // run their work in order on a thread of their own, each operation after a random delay of up
 // to 200 us, so that the host races ahead of the "device" as it does on a GPU; events that
 // mark a point in a stream; pinned and device memory from the host heap (device memory filled
-// with garbage; resident tables' cudaMalloc/cudaMemcpy/cudaFree too); and a LaunchGatherBatch that
-// runs RunBatchOnHost (gather_batch.h, the kernel's per-unit code on the CPU) on the stream's
-// timeline. Faults are injected through fake_cuda_runtime.h: a sticky launch failure and
-// out-of-memory.
+// with garbage; resident tables' cudaMalloc/cudaMemcpy/cudaFree too); and LaunchGatherBatch /
+// LaunchBagBatch, which run RunBatchOnHost (gather_batch.h) / RunBagBatchOnHost (bag_batch.h),
+// the kernels' per-unit code on the CPU, on the stream's timeline. Faults are injected through
+// fake_cuda_runtime.h: a sticky launch failure and out-of-memory.
 //
 // What it cannot prove: real asynchronous semantics (copies and kernels of one stream never
 // overlap here, and a missing synchronisation may go unnoticed when the delays are kind),
@@ -39,9 +39,12 @@
 #include "absl/time/time.h"
 #include <cuda_runtime.h>
 
+#include "core/cuda/bag_batch.h"
+#include "core/cuda/bag_kernel.h"
 #include "core/cuda/cuda_status.h"
 #include "core/cuda/gather_batch.h"
 #include "core/cuda/gather_kernel.h"
+#include "core/status_macros.h"
 
 namespace tensorcompute::cuda {
 namespace {
@@ -154,17 +157,30 @@ void Reset() {
 }
 }  // namespace fake
 
-// The kernel's stand-in: RunBatchOnHost over the buffers, in stream order.
-absl::Status LaunchGatherBatch(const LaunchArgs& args, const uint8_t* input, uint8_t* output,
-                               int /*sm_count*/, cudaStream_t stream) {
-  if (sticky.load()) return CudaError(cudaErrorLaunchFailure, "launching the gather kernel");
+namespace {
+
+// Whether a launch is accepted: the injected sticky failure (FailLaunchAfter) applies to
+// every kernel. Returns OK and counts the launch, or the failure.
+absl::Status AcceptLaunch(const char* what) {
+  if (sticky.load()) return CudaError(cudaErrorLaunchFailure, what);
   if (launches_before_failure.load() == 0) {
     sticky = true;
-    return CudaError(cudaErrorLaunchFailure, "launching the gather kernel");
+    return CudaError(cudaErrorLaunchFailure, what);
   }
   if (launches_before_failure.load() > 0) --launches_before_failure;
   ++launches;
-  BatchLayout layout;  // RunBatchOnHost reads the tables from `input`, not from descs
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// The kernels' stand-ins: their host twins over the buffers, in stream order. The twins read
+// the descriptor tables from `input`, as the kernels do; the layouts passed to them carry only
+// the fields the launch arguments give.
+absl::Status LaunchGatherBatch(const LaunchArgs& args, const uint8_t* input, uint8_t* output,
+                               int /*sm_count*/, cudaStream_t stream) {
+  TC_RETURN_IF_ERROR(AcceptLaunch("launching the gather kernel"));
+  BatchLayout layout;
   layout.descs.resize(args.num_tasks);
   layout.descs_offset = args.descs_offset;
   layout.dims_offset = args.dims_offset;
@@ -173,6 +189,19 @@ absl::Status LaunchGatherBatch(const LaunchArgs& args, const uint8_t* input, uin
   layout.fits_32bit = args.fits_32bit;
   AsStream(stream)->Push(
       [layout = std::move(layout), input, output] { RunBatchOnHost(layout, input, output); });
+  return absl::OkStatus();
+}
+
+absl::Status LaunchBagBatch(const BagLaunchArgs& args, const uint8_t* input, uint8_t* output,
+                            int /*sm_count*/, cudaStream_t stream) {
+  TC_RETURN_IF_ERROR(AcceptLaunch("launching the EmbeddingBag kernel"));
+  BagLayout layout;
+  layout.descs.resize(args.num_tasks);
+  layout.descs_offset = args.descs_offset;
+  layout.flags_offset = args.flags_offset;
+  layout.total_units = args.total_units;
+  AsStream(stream)->Push(
+      [layout = std::move(layout), input, output] { RunBagBatchOnHost(layout, input, output); });
   return absl::OkStatus();
 }
 

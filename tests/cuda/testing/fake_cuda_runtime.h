@@ -13,7 +13,7 @@
 
 namespace tensorcompute::cuda::fake {
 
-// After `n` more successful launches, the next LaunchGatherBatch fails with
+// After `n` more successful launches (of either kernel), the next launch fails with
 // cudaErrorLaunchFailure, a sticky error: from then on every stream synchronisation, copy and
 // allocation fails the same way (until Reset).
 void FailLaunchAfter(int n);
@@ -21,7 +21,7 @@ void FailLaunchAfter(int n);
 // The next `n` device allocations fail with cudaErrorMemoryAllocation (not sticky).
 void FailNextAllocations(int n);
 
-// Kernel launches that were accepted since the process started.
+// Kernel launches (gather and EmbeddingBag) that were accepted since the process started.
 int64_t Launches();
 
 // Clears every injected fault (the device works again).
