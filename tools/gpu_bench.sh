@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything issue 5 asks of a GPU machine, in one command (for the device tool or any GPU box):
 # build with nvcc, run the CUDA and server tests, the kernel benchmark, and the end-to-end
-# comparison of batching on vs --max_batch_size=1 at concurrency 64. Writes a Markdown report
-# to ${OUT:-.}/gpu-results-run.md (copy its tables into docs/gpu-results.md).
+# comparison of batching on vs --max_batch_size=1 at concurrency 64. The kernel benchmark
+# includes the EmbeddingBag kernel (SUM over bags of 32 of a 1 GiB table of 256 B rows). Writes a
+# Markdown report to ${OUT:-.}/gpu-results-run.md (copy its tables into docs/gpu-results.md).
 #   bash tools/gpu_bench.sh [build-dir]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ echo "## Tests (ctest -R 'cuda|server')" >> "$out"
 ctest --test-dir "$build" -R 'cuda|server' --output-on-failure -j4 > "$build.ctest.log" 2>&1
 grep -E "tests passed|tests failed|Skipped|Failed" "$build.ctest.log" | sed 's/^/    /' >> "$out"
 
-echo "## Kernel vs device-to-device copy (tests/bench/cuda_gather_bench)" >> "$out"
+echo "## Kernels (gather, EmbeddingBag) vs device-to-device copy (tests/bench/cuda_gather_bench)" >> "$out"
 "$build/tests/bench/cuda_gather_bench" >> "$out" 2>&1
 
 echo "## End to end: small requests at concurrency 64, batching on vs --max_batch_size=1" >> "$out"
