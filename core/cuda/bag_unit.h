@@ -20,8 +20,12 @@
 // core/embedding_bag_math.h (AccumulateWeighted / AccumulateUnweighted / AccumulateMax,
 // AddWeight, BagDivisor, CanonicalNan), the same conversions (core::Float16Elem & co.,
 // core/half_float.h), in the same order, one rounding to the stored type at the end. Each unit
-// keeps its own copy of the bag's statistics (count, weights), which every unit of the bag computes
-// alike. So the output is byte-identical to the CPU's, whatever the grid.
+// keeps its own copy of the bag's statistics (count, weights), which every unit of the bag
+// computes alike. A NaN result is stored as the one canonical NaN (core::CanonicalNan, as the
+// CPU does), since NaN arithmetic gives different bits on a GPU and on x86. So the output is
+// byte-identical to the CPU's, whatever the grid; bag_kernel.cu is compiled without fma
+// contraction and with IEEE division and square root so that the device rounds as the host
+// does.
 //
 // Bad indices: a unit meeting an index value outside [-rows, rows) stops there, writing
 // nothing, and lowers its task's flag (work_units.h) to that flat position of indices. Every
