@@ -283,8 +283,10 @@ int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, 
   for (int64_t b = begin; b < end; ++b) {
     int64_t first, last;
     BagRange(plan, v, b, &first, &last);
-    std::fill(acc, acc + dim, Acc(0));
+    const bool single = kReduce == Reduce::kPlain && last - first == 1;
+    if (!single) std::fill(acc, acc + dim, Acc(0));
     BagStats<Acc> stats;
+    bool written = false;
     for (int64_t i = first; i < last; ++i) {
       int64_t row;
       if (distance > 0 && i + distance < range_last) {
@@ -311,6 +313,15 @@ int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, 
         for (int64_t d = 0; d < dim; ++d) {
           acc[d] = AccumulateMax(acc[d], Elem::Load(src + d * kSize), first_row);
         }
+      } else if (single) {
+        // A bag of one row, unweighted: every mode's result is 0 + x (MEAN and SQRTN divide by
+        // 1, which is exact), written in the same pass as the row is read.
+        uint8_t* out = v.output + b * row_bytes;
+        for (int64_t d = 0; d < dim; ++d) {
+          Elem::Store(out + d * kSize,
+                      CanonicalNan(AccumulateUnweighted(Acc(0), Elem::Load(src + d * kSize))));
+        }
+        written = true;
       } else {
         ++stats.count;
         for (int64_t d = 0; d < dim; ++d) {
@@ -320,7 +331,9 @@ int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, 
     }
     // BagResult (embedding_bag_math.h), with the divisor computed once for the bag.
     uint8_t* out = v.output + b * row_bytes;
-    if (stats.count == 0) {
+    if (written) {
+      continue;
+    } else if (stats.count == 0) {
       for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, Acc(0));
     } else if (ModeDivides(plan.mode)) {
       const Acc divisor = BagDivisor(plan.mode, kReduce == Reduce::kWeighted, stats);
