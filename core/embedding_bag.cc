@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "core/embedding_bag_kernels.h"
 #include "core/first_bad.h"
+#include "core/gather.h"
 #include "core/gather_plan.h"
 #include "core/half_float.h"
 #include "core/index_math.h"
@@ -21,19 +23,6 @@ constexpr int64_t kMaxRank = 32;  // ranks above 2 are refused anyway; this boun
 
 // Each parallel chunk reads at least this many params bytes.
 constexpr int64_t kMinChunkBytes = int64_t{64} << 10;
-
-// Views may point anywhere (request bytes), so every value is loaded with memcpy, which the
-// compiler turns into a plain load.
-int64_t LoadIndex(const uint8_t* data, DataType dtype, int64_t i) {
-  if (dtype == DataType::kInt32) {
-    int32_t v;
-    std::memcpy(&v, data + i * sizeof(v), sizeof(v));
-    return v;
-  }
-  int64_t v;
-  std::memcpy(&v, data + i * sizeof(v), sizeof(v));
-  return v;
-}
 
 bool IsFloatParams(DataType dtype) {
   return dtype == DataType::kFloat16 || dtype == DataType::kBfloat16 ||
@@ -223,170 +212,27 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
   return plan;
 }
 
-namespace {
-
-struct Views {
-  const uint8_t* params;
-  const uint8_t* indices;
-  const uint8_t* offsets;  // null for fixed bags
-  int64_t num_offsets;
-  const uint8_t* weights;  // null when unweighted
-  uint8_t* output;
-};
-
-// Bag b's index positions [first, last).
-void BagRange(const EmbeddingBagPlan& plan, const Views& v, int64_t b, int64_t* first,
-              int64_t* last) {
-  const BagSpan span =
-      BagBounds(b, v.offsets == nullptr, plan.bag_size, v.num_offsets, plan.num_indices,
-                [&](int64_t i) { return LoadIndex(v.offsets, plan.offsets_dtype, i); });
-  *first = span.first;
-  *last = span.last;
-}
-
-// How far ahead (in index positions) rows are prefetched, and where to: the distances and the L2
-// hint of the gather kernels' small slices (core/gather_kernels.cc, docs/performance.md "Small
-// rows"), since random rows are bound by how many misses are in flight; long rows are sequential
-// reads that the hardware prefetcher already follows.
-int64_t RowPrefetchDistance(int64_t row_bytes) {
-  if (row_bytes <= 64) return 32;
-  if (row_bytes <= 256) return 16;
-  if (row_bytes <= 4096) return 4;
-  return 0;
-}
-
-void PrefetchRow(const uint8_t* p, int64_t bytes) {
-  const int64_t n = std::min<int64_t>(bytes, 2048);
-  for (int64_t off = 0; off < n; off += 64) __builtin_prefetch(p + off, 0, 2);
-  __builtin_prefetch(p + n - 1, 0, 2);
-}
-
-// How a bag's rows go into the accumulator: kWeighted (fma with the row's weight), kMax, or
-// kPlain (a sum, for SUM, MEAN and SQRTN without weights).
-enum class Reduce { kPlain, kWeighted, kMax };
-
-// Reduces bags [begin, end). Returns -1, or the flat position of the first out-of-range index
-// met (bags before its bag are written). The element loops have a constant stride, so that the
-// compiler vectorizes them across the row; each element's own sequence of operations is the
-// one of embedding_bag_math.h, whatever the vector width.
-template <typename Elem, Reduce kReduce>
-int64_t ReduceBags(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, int64_t end) {
-  using Acc = typename Elem::Acc;
-  constexpr int64_t kSize = Elem::kSize;
-  const int64_t dim = plan.dim;
-  const int64_t row_bytes = dim * kSize;
-  const int64_t distance = row_bytes > 0 ? RowPrefetchDistance(row_bytes) : 0;
-  int64_t unused, range_last;  // the chunk's last index position, + 1
-  BagRange(plan, v, end - 1, &unused, &range_last);
-  std::vector<Acc> acc_buffer(static_cast<size_t>(dim));
-  Acc* const acc = acc_buffer.data();
-  for (int64_t b = begin; b < end; ++b) {
-    int64_t first, last;
-    BagRange(plan, v, b, &first, &last);
-    const bool single = kReduce == Reduce::kPlain && last - first == 1;
-    if (!single) std::fill(acc, acc + dim, Acc(0));
-    BagStats<Acc> stats;
-    bool written = false;
-    for (int64_t i = first; i < last; ++i) {
-      int64_t row;
-      if (distance > 0 && i + distance < range_last) {
-        int64_t ahead;  // a bad value is reported when its turn comes
-        if (NormalizeIndex(LoadIndex(v.indices, plan.index_dtype, i + distance), plan.rows,
-                           &ahead)) {
-          PrefetchRow(v.params + ahead * row_bytes, row_bytes);
-        }
-      }
-      if (!NormalizeIndex(LoadIndex(v.indices, plan.index_dtype, i), plan.rows, &row)) return i;
-      if (IsPaddingRow(row, plan.padding_row)) continue;
-      const uint8_t* src = v.params + row * row_bytes;
-      if constexpr (kReduce == Reduce::kWeighted) {
-        const Acc w = plan.weights_dtype == DataType::kFloat32
-                          ? static_cast<Acc>(NativeElem<float>::Load(v.weights + i * 4))
-                          : Elem::Load(v.weights + i * kSize);
-        AddWeight(stats, w);
-        for (int64_t d = 0; d < dim; ++d) {
-          acc[d] = AccumulateWeighted(acc[d], w, Elem::Load(src + d * kSize));
-        }
-      } else if constexpr (kReduce == Reduce::kMax) {
-        const bool first_row = stats.count == 0;
-        ++stats.count;
-        for (int64_t d = 0; d < dim; ++d) {
-          acc[d] = AccumulateMax(acc[d], Elem::Load(src + d * kSize), first_row);
-        }
-      } else if (single) {
-        // A bag of one row, unweighted: every mode's result is 0 + x (MEAN and SQRTN divide by
-        // 1, which is exact), written in the same pass as the row is read.
-        uint8_t* out = v.output + b * row_bytes;
-        for (int64_t d = 0; d < dim; ++d) {
-          Elem::Store(out + d * kSize,
-                      CanonicalNan(AccumulateUnweighted(Acc(0), Elem::Load(src + d * kSize))));
-        }
-        written = true;
-      } else {
-        ++stats.count;
-        for (int64_t d = 0; d < dim; ++d) {
-          acc[d] = AccumulateUnweighted(acc[d], Elem::Load(src + d * kSize));
-        }
-      }
-    }
-    // BagResult (embedding_bag_math.h), with the divisor computed once for the bag.
-    uint8_t* out = v.output + b * row_bytes;
-    if (written) {
-      continue;
-    } else if (stats.count == 0) {
-      for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, Acc(0));
-    } else if (ModeDivides(plan.mode)) {
-      const Acc divisor = BagDivisor(plan.mode, kReduce == Reduce::kWeighted, stats);
-      for (int64_t d = 0; d < dim; ++d) {
-        Elem::Store(out + d * kSize, CanonicalNan(acc[d] / divisor));
-      }
-    } else {
-      for (int64_t d = 0; d < dim; ++d) Elem::Store(out + d * kSize, CanonicalNan(acc[d]));
-    }
-  }
-  return -1;
-}
-
-template <typename Elem>
-int64_t ReduceBagsFor(const EmbeddingBagPlan& plan, const Views& v, int64_t begin, int64_t end) {
-  if (plan.weighted()) return ReduceBags<Elem, Reduce::kWeighted>(plan, v, begin, end);
-  if (plan.mode == EmbeddingBagMode::kMax)
-    return ReduceBags<Elem, Reduce::kMax>(plan, v, begin, end);
-  return ReduceBags<Elem, Reduce::kPlain>(plan, v, begin, end);
-}
-
-int64_t ReduceBagsForDtype(const EmbeddingBagPlan& plan, const Views& v, int64_t begin,
-                           int64_t end) {
-  switch (plan.dtype) {
-    case DataType::kFloat16:
-      return ReduceBagsFor<Float16Elem>(plan, v, begin, end);
-    case DataType::kBfloat16:
-      return ReduceBagsFor<BFloat16Elem>(plan, v, begin, end);
-    case DataType::kFloat32:
-      return ReduceBagsFor<NativeElem<float>>(plan, v, begin, end);
-    default:
-      return ReduceBagsFor<NativeElem<double>>(plan, v, begin, end);
-  }
-}
-
-}  // namespace
-
 absl::Status ExecuteEmbeddingBag(const EmbeddingBagPlan& plan, const TensorView& params,
                                  const TensorView& indices, const TensorView* offsets,
                                  const TensorView* per_sample_weights,
                                  const MutableTensorView& output, ThreadPool* pool,
                                  int64_t min_parallel_bytes) {
-  const Views views{params.data.data(),
-                    indices.data.data(),
-                    offsets != nullptr ? offsets->data.data() : nullptr,
-                    offsets != nullptr ? offsets->shape[0] : 0,
-                    per_sample_weights != nullptr ? per_sample_weights->data.data() : nullptr,
-                    output.data.data()};
+  BagViews views;
+  views.params = params.data.data();
+  views.indices = indices.data.data();
+  if (offsets != nullptr) {
+    views.offsets = offsets->data.data();
+    views.num_offsets = offsets->shape[0];
+  }
+  if (per_sample_weights != nullptr) views.weights = per_sample_weights->data.data();
+  views.output = output.data.data();
+  // Outputs as large as the gather's streaming threshold skip the cache the same way.
+  const bool streaming = plan.output_bytes >= ExecuteOptions{}.streaming_store_bytes;
   // A chunk gets about kMinChunkBytes of the work (rows read plus rows written).
   const double work = static_cast<double>(plan.work_bytes);
   FirstBad bad;
   auto run = [&](int64_t begin, int64_t end) {
-    bad.Report(ReduceBagsForDtype(plan, views, begin, end));
+    bad.Report(ReduceBags(plan, views, begin, end, streaming));
   };
   if (pool != nullptr && pool->size() > 0 && work >= static_cast<double>(min_parallel_bytes) &&
       plan.bags > 1) {

@@ -128,6 +128,9 @@ inline constexpr int64_t kEmbeddingBagMinParallelBytes = int64_t{256} << 10;
 
 // Executes `plan` with the views it was made from into `output`, splitting the bags across
 // `pool` (nullptr: the calling thread only) when the rows read add up to min_parallel_bytes.
+// The kernels are core/embedding_bag_kernels.h's (the same bytes on every CPU); an output as
+// large as the gather's streaming threshold (ExecuteOptions, core/gather.h) is written with
+// non-temporal stores where the vector kernel runs.
 // Returns OK, or INVALID_ARGUMENT for the lowest flat position of indices holding an
 // out-of-range value (output contents then unspecified).
 // REQUIRES: output.dtype == plan.dtype, output.shape == plan.output_shape, output.data is

@@ -25,6 +25,8 @@
 #include <sys/mman.h>
 
 #include "core/embedding_bag.h"
+#include "core/embedding_bag_kernels.h"
+#include "core/embedding_bag_simd.h"
 #include "core/gather.h"
 
 namespace tensorcompute::core {
@@ -126,6 +128,49 @@ void BM_GatherSameRows(benchmark::State& state) {
   state.SetItemsProcessed(kLookups * state.iterations());
 }
 
+// The two kernels (core/embedding_bag_kernels.h) on the same 1 GiB seen as rows of `dim`
+// floats, bags of 32, one thread: where the vector kernel's register passes stop paying
+// (kMaxVectorAccumulatorBytes). Args: dim, vector (0: the generic kernel).
+void BM_EmbeddingBagKernel(benchmark::State& state) {
+  const int64_t dim = state.range(0);
+  const BagKernel kernel = state.range(1) != 0 ? BagKernel::kBest : BagKernel::kGeneric;
+  const int64_t rows = kTableBytes / (dim * 4);
+  std::vector<int64_t> indices(Indices());
+  for (int64_t& i : indices) i %= rows;
+  std::vector<int64_t> offsets(kLookups / 32);
+  for (size_t b = 0; b < offsets.size(); ++b) offsets[b] = static_cast<int64_t>(b) * 32;
+  const TensorView params{
+      DataType::kFloat32, {rows, dim}, absl::MakeConstSpan(Table(), rows * dim * 4), {}};
+  const TensorView indices_view = Int64View(indices), offsets_view = Int64View(offsets);
+  absl::StatusOr<EmbeddingBagPlan> plan =
+      PlanEmbeddingBag(params, indices_view, &offsets_view, nullptr, EmbeddingBagOptions{});
+  if (!plan.ok()) {
+    state.SkipWithError(std::string(plan.status().message()).c_str());
+    return;
+  }
+  if (kernel == BagKernel::kBest && !BagVectorKernelServes(*plan)) {
+    state.SkipWithError("the vector kernel does not serve this width on this CPU");
+    return;
+  }
+  Tensor out = *Tensor::Allocate(plan->dtype, plan->output_shape);
+  std::memset(out.mutable_bytes().data(), 0, out.mutable_bytes().size());  // pre-touch
+  BagViews views;
+  views.params = params.data.data();
+  views.indices = indices_view.data.data();
+  views.offsets = offsets_view.data.data();
+  views.num_offsets = offsets_view.shape[0];
+  views.output = out.mutable_bytes().data();
+  for (auto _ : state) {
+    if (ReduceBags(*plan, views, 0, plan->bags, false, kernel) != -1) {
+      state.SkipWithError("bad index");
+    }
+    benchmark::DoNotOptimize(out.mutable_bytes().data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(kLookups * state.iterations());
+  state.SetBytesProcessed(kLookups * dim * 4 * state.iterations());
+}
+
 BENCHMARK(BM_GatherSameRows)
     ->ArgName("pool")
     ->Arg(0)
@@ -136,6 +181,12 @@ BENCHMARK(BM_GatherSameRows)
 BENCHMARK(BM_EmbeddingBagSum)
     ->ArgNames({"bag", "pool"})
     ->ArgsProduct({{1, 8, 32, 128}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.3);
+BENCHMARK(BM_EmbeddingBagKernel)
+    ->ArgNames({"dim", "vector"})
+    ->ArgsProduct({{16, 64, 128, 256, 512, 1024, 2048}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(0.3);

@@ -4,6 +4,7 @@
 
 #include "core/embedding_bag.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include "core/embedding_bag_kernels.h"
+#include "core/embedding_bag_simd.h"
 #include "core/half_float.h"
 #include "core/thread_pool.h"
 #include "tests/testing/random_tensor.h"
@@ -192,18 +195,24 @@ TEST(EmbeddingBagSemantics, NegativeIndicesCountFromTheEnd) {
 
 TEST(EmbeddingBagSemantics, MaxFollowsTorchCpuForNanAndSignedZero) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const Tensor table = MakeTensor<float>({3, 1}, {nan, -0.0f, 0.0f});
-  const Tensor offsets = Idx({4}, {0, 2, 4, 6});
-  // Bags: [nan, -0] -> nan (first row); [-0, nan] -> -0 (NaN later is ignored);
-  // [-0, +0] -> -0 (first of equals); [+0, -0] -> +0.
-  const Tensor input = Idx({8}, {0, 1, 1, 0, 1, 2, 2, 1});
-  auto r = Bag(table, input, &offsets, nullptr, WithMode(Mode::kMax));
-  ASSERT_THAT(r, IsOk());
-  const std::vector<float> got = Floats(*r);
-  EXPECT_TRUE(std::isnan(got[0]));
-  EXPECT_TRUE(got[1] == 0 && std::signbit(got[1]));
-  EXPECT_TRUE(got[2] == 0 && std::signbit(got[2]));
-  EXPECT_TRUE(got[3] == 0 && !std::signbit(got[3]));
+  for (int64_t dim : {1, 8, 64}) {  // the generic kernel; the vector kernel's (AVX2) widths
+    std::vector<float> rows;
+    for (float v : {nan, -0.0f, 0.0f}) rows.insert(rows.end(), dim, v);
+    const Tensor table = MakeTensor<float>({3, dim}, rows);
+    const Tensor offsets = Idx({4}, {0, 2, 4, 6});
+    // Bags: [nan, -0] -> nan (first row); [-0, nan] -> -0 (NaN later is ignored);
+    // [-0, +0] -> -0 (first of equals); [+0, -0] -> +0.
+    const Tensor input = Idx({8}, {0, 1, 1, 0, 1, 2, 2, 1});
+    auto r = Bag(table, input, &offsets, nullptr, WithMode(Mode::kMax));
+    ASSERT_THAT(r, IsOk());
+    const std::vector<float> got = Floats(*r);
+    for (int64_t d = 0; d < dim; ++d) {
+      EXPECT_TRUE(std::isnan(got[d])) << "dim " << dim;
+      EXPECT_TRUE(got[dim + d] == 0 && std::signbit(got[dim + d])) << "dim " << dim;
+      EXPECT_TRUE(got[2 * dim + d] == 0 && std::signbit(got[2 * dim + d])) << "dim " << dim;
+      EXPECT_TRUE(got[3 * dim + d] == 0 && !std::signbit(got[3 * dim + d])) << "dim " << dim;
+    }
+  }
 }
 
 TEST(EmbeddingBagSemantics, MisalignedViewsGiveTheSameBytes) {
@@ -511,19 +520,30 @@ struct Case {
   }
 };
 
-// Values mostly in [-8, 8], sometimes NaN, ±inf or ±0.
+// Values mostly in [-8, 8], sometimes NaN, ±inf, ±0 or a subnormal of float16 or float32.
 double RandomValue(testing::Rng& rng) {
-  if (testing::Chance(rng, 0.02)) {
+  if (testing::Chance(rng, 0.03)) {
     const double specials[] = {std::numeric_limits<double>::quiet_NaN(),
                                std::numeric_limits<double>::infinity(),
-                               -std::numeric_limits<double>::infinity(), -0.0, 0.0};
-    return specials[testing::UniformInt(rng, 0, 4)];
+                               -std::numeric_limits<double>::infinity(),
+                               -0.0,
+                               0.0,
+                               3e-6,
+                               -2e-40};
+    return specials[testing::UniformInt(rng, 0, 6)];
   }
   return std::uniform_real_distribution<double>(-8, 8)(rng);
 }
 
-Case RandomCase(Mode mode, DataType dtype, bool weighted, int form, int64_t bags,
-                testing::Rng& rng) {
+// The shape of a random case: dim (< 0: uniform in [1, 12], or 0 one time in 20) and the
+// largest bag (offsets: 1 to max_bag rows, or empty; fixed bags: 0 to max_bag - 1).
+struct CaseShape {
+  int64_t dim = -1;
+  int64_t max_bag = 6;
+};
+
+Case RandomCase(Mode mode, DataType dtype, bool weighted, int form, int64_t bags, testing::Rng& rng,
+                CaseShape shape = {}) {
   Case c;
   c.mode = mode;
   c.dtype = dtype;
@@ -531,18 +551,20 @@ Case RandomCase(Mode mode, DataType dtype, bool weighted, int form, int64_t bags
   c.fixed = form == 2;
   c.include_last_offset = form == 1;
   const int64_t rows = testing::UniformInt(rng, 1, 40);
-  const int64_t dim = testing::Chance(rng, 0.05) ? 0 : testing::UniformInt(rng, 1, 12);
+  const int64_t dim = shape.dim >= 0               ? shape.dim
+                      : testing::Chance(rng, 0.05) ? 0
+                                                   : testing::UniformInt(rng, 1, 12);
   const size_t es = ElementSize(dtype);
   c.params = *Tensor::Allocate(dtype, {rows, dim});
   for (int64_t i = 0; i < rows * dim; ++i) {
     StoreValue(dtype, RandomValue(rng), c.params.mutable_bytes().data() + i * es);
   }
   c.bag_starts = {0};
-  const int64_t fixed_n = testing::UniformInt(rng, 0, 5);
+  const int64_t fixed_n = testing::UniformInt(rng, 0, shape.max_bag - 1);
   for (int64_t b = 0; b < bags; ++b) {
     const int64_t n = c.fixed                     ? fixed_n
                       : testing::Chance(rng, 0.2) ? 0
-                                                  : testing::UniformInt(rng, 1, 6);
+                                                  : testing::UniformInt(rng, 1, shape.max_bag);
     c.bag_starts.push_back(c.bag_starts.back() + n);
   }
   const int64_t num = c.bag_starts.back();
@@ -727,6 +749,167 @@ TEST(EmbeddingBagParallel, PoolReportsTheLowestBadPosition) {
       one,
       StatusIs(kInvalid, ::testing::HasSubstr(absl::StrCat("indices[", n / 2, "] = ", -rows - 1))));
   EXPECT_EQ(one.status(), split.status());
+}
+
+// ---- (e) The vector kernel (core/embedding_bag_simd.h) writes the reference's bytes ----
+
+// What one kernel wrote for a case, and the bad position it reported.
+struct KernelRun {
+  std::vector<uint8_t> bytes;
+  int64_t bad = -1;
+  bool vector = false;  // the vector kernel served the plan
+};
+
+// Runs ReduceBags over all of `c`'s bags into an output at `shift` bytes past a 32-byte
+// boundary.
+KernelRun RunKernel(const Case& c, BagKernel kernel, bool streaming, size_t shift = 0) {
+  const TensorView params = c.params.view(), indices = c.indices.view();
+  const TensorView offsets = c.offsets.view(), weights = c.weights.view();
+  auto plan = PlanEmbeddingBag(params, indices, c.fixed ? nullptr : &offsets,
+                               c.weighted ? &weights : nullptr, c.Options());
+  EXPECT_THAT(plan, IsOk()) << c.DebugString();
+  if (!plan.ok()) return {};
+  std::vector<uint8_t> storage(plan->output_bytes + 64, 0xAB);
+  uint8_t* out = storage.data() + (32 - reinterpret_cast<uintptr_t>(storage.data()) % 32) + shift;
+  BagViews v;
+  v.params = params.data.data();
+  v.indices = indices.data.data();
+  if (!c.fixed) {
+    v.offsets = offsets.data.data();
+    v.num_offsets = offsets.shape[0];
+  }
+  if (c.weighted) v.weights = weights.data.data();
+  v.output = out;
+  KernelRun run;
+  run.bad = ReduceBags(*plan, v, 0, plan->bags, streaming, kernel);
+  run.bytes.assign(out, out + plan->output_bytes);
+  run.vector = kernel == BagKernel::kBest && BagVectorKernelServes(*plan);
+  return run;
+}
+
+// Row widths that reach every pass width (1, 2, 4 and 8 registers), one pass and several,
+// and the first beyond kMaxVectorAccumulatorBytes (the generic kernel's).
+std::vector<int64_t> VectorDims(DataType dtype) {
+  if (dtype == DataType::kFloat64) return {4, 8, 12, 16, 24, 32, 64, 128, 512, 516};
+  return {8, 16, 24, 32, 48, 64, 128, 136, 256, 1024, 1032};
+}
+
+bool VectorKernelRunsHere() {
+  EmbeddingBagPlan plan;
+  plan.dtype = DataType::kFloat32;
+  plan.dim = 8;
+  return BagVectorKernelServes(plan);
+}
+
+constexpr const char* kNoVectorKernel =
+    "this CPU lacks AVX2, FMA or F16C: the vector kernel is not used on it, so not tested";
+
+TEST(EmbeddingBagVectorKernel, MatchesTheReferenceAtEveryWidth) {
+  if (!VectorKernelRunsHere()) GTEST_SKIP() << kNoVectorKernel;
+  testing::Rng rng(20261127);
+  int vector_cases = 0;
+  for (Mode mode : kModes) {
+    for (DataType dtype : kFloatTypes) {
+      const int64_t acc_size = dtype == DataType::kFloat64 ? 8 : 4;
+      for (bool weighted : {false, true}) {
+        if (weighted && mode == Mode::kMax) continue;
+        for (int form = 0; form < 3; ++form) {
+          for (int64_t dim : VectorDims(dtype)) {
+            // Bags of up to 40 rows: longer than every prefetch distance.
+            const Case c = RandomCase(mode, dtype, weighted, form, testing::UniformInt(rng, 1, 40),
+                                      rng, {dim, 40});
+            const std::vector<uint8_t> want = Reference(c);
+            const KernelRun best = RunKernel(c, BagKernel::kBest, false);
+            const KernelRun generic = RunKernel(c, BagKernel::kGeneric, false);
+            ASSERT_EQ(best.bad, -1) << c.DebugString();
+            ASSERT_EQ(best.vector, dim * acc_size <= kMaxVectorAccumulatorBytes) << c.DebugString();
+            ASSERT_EQ(best.bytes, want) << c.DebugString();
+            ASSERT_EQ(generic.bytes, want) << c.DebugString();
+            vector_cases += best.vector;
+          }
+        }
+      }
+    }
+  }
+  // 10 served widths for float accumulators, 9 for float64.
+  EXPECT_EQ(vector_cases, (4 * 2 - 1) * 3 * (3 * 10 + 9));
+}
+
+TEST(EmbeddingBagVectorKernel, StreamingStoresWriteTheSameBytes) {
+  if (!VectorKernelRunsHere()) GTEST_SKIP() << kNoVectorKernel;
+  testing::Rng rng(31);
+  for (DataType dtype : kFloatTypes) {
+    const int64_t dim = dtype == DataType::kFloat64 ? 32 : 64;
+    for (Mode mode : {Mode::kSum, Mode::kMean, Mode::kMax}) {
+      const Case c = RandomCase(mode, dtype, mode != Mode::kMax, 0, 500, rng, {dim, 3});
+      const std::vector<uint8_t> want = Reference(c);
+      EXPECT_EQ(RunKernel(c, BagKernel::kBest, true).bytes, want) << c.DebugString();
+      // An output off a 32-byte boundary is written with ordinary stores.
+      EXPECT_EQ(RunKernel(c, BagKernel::kBest, true, 16).bytes, want) << c.DebugString();
+      EXPECT_EQ(RunKernel(c, BagKernel::kBest, true, 4).bytes, want) << c.DebugString();
+    }
+  }
+  // Through ExecuteEmbeddingBag, an output past the streaming threshold (8 MiB).
+  const Case big = RandomCase(Mode::kSum, DataType::kFloat32, false, 0, 33000, rng, {64, 2});
+  auto got = RunCase(big, nullptr, kEmbeddingBagMinParallelBytes);
+  ASSERT_THAT(got, IsOk());
+  ASSERT_GE(got->bytes().size(), size_t{8} << 20);
+  const std::vector<uint8_t> want = Reference(big);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), got->bytes().begin(), got->bytes().end()));
+}
+
+TEST(EmbeddingBagVectorKernel, ReportsTheFirstBadPositionAfterWritingTheBagsBefore) {
+  if (!VectorKernelRunsHere()) GTEST_SKIP() << kNoVectorKernel;
+  testing::Rng rng(77);
+  for (int64_t dim : {8, 64, 128, 256}) {  // one pass, and 2 and 4 passes of 8 registers
+    for (int trial = 0; trial < 10; ++trial) {
+      Case c = RandomCase(kModes[trial % 4], DataType::kFloat32, false, trial % 3,
+                          testing::UniformInt(rng, 1, 60), rng, {dim, 40});
+      const int64_t n = c.indices.num_elements();
+      if (n == 0) continue;
+      const int64_t rows = c.params.shape()[0];
+      const int64_t pos = testing::UniformInt(rng, 0, n - 1);
+      testing::SetIndexValue(c.indices, pos,
+                             testing::RandomOutOfRangeValue(rows, c.indices.dtype(), rng));
+      if (pos + 1 < n) testing::SetIndexValue(c.indices, n - 1, -rows - 1);
+      const KernelRun best = RunKernel(c, BagKernel::kBest, false);
+      const KernelRun generic = RunKernel(c, BagKernel::kGeneric, false);
+      ASSERT_TRUE(best.vector);
+      EXPECT_EQ(best.bad, pos) << c.DebugString();
+      EXPECT_EQ(generic.bad, pos) << c.DebugString();
+      // The bags before the bad one's are written, and alike.
+      const int64_t bag = std::upper_bound(c.bag_starts.begin(), c.bag_starts.end(), pos) -
+                          c.bag_starts.begin() - 1;
+      const size_t written = static_cast<size_t>(bag * dim * 4);
+      EXPECT_TRUE(
+          std::equal(best.bytes.begin(), best.bytes.begin() + written, generic.bytes.begin()))
+          << c.DebugString();
+    }
+  }
+}
+
+TEST(EmbeddingBagVectorKernel, MisalignedViewsGiveTheSameBytes) {
+  if (!VectorKernelRunsHere()) GTEST_SKIP() << kNoVectorKernel;
+  testing::Rng rng(12);
+  for (DataType dtype : kFloatTypes) {
+    const Case c = RandomCase(Mode::kMean, dtype, true, 0, 40, rng, {64, 20});
+    std::vector<std::vector<uint8_t>> storage;
+    storage.reserve(4);
+    auto shifted = [&](const Tensor& t) {  // one byte past an aligned address
+      storage.emplace_back(t.bytes().size() + 1);
+      std::memcpy(storage.back().data() + 1, t.bytes().data(), t.bytes().size());
+      TensorView v = t.view();
+      v.data = absl::Span<const uint8_t>(storage.back().data() + 1, t.bytes().size());
+      return v;
+    };
+    const TensorView p = shifted(c.params), i = shifted(c.indices), o = shifted(c.offsets),
+                     w = shifted(c.weights);
+    auto got = EmbeddingBag(p, i, &o, &w, c.Options());
+    ASSERT_THAT(got, IsOk());
+    const std::vector<uint8_t> want = Reference(c);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got->bytes().begin(), got->bytes().end()))
+        << c.DebugString();
+  }
 }
 
 }  // namespace
