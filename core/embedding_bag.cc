@@ -14,6 +14,7 @@
 #include "core/gather_plan.h"
 #include "core/half_float.h"
 #include "core/index_math.h"
+#include "core/row_space.h"
 #include "core/status_macros.h"
 
 namespace tensorcompute::core {
@@ -212,38 +213,84 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
   return plan;
 }
 
+namespace {
+
+BagViews ViewsOf(const EmbeddingBagPlan& plan, const TensorView& params, const TensorView& indices,
+                 const TensorView* offsets, const TensorView* per_sample_weights,
+                 const MutableTensorView& output) {
+  BagViews views;
+  views.params = params.data.data();
+  views.indices = indices.data.data();
+  if (!plan.fixed_bags()) {
+    views.offsets = offsets->data.data();
+    views.num_offsets = offsets->shape[0];
+  }
+  if (plan.weighted()) views.weights = per_sample_weights->data.data();
+  views.output = output.data.data();
+  return views;
+}
+
+// Outputs as large as the gather's streaming threshold skip the cache the same way.
+bool Streaming(int64_t output_bytes) {
+  return output_bytes >= ExecuteOptions{}.streaming_store_bytes;
+}
+
+// Runs fn(begin, end) over bags [0, bags) costing `work` bytes, split across `pool` in chunks
+// of about kMinChunkBytes of work when the work reaches min_parallel_bytes.
+template <typename Fn>
+void ForBags(int64_t bags, int64_t work, ThreadPool* pool, int64_t min_parallel_bytes, Fn&& fn) {
+  if (pool != nullptr && pool->size() > 0 && work >= min_parallel_bytes && bags > 1) {
+    pool->ParallelFor(bags, GroupMinChunk(bags, work, kMinChunkBytes), fn);
+  } else if (bags > 0) {
+    fn(0, bags);
+  }
+}
+
+}  // namespace
+
 absl::Status ExecuteEmbeddingBag(const EmbeddingBagPlan& plan, const TensorView& params,
                                  const TensorView& indices, const TensorView* offsets,
                                  const TensorView* per_sample_weights,
                                  const MutableTensorView& output, ThreadPool* pool,
                                  int64_t min_parallel_bytes) {
-  BagViews views;
-  views.params = params.data.data();
-  views.indices = indices.data.data();
-  if (offsets != nullptr) {
-    views.offsets = offsets->data.data();
-    views.num_offsets = offsets->shape[0];
-  }
-  if (per_sample_weights != nullptr) views.weights = per_sample_weights->data.data();
-  views.output = output.data.data();
-  // Outputs as large as the gather's streaming threshold skip the cache the same way.
-  const bool streaming = plan.output_bytes >= ExecuteOptions{}.streaming_store_bytes;
-  // A chunk gets about kMinChunkBytes of the work (rows read plus rows written).
-  const double work = static_cast<double>(plan.work_bytes);
+  const BagViews views = ViewsOf(plan, params, indices, offsets, per_sample_weights, output);
+  const bool streaming = Streaming(plan.output_bytes);
   FirstBad bad;
-  auto run = [&](int64_t begin, int64_t end) {
+  ForBags(plan.bags, plan.work_bytes, pool, min_parallel_bytes, [&](int64_t begin, int64_t end) {
     bad.Report(ReduceBags(plan, views, begin, end, streaming));
-  };
-  if (pool != nullptr && pool->size() > 0 && work >= static_cast<double>(min_parallel_bytes) &&
-      plan.bags > 1) {
-    const auto min_chunk = std::max<int64_t>(
-        1, static_cast<int64_t>(static_cast<double>(plan.bags) * kMinChunkBytes / work));
-    pool->ParallelFor(plan.bags, min_chunk, run);
-  } else if (plan.bags > 0) {
-    run(0, plan.bags);
-  }
+  });
   if (!bad.found()) return absl::OkStatus();
   return EmbeddingBagBadIndexError(plan, indices, bad.position());
+}
+
+std::vector<absl::Status> ExecuteEmbeddingBagGroup(absl::Span<const EmbeddingBagJob> jobs,
+                                                   ThreadPool* pool, int64_t min_parallel_bytes) {
+  std::vector<BagViews> views(jobs.size());
+  RowSpace bags;
+  int64_t work = 0, output_bytes = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const EmbeddingBagJob& job = jobs[j];
+    views[j] = ViewsOf(*job.plan, job.params, job.indices, &job.offsets, &job.per_sample_weights,
+                       job.output);
+    bags.Add(j, job.plan->bags);
+    work = std::min(work, std::numeric_limits<int64_t>::max() - job.plan->work_bytes) +
+           job.plan->work_bytes;  // saturates at INT64_MAX, as work_bytes does
+    output_bytes += job.plan->output_bytes;
+  }
+  const bool streaming = Streaming(output_bytes);
+  std::vector<FirstBad> bad(jobs.size());
+  ForBags(bags.total(), work, pool, min_parallel_bytes, [&](int64_t begin, int64_t end) {
+    bags.ForEachPiece(begin, end, [&](size_t j, int64_t b, int64_t e) {
+      bad[j].Report(ReduceBags(*jobs[j].plan, views[j], b, e, streaming));
+    });
+  });
+  std::vector<absl::Status> statuses(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (bad[j].found()) {
+      statuses[j] = EmbeddingBagBadIndexError(*jobs[j].plan, jobs[j].indices, bad[j].position());
+    }
+  }
+  return statuses;
 }
 
 absl::Status EmbeddingBagBadIndexError(const EmbeddingBagPlan& plan, const TensorView& indices,

@@ -7,6 +7,9 @@
 //                             the .cc) and sizes the output [bags, dim];
 //   ExecuteEmbeddingBag(...)  runs a plan into an output slot the caller sized, checking each
 //                             index value in the same pass (the server's path);
+//   ExecuteEmbeddingBagGroup  runs several plans as one pass over their bags laid end to end
+//                             (the batching executors' path for lookups on one resident
+//                             table), each job still checked and answered alone;
 //   EmbeddingBag(...)         plan + allocate + execute into a new Tensor (tests, tools).
 //
 // Semantics (the oracle is torch.nn.functional.embedding_bag, plus TensorFlow's "sqrtn"):
@@ -49,9 +52,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 
 #include "core/dtype.h"
 #include "core/embedding_bag_math.h"
@@ -140,6 +145,30 @@ absl::Status ExecuteEmbeddingBag(const EmbeddingBagPlan& plan, const TensorView&
                                  const TensorView* per_sample_weights,
                                  const MutableTensorView& output, ThreadPool* pool = nullptr,
                                  int64_t min_parallel_bytes = kEmbeddingBagMinParallelBytes);
+
+// One member of ExecuteEmbeddingBagGroup: a plan, the views it was made from (`offsets` and
+// `per_sample_weights` are read only when the plan has them), and its output slot.
+struct EmbeddingBagJob {
+  const EmbeddingBagPlan* plan = nullptr;  // not owned
+  TensorView params;
+  TensorView indices;
+  TensorView offsets;
+  TensorView per_sample_weights;
+  MutableTensorView output;
+};
+
+// Executes every job as ExecuteEmbeddingBag would, but as one pass: one loop over the jobs'
+// bags laid end to end (job 0's bags, then job 1's, ...), split across `pool` when their work
+// (EmbeddingBagPlan::work_bytes) adds up to min_parallel_bytes, each bag reduced by the same
+// kernels into its own job's output. Many small lookups on one table then cost one parallel
+// loop instead of one call each. Non-temporal stores are used when the outputs add up to the
+// gather's streaming threshold.
+// Returns one status per job, in order: exactly what ExecuteEmbeddingBag returns for that job
+// alone (OK, or its own bad-index INVALID_ARGUMENT); a bad job leaves the others untouched.
+// REQUIRES: each job satisfies ExecuteEmbeddingBag's REQUIRES; outputs do not overlap.
+std::vector<absl::Status> ExecuteEmbeddingBagGroup(
+    absl::Span<const EmbeddingBagJob> jobs, ThreadPool* pool = nullptr,
+    int64_t min_parallel_bytes = kEmbeddingBagMinParallelBytes);
 
 // The INVALID_ARGUMENT that ExecuteEmbeddingBag returns for the out-of-range value at flat
 // position `position` of `indices` ("indices[1,0] = -11 is not in [-10, 10)", Gather's words:

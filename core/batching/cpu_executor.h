@@ -7,12 +7,14 @@
 // is cancelled or past its deadline when its turn comes is answered without being computed.
 //
 // Resident tables: the executor (not the batcher, which stays blind to what tasks compute)
-// groups a batch's small gathers (output <= group_task_bytes) by Task::table. Two or more small
-// tasks on one table run as one pool job
-// and one pass, core::ExecuteGatherGroup: one loop over the concatenated rows of all their
-// indices, split across the pool by rows when the outputs add up to
-// execute.min_parallel_bytes, each row copied into its own task's output. Any plans on the
-// table merge (the rows keep their own plans), so no compatibility test is needed. Per-task
+// groups a batch's small tasks (cost_bytes() <= group_task_bytes) by Task::table and kind. Two
+// or more small gathers on one table run as one pool job and one pass,
+// core::ExecuteGatherGroup: one loop over the concatenated rows of all their indices, split
+// across the pool by rows when the outputs add up to execute.min_parallel_bytes, each row
+// copied into its own task's output. Two or more small pooled lookups on one table likewise
+// run as core::ExecuteEmbeddingBagGroup: one loop over all their bags, split when their work
+// adds up to execute.min_parallel_bytes. Any plans of a kind on the table merge (the rows and
+// bags keep their own plans), so no compatibility test is needed. Per-task
 // semantics are kept: each task is checked with CheckStillWanted, its make_output called
 // before the pass, its bad index (the same words as ExecuteGather's) fails only itself, and
 // done is called once. Tasks with no table, alone on theirs, or larger than group_task_bytes
@@ -52,8 +54,9 @@ struct CpuExecutorOptions {
   // Default 0: never (the server sets 1 MiB).
   int64_t inline_task_bytes = 0;
 
-  // Tasks on a resident table with outputs up to this many bytes are grouped (see above);
-  // larger ones run on their own. Default 64 KiB.
+  // Tasks on a resident table costing up to this many bytes (Task::cost_bytes(): a gather's
+  // output, a pooled lookup's rows read and written) are grouped (see above); larger ones run
+  // on their own. Default 64 KiB.
   int64_t group_task_bytes = int64_t{64} << 10;
 };
 

@@ -139,10 +139,15 @@ EmbeddingBagCase RandomEmbeddingBagCase(const RandomBagOptions& options, Rng& rn
   EmbeddingBagCase c;
   c.options.mode = options.mode;
   c.options.include_last_offset = options.form == BagForm::kIncludeLastOffset;
-  const int64_t rows = UniformInt(rng, 1, options.max_rows);
-  const int64_t dim =
-      Chance(rng, options.zero_dim_probability) ? 0 : UniformInt(rng, 1, options.max_dim);
-  c.params = RandomValues(options.dtype, {rows, dim}, rng, RandomValue);
+  if (options.params != nullptr) {
+    c.params = options.params->Clone();
+  } else {
+    const int64_t rows = UniformInt(rng, 1, options.max_rows);
+    const int64_t dim =
+        Chance(rng, options.zero_dim_probability) ? 0 : UniformInt(rng, 1, options.max_dim);
+    c.params = RandomValues(options.dtype, {rows, dim}, rng, RandomValue);
+  }
+  const int64_t rows = c.params.shape()[0];
 
   std::vector<int64_t> starts = {0};
   const int64_t fixed_size = UniformInt(rng, 0, options.max_bag_size);

@@ -63,6 +63,9 @@ struct RandomBagOptions {
   int64_t max_bag_size = 6;            // indices per bag uniform in [1, max_bag_size] ...
   double empty_bag_probability = 0.2;  // ... or 0 with this chance (offsets forms)
   double padding_probability = 0.5;    // chance of a padding_idx (uniform in [-rows, rows))
+  // Set: the call's params are a copy of this [rows, dim] tensor of `dtype` (a resident
+  // table's, say) instead of a random one; max_rows, max_dim and zero_dim_probability unused.
+  const core::Tensor* params = nullptr;
 };
 
 // A random valid call as `options` describe: params values mostly in [-8, 8], sometimes NaN,
