@@ -34,8 +34,13 @@ using ::tensorcompute::batching::test_support::Case;
 using ::tensorcompute::batching::test_support::MakeBagCase;
 using ::tensorcompute::batching::test_support::MakeBagTask;
 using ::tensorcompute::batching::test_support::MakeCase;
+using ::tensorcompute::batching::test_support::MakeOutputOnDemand;
+using ::tensorcompute::batching::test_support::MakeTable;
 using ::tensorcompute::batching::test_support::MakeTask;
+using ::tensorcompute::batching::test_support::RunAndWait;
 using ::tensorcompute::batching::test_support::SentinelIntact;
+using ::tensorcompute::batching::test_support::SharedPool;
+using ::tensorcompute::batching::test_support::WrittenAtFirstAnswer;
 using ::tensorcompute::testing::BagForm;
 using ::tensorcompute::testing::Chance;
 using ::tensorcompute::testing::EmbeddingBagCase;
@@ -56,26 +61,6 @@ constexpr core::EmbeddingBagMode kModes[] = {
     core::EmbeddingBagMode::kSum, core::EmbeddingBagMode::kMean, core::EmbeddingBagMode::kMax,
     core::EmbeddingBagMode::kSqrtn};
 
-core::ThreadPool& SharedPool() {
-  static core::ThreadPool* const pool = new core::ThreadPool(4);
-  return *pool;
-}
-
-void RunAndWait(CpuExecutor& executor, Batch batch) {
-  auto finished = std::make_shared<absl::Notification>();
-  executor.Run(std::move(batch), [finished] { finished->Notify(); });
-  ASSERT_TRUE(finished->WaitForNotificationWithTimeout(absl::Seconds(60)));
-}
-
-Table MakeTable(core::Tensor tensor) {
-  auto entry = std::make_shared<core::ResidentTensor>();
-  entry->name = "table";
-  entry->tensor = std::move(tensor);
-  entry->device = "cpu";
-  entry->version = 1;
-  return entry;
-}
-
 // A random lookup on `table` (any mode, weights, bag form, padding).
 EmbeddingBagCase RandomLookup(const Table& table, Rng& rng) {
   RandomBagOptions o;
@@ -90,24 +75,11 @@ EmbeddingBagCase RandomLookup(const Table& table, Rng& rng) {
 
 // The same status, code and words, and byte-identical output, as core::EmbeddingBag alone.
 ::testing::AssertionResult SameAsAlone(const BagCase& c) {
-  const absl::StatusOr<core::Tensor> alone = c.req.Expected();
-  if (!alone.ok() || !c.got.ok()) {
-    if (alone.status() == c.got) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure()
-           << "got " << c.got << ", alone " << alone.status() << " for " << c.req.DebugString();
-  }
-  if (!core::IdenticalTensors(c.output.view(), alone->view())) {
-    return ::testing::AssertionFailure() << "output differs for " << c.req.DebugString();
-  }
-  return ::testing::AssertionSuccess();
+  return test_support::SameAsAlone(c.got, c.output, c.req.Expected(), c.req.DebugString());
 }
 
-// A task of `c` whose params view the table's tensor, as the server makes them.
 std::unique_ptr<Task> TableTask(BagCase& c, const Table& table) {
-  std::unique_ptr<Task> task = MakeBagTask(c);
-  task->params = table->tensor.view();
-  task->table = table;
-  return task;
+  return test_support::OnTable(MakeBagTask(c), table);
 }
 
 // Out of range for the case's params: the first index made `rows`.
@@ -169,13 +141,7 @@ Batch RandomMix(Mix& mix, Rng& rng) {
   for (size_t i = 0; i < planned.size(); ++i) {
     BagCase& c = *mix.lookups[i];
     std::unique_ptr<Task> task = planned[i].table ? TableTask(c, planned[i].table) : MakeBagTask(c);
-    if (i % 2 == 0) {
-      task->output = core::MutableTensorView();
-      task->make_output = [&c, &made = mix.made[i]] {
-        ++made;
-        return c.output.mutable_view();
-      };
-    }
+    if (i % 2 == 0) MakeOutputOnDemand(*task, c.output, &mix.made[i]);
     if (planned[i].cancel) {
       task->cancel->Cancel();
       mix.cancelled[i] = true;
@@ -183,10 +149,7 @@ Batch RandomMix(Mix& mix, Rng& rng) {
     batch.push_back(std::move(task));
   }
   for (size_t g = 0; g < mix.gathers.size(); ++g) {
-    std::unique_ptr<Task> task = MakeTask(*mix.gathers[g]);
-    task->params = mix.tables[g]->tensor.view();
-    task->table = mix.tables[g];
-    batch.push_back(std::move(task));
+    batch.push_back(test_support::OnTable(MakeTask(*mix.gathers[g]), mix.tables[g]));
   }
   std::shuffle(batch.begin(), batch.end(), rng);
   return batch;
@@ -295,27 +258,16 @@ TEST(CpuExecutorBags, AGroupIsComputedBeforeAnyOfItsTasksIsAnswered) {
     while (req.indices.num_elements() == 0) req = RandomEmbeddingBagCase(o, rng);
     cases.push_back(MakeBagCase(std::move(req)));
   }
-  std::atomic<bool> first{true};
-  std::atomic<int> written_at_first{-1};
   Batch batch;
+  std::vector<const core::Tensor*> outputs;
   for (std::unique_ptr<BagCase>& c : cases) {
-    std::unique_ptr<Task> task = TableTask(*c, table);
-    auto done = std::move(task->done);
-    task->done = [&, done = std::move(done)](absl::Status status) mutable {
-      if (first.exchange(false)) {
-        int written = 0;
-        for (const std::unique_ptr<BagCase>& other : cases) {
-          written += !SentinelIntact(other->output);
-        }
-        written_at_first = written;
-      }
-      std::move(done)(std::move(status));
-    };
-    batch.push_back(std::move(task));
+    batch.push_back(TableTask(*c, table));
+    outputs.push_back(&c->output);
   }
-  CpuExecutor executor(&SharedPool());
-  RunAndWait(executor, std::move(batch));
-  EXPECT_EQ(written_at_first.load(), 64);
+  CpuExecutorOptions options;
+  options.small_job_bytes = 1;  // the per-task path would answer task by task
+  CpuExecutor executor(&SharedPool(), options);
+  EXPECT_EQ(WrittenAtFirstAnswer(executor, std::move(batch), outputs), 64);
   for (const std::unique_ptr<BagCase>& c : cases) EXPECT_TRUE(SameAsAlone(*c));
 }
 

@@ -32,8 +32,13 @@ namespace {
 
 using ::tensorcompute::batching::test_support::Case;
 using ::tensorcompute::batching::test_support::MakeCase;
+using ::tensorcompute::batching::test_support::MakeOutputOnDemand;
+using ::tensorcompute::batching::test_support::MakeTable;
 using ::tensorcompute::batching::test_support::MakeTask;
+using ::tensorcompute::batching::test_support::RunAndWait;
 using ::tensorcompute::batching::test_support::SentinelIntact;
+using ::tensorcompute::batching::test_support::SharedPool;
+using ::tensorcompute::batching::test_support::WrittenAtFirstAnswer;
 using ::tensorcompute::testing::AgreesWithReference;
 using ::tensorcompute::testing::Chance;
 using ::tensorcompute::testing::GatherRequest;
@@ -47,26 +52,6 @@ using ::tensorcompute::testing::RunReference;
 using ::tensorcompute::testing::StatusIs;
 using ::tensorcompute::testing::UniformInt;
 using Table = std::shared_ptr<const core::ResidentTensor>;
-
-core::ThreadPool& SharedPool() {
-  static core::ThreadPool* const pool = new core::ThreadPool(4);
-  return *pool;
-}
-
-void RunAndWait(CpuExecutor& executor, Batch batch) {
-  auto finished = std::make_shared<absl::Notification>();
-  executor.Run(std::move(batch), [finished] { finished->Notify(); });
-  ASSERT_TRUE(finished->WaitForNotificationWithTimeout(absl::Seconds(60)));
-}
-
-Table MakeTable(core::Tensor tensor) {
-  auto entry = std::make_shared<core::ResidentTensor>();
-  entry->name = "table";
-  entry->tensor = std::move(tensor);
-  entry->device = "cpu";
-  entry->version = 1;
-  return entry;
-}
 
 // A request on `table`: Gather on axis 0 (most), GatherNd with batch_dims 0, or Gather on
 // another axis; indices of either dtype, valid (negative values included), sometimes empty.
@@ -107,24 +92,11 @@ absl::StatusOr<core::Tensor> ComputeAlone(const GatherRequest& req) {
 
 // Byte-identical output and the same status, code and words, as computing alone.
 ::testing::AssertionResult SameAsAlone(const Case& c) {
-  const absl::StatusOr<core::Tensor> alone = ComputeAlone(c.req);
-  if (!alone.ok() || !c.got.ok()) {
-    if (alone.status() == c.got) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure()
-           << "got " << c.got << ", alone " << alone.status() << " for " << c.req.DebugString();
-  }
-  if (!core::IdenticalTensors(c.output.view(), alone->view())) {
-    return ::testing::AssertionFailure() << "output differs for " << c.req.DebugString();
-  }
-  return ::testing::AssertionSuccess();
+  return test_support::SameAsAlone(c.got, c.output, ComputeAlone(c.req), c.req.DebugString());
 }
 
-// A task of `c` on `table`: params view the table's tensor, as the server makes them.
 std::unique_ptr<Task> TableTask(Case& c, const Table& table) {
-  std::unique_ptr<Task> task = MakeTask(c);
-  task->params = table->tensor.view();
-  task->table = table;
-  return task;
+  return test_support::OnTable(MakeTask(c), table);
 }
 
 struct Mix {
@@ -177,13 +149,7 @@ Batch RandomMix(Mix& mix, Rng& rng) {
   for (size_t i : order) {
     Case& c = *mix.cases[i];
     std::unique_ptr<Task> task = planned[i].table ? TableTask(c, planned[i].table) : MakeTask(c);
-    if (i % 2 == 0) {
-      task->output = core::MutableTensorView();
-      task->make_output = [&c, &made = mix.made[i]] {
-        ++made;
-        return c.output.mutable_view();
-      };
-    }
+    if (i % 2 == 0) MakeOutputOnDemand(*task, c.output, &mix.made[i]);
     if (planned[i].cancel) {
       task->cancel->Cancel();
       mix.cancelled[i] = true;
@@ -323,27 +289,16 @@ TEST(CpuExecutorGroups, AGroupIsComputedBeforeAnyOfItsTasksIsAnswered) {
     req.axis = 0;
     cases.push_back(MakeCase(std::move(req)));
   }
-  std::atomic<bool> first{true};
-  std::atomic<int> written_at_first{-1};
   Batch batch;
+  std::vector<const core::Tensor*> outputs;
   for (std::unique_ptr<Case>& c : cases) {
-    std::unique_ptr<Task> task = TableTask(*c, table);
-    auto done = std::move(task->done);
-    task->done = [&, done = std::move(done)](absl::Status status) mutable {
-      if (first.exchange(false)) {
-        int written = 0;
-        for (const std::unique_ptr<Case>& other : cases) written += !SentinelIntact(other->output);
-        written_at_first = written;
-      }
-      std::move(done)(std::move(status));
-    };
-    batch.push_back(std::move(task));
+    batch.push_back(TableTask(*c, table));
+    outputs.push_back(&c->output);
   }
   CpuExecutorOptions options;
   options.small_job_bytes = 1;  // the per-task path would answer task by task
   CpuExecutor executor(&SharedPool(), options);
-  RunAndWait(executor, std::move(batch));
-  EXPECT_EQ(written_at_first.load(), 64);
+  EXPECT_EQ(WrittenAtFirstAnswer(executor, std::move(batch), outputs), 64);
   for (const std::unique_ptr<Case>& c : cases) EXPECT_TRUE(SameAsAlone(*c));
 }
 

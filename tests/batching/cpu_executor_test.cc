@@ -39,7 +39,9 @@ using ::tensorcompute::batching::test_support::Case;
 using ::tensorcompute::batching::test_support::kSentinel;
 using ::tensorcompute::batching::test_support::MakeCase;
 using ::tensorcompute::batching::test_support::MakeTask;
+using ::tensorcompute::batching::test_support::RunAndWait;
 using ::tensorcompute::batching::test_support::SentinelIntact;
+using ::tensorcompute::batching::test_support::SharedPool;
 using ::tensorcompute::testing::AgreesWithReference;
 using ::tensorcompute::testing::GatherRequest;
 using ::tensorcompute::testing::IsOk;
@@ -54,18 +56,6 @@ using ::tensorcompute::testing::RunReference;
 using ::tensorcompute::testing::StatusIs;
 
 const absl::Duration kLong = absl::Seconds(60);
-
-// Runs `batch` on `executor` and waits for batch_done.
-void RunAndWait(CpuExecutor& executor, Batch batch) {
-  auto finished = std::make_shared<absl::Notification>();
-  executor.Run(std::move(batch), [finished] { finished->Notify(); });
-  ASSERT_TRUE(finished->WaitForNotificationWithTimeout(kLong));
-}
-
-core::ThreadPool& SharedPool() {
-  static core::ThreadPool* const pool = new core::ThreadPool(4);
-  return *pool;
-}
 
 // `n` random small requests over every dtype, Gather and GatherNd alternating.
 std::vector<std::unique_ptr<Case>> RandomCases(int n, Rng& rng,

@@ -1,8 +1,11 @@
 #include "tests/batching/task_case.h"
 
+#include <atomic>
 #include <cstring>
 #include <utility>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -80,6 +83,75 @@ bool SentinelIntact(const core::Tensor& t) {
     if (b != kSentinel) return false;
   }
   return true;
+}
+
+core::ThreadPool& SharedPool() {
+  static core::ThreadPool* const pool = new core::ThreadPool(4);
+  return *pool;
+}
+
+void RunAndWait(Executor& executor, Batch batch) {
+  auto finished = std::make_shared<absl::Notification>();
+  executor.Run(std::move(batch), [finished] { finished->Notify(); });
+  ASSERT_TRUE(finished->WaitForNotificationWithTimeout(absl::Seconds(60)));
+}
+
+std::shared_ptr<const core::ResidentTensor> MakeTable(core::Tensor tensor) {
+  auto entry = std::make_shared<core::ResidentTensor>();
+  entry->name = "table";
+  entry->tensor = std::move(tensor);
+  entry->device = "cpu";
+  entry->version = 1;
+  return entry;
+}
+
+std::unique_ptr<Task> OnTable(std::unique_ptr<Task> task,
+                              std::shared_ptr<const core::ResidentTensor> table) {
+  task->params = table->tensor.view();
+  task->table = std::move(table);
+  return task;
+}
+
+int WrittenAtFirstAnswer(Executor& executor, Batch batch,
+                         const std::vector<const core::Tensor*>& outputs) {
+  auto first = std::make_shared<std::atomic<bool>>(true);
+  auto written_at_first = std::make_shared<std::atomic<int>>(-1);
+  for (std::unique_ptr<Task>& task : batch) {
+    task->done = [&outputs, first, written_at_first,
+                  done = std::move(task->done)](absl::Status status) mutable {
+      if (first->exchange(false)) {
+        int written = 0;
+        for (const core::Tensor* output : outputs) written += !SentinelIntact(*output);
+        *written_at_first = written;
+      }
+      std::move(done)(std::move(status));
+    };
+  }
+  RunAndWait(executor, std::move(batch));
+  return written_at_first->load();
+}
+
+void MakeOutputOnDemand(Task& task, core::Tensor& output, int* made) {
+  task.output.data = {};  // (assigning a whole new view trips GCC 12's -Wuninitialized)
+  task.output.strings = {};
+  task.make_output = [&output, made] {
+    ++*made;
+    return output.mutable_view();
+  };
+}
+
+::testing::AssertionResult SameAsAlone(const absl::Status& got, const core::Tensor& output,
+                                       const absl::StatusOr<core::Tensor>& alone,
+                                       const std::string& what) {
+  if (!alone.ok() || !got.ok()) {
+    if (alone.status() == got) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << "got " << got << ", alone " << alone.status() << " for " << what;
+  }
+  if (!core::IdenticalTensors(output.view(), alone->view())) {
+    return ::testing::AssertionFailure() << "output differs for " << what;
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace tensorcompute::batching::test_support

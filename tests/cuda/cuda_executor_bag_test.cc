@@ -43,6 +43,7 @@ using ::tensorcompute::batching::test_support::MakeBagTask;
 using ::tensorcompute::batching::test_support::MakeCase;
 using ::tensorcompute::batching::test_support::MakeTask;
 using ::tensorcompute::batching::test_support::SentinelIntact;
+using ::tensorcompute::batching::test_support::SharedPool;
 using ::tensorcompute::testing::BagForm;
 using ::tensorcompute::testing::EmbeddingBagCase;
 using ::tensorcompute::testing::IsOk;
@@ -60,11 +61,6 @@ constexpr DataType kFloatTypes[] = {DataType::kFloat16, DataType::kBfloat16, Dat
 constexpr EmbeddingBagMode kModes[] = {EmbeddingBagMode::kSum, EmbeddingBagMode::kMean,
                                        EmbeddingBagMode::kMax, EmbeddingBagMode::kSqrtn};
 constexpr BagForm kForms[] = {BagForm::kOffsets, BagForm::kIncludeLastOffset, BagForm::kFixed};
-
-core::ThreadPool& SharedPool() {
-  static core::ThreadPool* const pool = new core::ThreadPool(4);
-  return *pool;
-}
 
 // Answered once, with the CPU's exact answer (the same error, or the same bytes).
 ::testing::AssertionResult AgreesWithCpu(const BagCase& c) {

@@ -43,6 +43,7 @@ using ::tensorcompute::batching::test_support::kSentinel;
 using ::tensorcompute::batching::test_support::MakeCase;
 using ::tensorcompute::batching::test_support::MakeTask;
 using ::tensorcompute::batching::test_support::SentinelIntact;
+using ::tensorcompute::batching::test_support::SharedPool;
 using ::tensorcompute::testing::AgreesWithReference;
 using ::tensorcompute::testing::GatherRequest;
 using ::tensorcompute::testing::InjectOutOfRangeIndices;
@@ -65,11 +66,6 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 const absl::Duration kLong = absl::Seconds(120);
-
-core::ThreadPool& SharedPool() {
-  static core::ThreadPool* const pool = new core::ThreadPool(4);
-  return *pool;
-}
 
 // ---- tests that run everywhere ----
 
