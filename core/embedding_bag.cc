@@ -82,16 +82,16 @@ absl::StatusOr<int64_t> CheckOffsets(const TensorView& offsets, int64_t num_indi
   return bags;
 }
 
-absl::Status CheckWeights(const TensorView& weights, const TensorView& params,
+absl::Status CheckWeights(const TensorView& weights, DataType params_dtype,
                           const TensorView& indices, EmbeddingBagMode mode) {
   if (weights.shape != indices.shape) {
     return Invalid("per_sample_weights must have the shape of indices ",
                    ShapeToString(indices.shape), ", got ", ShapeToString(weights.shape));
   }
-  if (weights.dtype != DataType::kFloat32 && weights.dtype != params.dtype) {
-    const std::string accepted = params.dtype == DataType::kFloat32
+  if (weights.dtype != DataType::kFloat32 && weights.dtype != params_dtype) {
+    const std::string accepted = params_dtype == DataType::kFloat32
                                      ? "float32"
-                                     : absl::StrCat("float32 or ", DataTypeName(params.dtype));
+                                     : absl::StrCat("float32 or ", DataTypeName(params_dtype));
     return Invalid("per_sample_weights must be ", accepted, " (the params' dtype), got ",
                    DataTypeName(weights.dtype));
   }
@@ -101,6 +101,54 @@ absl::Status CheckWeights(const TensorView& weights, const TensorView& params,
         "torch); use SUM, MEAN or SQRTN");
   }
   return absl::OkStatus();
+}
+
+// Checks that params are in the stored form of `encoding` (rank 2 already checked) and
+// returns the logical dtype, dim and stored row bytes.
+struct ParamsForm {
+  DataType dtype;
+  int64_t dim;
+  int64_t row_bytes;
+};
+
+absl::StatusOr<ParamsForm> CheckParamsForm(const TensorView& params, TableEncoding encoding,
+                                           absl::string_view op) {
+  const int64_t columns = params.shape[1];
+  switch (encoding) {
+    case TableEncoding::kNone:
+      if (!IsFloatParams(params.dtype)) {
+        return Invalid(op, ": params must be float16, bfloat16, float32 or float64, got ",
+                       DataTypeName(params.dtype));
+      }
+      return ParamsForm{params.dtype, columns,
+                        columns * static_cast<int64_t>(ElementSize(params.dtype))};
+    case TableEncoding::kFloat16:
+      if (params.dtype != DataType::kFloat16) {
+        return Invalid(op, ": a float16-encoded table's params must be float16, got ",
+                       DataTypeName(params.dtype));
+      }
+      return ParamsForm{DataType::kFloat32, columns, columns * 2};
+    case TableEncoding::kRowwise8:
+      if (params.dtype != DataType::kUint8 || columns <= kRowwise8Trailer) {
+        return Invalid(op,
+                       ": an 8-bit row-wise table's params must be uint8 [rows, dim + 8] with "
+                       "dim >= 1, got ",
+                       DataTypeName(params.dtype), " ", ShapeToString(params.shape));
+      }
+      return ParamsForm{DataType::kFloat32, columns - kRowwise8Trailer, columns};
+  }
+  return Invalid(op, ": unknown table encoding ", static_cast<int>(encoding));
+}
+
+// The bytes of the rows read plus those written, saturating at INT64_MAX.
+int64_t WorkBytes(int64_t num_indices, int64_t row_bytes, int64_t bags, int64_t out_row_bytes) {
+  const std::optional<int64_t> read = CheckedMul(num_indices, row_bytes);
+  const std::optional<int64_t> written = CheckedMul(bags, out_row_bytes);
+  int64_t work = 0;
+  if (!read || !written || __builtin_add_overflow(*read, *written, &work)) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return work;
 }
 
 }  // namespace
@@ -139,10 +187,8 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
     return Invalid("EmbeddingBag: params must have rank 2 [rows, dim], got shape ",
                    ShapeToString(params.shape));
   }
-  if (!IsFloatParams(params.dtype)) {
-    return Invalid("EmbeddingBag: params must be float16, bfloat16, float32 or float64, got ",
-                   DataTypeName(params.dtype));
-  }
+  TC_ASSIGN_OR_RETURN(const ParamsForm form,
+                      CheckParamsForm(params, options.params_encoding, "EmbeddingBag"));
   if (!IsIndexType(indices.dtype)) {
     return Invalid("indices must be int32 or int64, got ", DataTypeName(indices.dtype));
   }
@@ -154,11 +200,13 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
   }
   EmbeddingBagPlan plan;
   plan.mode = options.mode;
-  plan.dtype = params.dtype;
+  plan.dtype = form.dtype;
+  plan.encoding = options.params_encoding;
   plan.index_dtype = indices.dtype;
-  plan.element_size = static_cast<int64_t>(ElementSize(params.dtype));
+  plan.element_size = static_cast<int64_t>(ElementSize(form.dtype));
+  plan.row_bytes = form.row_bytes;
   plan.rows = params.shape[0];
-  plan.dim = params.shape[1];
+  plan.dim = form.dim;
   plan.num_indices = Product(indices.shape, 0, indices.shape.size());
   plan.indices_shape = indices.shape;
   if (indices.rank() == 2) {
@@ -186,7 +234,7 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
     plan.offsets_dtype = offsets->dtype;
   }
   if (per_sample_weights != nullptr) {
-    TC_RETURN_IF_ERROR(CheckWeights(*per_sample_weights, params, indices, options.mode));
+    TC_RETURN_IF_ERROR(CheckWeights(*per_sample_weights, form.dtype, indices, options.mode));
     plan.weights_dtype = per_sample_weights->dtype;
   }
   if (options.padding_idx) {
@@ -204,12 +252,59 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
     return OutputShapeTooLargeError(plan.output_shape, bytes, options.max_output_bytes);
   }
   plan.output_bytes = *bytes;
-  int64_t rows_moved = 0;
-  const std::optional<int64_t> work =
-      __builtin_add_overflow(plan.num_indices, plan.bags, &rows_moved)
-          ? std::nullopt
-          : CheckedMul(rows_moved, plan.dim * plan.element_size);
-  plan.work_bytes = work.value_or(std::numeric_limits<int64_t>::max());
+  plan.work_bytes =
+      WorkBytes(plan.num_indices, plan.row_bytes, plan.bags, plan.dim * plan.element_size);
+  return plan;
+}
+
+absl::StatusOr<EmbeddingBagPlan> PlanUnpooledGather(const TensorView& params,
+                                                    TableEncoding encoding,
+                                                    const TensorView& indices,
+                                                    std::optional<int64_t> axis, int64_t batch_dims,
+                                                    const PlanOptions& options) {
+  TC_RETURN_IF_ERROR(ValidateTensor(params, "params", kMaxRank));
+  TC_RETURN_IF_ERROR(ValidateTensor(indices, "indices", options.max_rank));
+  if (params.rank() != 2) {
+    return Invalid("Gather: a compact table's params must have rank 2 [rows, dim], got shape ",
+                   ShapeToString(params.shape));
+  }
+  TC_ASSIGN_OR_RETURN(const ParamsForm form, CheckParamsForm(params, encoding, "Gather"));
+  if (!IsIndexType(indices.dtype)) {
+    return Invalid("indices must be int32 or int64, got ", DataTypeName(indices.dtype));
+  }
+  if (batch_dims != 0) {
+    return Invalid("Gather on a compact table reads whole rows: batch_dims must be 0, got ",
+                   batch_dims);
+  }
+  if (axis && *axis != 0 && *axis != -2) {
+    return Invalid("Gather on a compact table reads whole rows: axis must be 0 (or -2), got axis ",
+                   *axis);
+  }
+  EmbeddingBagPlan plan;
+  plan.mode = EmbeddingBagMode::kSum;
+  plan.unpooled = true;
+  plan.dtype = form.dtype;
+  plan.encoding = encoding;
+  plan.index_dtype = indices.dtype;
+  plan.element_size = static_cast<int64_t>(ElementSize(form.dtype));
+  plan.row_bytes = form.row_bytes;
+  plan.rows = params.shape[0];
+  plan.dim = form.dim;
+  plan.num_indices = Product(indices.shape, 0, indices.shape.size());
+  plan.bags = plan.num_indices;
+  plan.bag_size = 1;
+  plan.indices_shape = indices.shape;
+  plan.output_shape = indices.shape;
+  plan.output_shape.push_back(plan.dim);
+  const std::optional<int64_t> elements = CheckedMul(plan.bags, plan.dim);
+  const std::optional<int64_t> bytes =
+      elements ? CheckedMul(*elements, plan.element_size) : std::nullopt;
+  if (!bytes || *bytes > options.max_output_bytes) {
+    return OutputShapeTooLargeError(plan.output_shape, bytes, options.max_output_bytes);
+  }
+  plan.output_bytes = *bytes;
+  plan.work_bytes =
+      WorkBytes(plan.num_indices, plan.row_bytes, plan.bags, plan.dim * plan.element_size);
   return plan;
 }
 

@@ -15,7 +15,9 @@
 // Semantics (the oracle is torch.nn.functional.embedding_bag, plus TensorFlow's "sqrtn"):
 //   https://pytorch.org/docs/stable/generated/torch.nn.functional.embedding_bag.html
 //   https://www.tensorflow.org/api_docs/python/tf/nn/embedding_lookup_sparse
-// - params: rank 2 [rows, dim] of float16, bfloat16, float32 or float64.
+// - params: rank 2 [rows, dim] of float16, bfloat16, float32 or float64; or a float32 table
+//   stored compactly (EmbeddingBagOptions::params_encoding: float16, or 8-bit row-wise), whose
+//   rows are dequantized as read (core/compact_row.h) and whose lookups return float32.
 // - indices int32/int64 of rank 1 with offsets int32/int64 of rank 1: bag b is
 //   indices[offsets[b] : offsets[b+1]], the last bag running to the end of indices. With
 //   include_last_offset, offsets has bags + 1 entries and its last entry is the end of the last
@@ -58,8 +60,10 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
+#include "core/compact_row.h"
 #include "core/dtype.h"
 #include "core/embedding_bag_math.h"
+#include "core/gather_plan.h"
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -81,25 +85,33 @@ struct EmbeddingBagOptions {
 
   // Largest output accepted, in bytes; larger is RESOURCE_EXHAUSTED. Default 1 GiB.
   int64_t max_output_bytes = int64_t{1} << 30;
+
+  // How params hold a float32 table (core/compact_row.h): kNone, params are the table as it
+  // is; kFloat16, float16 [rows, dim]; kRowwise8, uint8 [rows, dim + 8]. A compact table's
+  // lookups return float32, its rows read through core/compact_row.h. Default kNone.
+  TableEncoding params_encoding = TableEncoding::kNone;
 };
 
 // A validated request.
 struct EmbeddingBagPlan {
   EmbeddingBagMode mode = EmbeddingBagMode::kSum;
-  DataType dtype = DataType::kUnspecified;          // params' and the output's dtype
+  DataType dtype = DataType::kUnspecified;        // the output's (and logical params') dtype
+  TableEncoding encoding = TableEncoding::kNone;  // how params store their rows
+  bool unpooled = false;  // every bag is one row, copied as read (PlanUnpooledGather)
   DataType index_dtype = DataType::kUnspecified;    // kInt32 or kInt64
   DataType offsets_dtype = DataType::kUnspecified;  // kInt32/kInt64; kUnspecified: fixed bags
   DataType weights_dtype = DataType::kUnspecified;  // kUnspecified: no weights
-  int64_t element_size = 0;                         // bytes of one params element
+  int64_t element_size = 0;                         // bytes of one output element
+  int64_t row_bytes = 0;                            // bytes of one stored params row
 
   int64_t rows = 0;          // params.shape[0]
-  int64_t dim = 0;           // params.shape[1]
+  int64_t dim = 0;           // elements per row (params.shape[1], less 8 for kRowwise8)
   int64_t bags = 0;          // output rows
   int64_t num_indices = 0;   // index values in all
   int64_t bag_size = 0;      // fixed bags: indices.shape[1]; with offsets: unused (0)
   int64_t padding_row = -1;  // normalised padding_idx; -1 for none
 
-  Shape output_shape;  // [bags, dim]
+  Shape output_shape;  // [bags, dim]; unpooled: indices.shape + [dim]
   int64_t output_bytes = 0;
   // The bytes of the rows read plus those written, at most INT64_MAX: what a request costs,
   // by which execution splits it across a pool.
@@ -127,6 +139,22 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
                                                   const TensorView* offsets,
                                                   const TensorView* per_sample_weights,
                                                   const EmbeddingBagOptions& options = {});
+
+// A Gather of axis 0 (tf.gather(params, indices), batch_dims 0) on a table stored with
+// `encoding` (core/compact_row.h), planned as a lookup of one-row bags, unpooled (FBGEMM's
+// PoolingMode::NONE): output indices.shape + [dim] in float32, each row exactly as its stored
+// values read (no arithmetic besides the dequantization; -0 and NaNs as stored), bad indices
+// reported as Gather reports them. Executed by ExecuteEmbeddingBag and the batching
+// executors' lookup paths like any plan. Returns the plan, or INVALID_ARGUMENT for: a
+// malformed tensor; params not in `encoding`'s stored form; indices not int32/int64 or of
+// rank above options.max_rank; an axis other than 0 (or -2) or a batch_dims other than 0,
+// both of whose messages say that compact tables are gathered by whole rows; or
+// RESOURCE_EXHAUSTED past options.max_output_bytes.
+absl::StatusOr<EmbeddingBagPlan> PlanUnpooledGather(const TensorView& params,
+                                                    TableEncoding encoding,
+                                                    const TensorView& indices,
+                                                    std::optional<int64_t> axis, int64_t batch_dims,
+                                                    const PlanOptions& options = {});
 
 // Requests that read at least this many params bytes are split across the pool.
 inline constexpr int64_t kEmbeddingBagMinParallelBytes = int64_t{256} << 10;

@@ -263,6 +263,7 @@ bool CpuHasVectorKernel() {
 }  // namespace
 
 bool BagVectorKernelServes(const EmbeddingBagPlan& plan) {
+  if (plan.encoding != TableEncoding::kNone || plan.unpooled) return false;
   const int64_t acc_size = plan.dtype == DataType::kFloat64 ? 8 : 4;
   const int64_t lanes = 32 / acc_size;
   return plan.dim > 0 && plan.dim % lanes == 0 &&

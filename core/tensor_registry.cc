@@ -107,15 +107,14 @@ absl::StatusOr<TensorRegistry::Reservation> TensorRegistry::Reserve(absl::string
   return Reservation(counter_, bytes);
 }
 
-absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(std::string name,
-                                                                          Tensor tensor,
-                                                                          DeviceCopy device_copy,
-                                                                          bool replace,
-                                                                          Reservation reservation) {
+absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
+    std::string name, Tensor tensor, DeviceCopy device_copy, bool replace, Reservation reservation,
+    TableStorage storage) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
   auto held = std::make_shared<Held>();
   held->entry.name = name;
   held->entry.tensor = std::move(tensor);
+  held->entry.storage = storage;
   held->entry.device =
       device_copy.gpu >= 0 ? absl::StrCat("gpu:", device_copy.gpu) : std::string("cpu");
   held->entry.device_copy = std::move(device_copy);

@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
+#include "core/table_storage.h"
 #include "core/tensor.h"
 
 namespace tensorcompute::core {
@@ -48,14 +49,23 @@ struct DeviceCopy {
 
 // One stored version of a named tensor. Immutable once published. A GPU tensor keeps its host
 // copy in `tensor` too (the CPU executor serves what the GPU does not, e.g. a lost device).
+// A compact table (core/table_storage.h) holds its stored form in `tensor` (float16
+// [rows, dim] or uint8 [rows, dim + 8]); what lookups return is logical_dtype() and
+// logical_shape(), float32 [rows, dim].
 struct ResidentTensor {
   std::string name;
   Tensor tensor;
+  TableStorage storage = TableStorage::kAsIs;
   std::string device;  // where its bytes live: "cpu", or "gpu:N"
   DeviceCopy device_copy;
   int64_t version = 0;  // 1 for a name's first tensor, +1 for each replacement
   absl::Time created;
   int64_t bytes = 0;  // what it counts against max_resident_bytes
+
+  TableEncoding encoding() const { return EncodingOf(storage); }
+  bool compact() const { return storage != TableStorage::kAsIs; }
+  DataType logical_dtype() const { return LogicalDtype(storage, tensor.dtype()); }
+  Shape logical_shape() const { return LogicalShape(storage, tensor.shape()); }
 };
 
 // The bytes a tensor of `dtype` and `shape` counts against the cap: its data, or for strings
@@ -120,9 +130,11 @@ class TensorRegistry {
   // ALREADY_EXISTS if the name is taken and `replace` is false; INVALID_ARGUMENT for a name
   // that is empty, longer than 256 bytes, or not printable ASCII. Returns the entry.
   // `device_copy` (optional) is the tensor's copy in a GPU's memory: device "gpu:N", else "cpu".
-  absl::StatusOr<std::shared_ptr<const ResidentTensor>> Put(std::string name, Tensor tensor,
-                                                            DeviceCopy device_copy, bool replace,
-                                                            Reservation reservation);
+  // `storage`: how `tensor` holds the table (core/table_storage.h; `tensor` is then the stored
+  // form PlanTableLayout gave).
+  absl::StatusOr<std::shared_ptr<const ResidentTensor>> Put(
+      std::string name, Tensor tensor, DeviceCopy device_copy, bool replace,
+      Reservation reservation, TableStorage storage = TableStorage::kAsIs);
 
   // The current entry of `name`, or null.
   std::shared_ptr<const ResidentTensor> Find(absl::string_view name) const;

@@ -43,7 +43,7 @@ BagLayout PlanBagBatch(absl::Span<const BagTaskInputs> tasks) {
     d.params_address = reinterpret_cast<uint64_t>(tasks[i].resident_params);
     d.params_offset = in;
     if (d.params_address == 0) {
-      in = AlignUp(in + static_cast<uint64_t>(p.rows) * p.dim * p.element_size);
+      in = AlignUp(in + static_cast<uint64_t>(p.rows) * p.row_bytes);
     }
     d.indices_offset = in;
     in = AlignUp(in + static_cast<uint64_t>(p.num_indices) * index_bytes);
@@ -68,6 +68,8 @@ BagLayout PlanBagBatch(absl::Span<const BagTaskInputs> tasks) {
     d.mode = static_cast<uint8_t>(p.mode);
     d.index_bytes = static_cast<uint8_t>(index_bytes);
     d.weights = WeightsType(p);
+    d.encoding = static_cast<uint8_t>(p.encoding);
+    d.unpooled = p.unpooled ? 1 : 0;
     d.chunks_per_bag = BagChunksPerBag(p.dim, p.element_size);
     d.unit_begin = units;
     d.units = static_cast<uint64_t>(p.bags) * d.chunks_per_bag;

@@ -27,6 +27,12 @@
 // contraction and with IEEE division and square root so that the device rounds as the host
 // does.
 //
+// Compact tables (BagDesc::encoding, core/compact_row.h): a unit's piece is 4 float32 output
+// elements, read from a float16 row or from an 8-bit row-wise row (codes, scale, bias) through
+// the CPU's own readers (HalfToFloat; DequantizeRowwise8: a product and a sum, each rounded,
+// never fused). An unpooled task (a Gather of axis 0 on such a table) stores each bag's one row
+// as read, as the CPU does.
+//
 // Bad indices: a unit meeting an index value outside [-rows, rows) stops there, writing
 // nothing, and lowers its task's flag (work_units.h) to that flat position of indices. Every
 // unit of a bag meets the bag's first bad position first, and every index belongs to exactly
@@ -40,6 +46,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/compact_row.h"
 #include "core/cuda/work_units.h"
 #include "core/embedding_bag_math.h"
 #include "core/index_math.h"
@@ -52,7 +59,7 @@
 
 namespace tensorcompute::cuda {
 
-// The stored type of a task's params (and output).
+// The stored type of a task's output (and of its params when they are not compact).
 enum BagElemType : uint8_t {
   kBagFloat16 = 0,
   kBagBfloat16 = 1,
@@ -91,7 +98,9 @@ struct BagDesc {
   uint8_t index_bytes;   // 4 (int32) or 8 (int64)
   uint8_t offset_bytes;  // 4 or 8; 0: fixed bags
   uint8_t weights;       // BagWeights
-  uint8_t reserved[3];
+  uint8_t encoding;      // core::TableEncoding of params (elem is then the output's, float32)
+  uint8_t unpooled;      // 1: bags of one row copied as read (core::PlanUnpooledGather)
+  uint8_t reserved[1];
 };
 // The host writes the table that the device reads: one layout for both compilers.
 static_assert(sizeof(BagDesc) == 128, "BagDesc must have no padding surprises");
@@ -187,11 +196,50 @@ TC_HOST_DEVICE inline void LoadPiece(const uint8_t* src, int n, typename Elem::A
   }
 }
 
+// Reads a unit's piece of a stored row as float values: elements [e0, e0 + n) of the row at
+// `row`. PlainPiece: params of the output's own type (LoadPiece). Float16Piece and
+// Rowwise8Piece: compact tables (core/compact_row.h), read element by element with the
+// TC_HOST_DEVICE readers the CPU uses, so both dequantize alike.
+template <typename Elem, int kE>
+struct PlainPiece {
+  TC_HOST_DEVICE static void Load(const uint8_t* row, int64_t /*dim*/, int64_t e0, int n,
+                                  typename Elem::Acc* x) {
+    LoadPiece<Elem, kE>(row + e0 * Elem::kSize, n, x);
+  }
+};
+
+template <int kE>
+struct Float16Piece {
+  TC_HOST_DEVICE static void Load(const uint8_t* row, int64_t /*dim*/, int64_t e0, int n,
+                                  float* x) {
+    TC_BAG_UNROLL
+    for (int k = 0; k < kE; ++k) {
+      if (k < n) x[k] = LoadElem<core::Float16Elem>(row + (e0 + k) * 2);
+    }
+  }
+};
+
+template <int kE>
+struct Rowwise8Piece {
+  TC_HOST_DEVICE static void Load(const uint8_t* row, int64_t dim, int64_t e0, int n, float* x) {
+    // The trailer's floats: 4-byte aligned on the device only when dim is a multiple of 4.
+    float scale, bias;
+    std::memcpy(&scale, row + dim, 4);
+    std::memcpy(&bias, row + dim + 4, 4);
+    TC_BAG_UNROLL
+    for (int k = 0; k < kE; ++k) {
+      if (k < n) x[k] = core::DequantizeRowwise8(row[e0 + k], scale, bias);
+    }
+  }
+};
+
 // How a bag's rows go into the accumulators (as in core/embedding_bag.cc): kWeighted (fma
 // with the row's weight), kMax, or kPlain (a sum, for SUM, MEAN and SQRTN without weights).
 enum class Reduce { kPlain, kWeighted, kMax };
 
-template <typename Elem, Reduce kReduce>
+// `Elem`: the output's element type (and the weights' "like params" type); `Piece<kE>`: how
+// the stored rows are read.
+template <typename Elem, template <int> class Piece, Reduce kReduce>
 TC_HOST_DEVICE inline void BagUnitOf(const BagDesc& d, uint64_t u, const uint8_t* in, uint8_t* out,
                                      unsigned long long* flag) {
   using Acc = typename Elem::Acc;
@@ -210,8 +258,11 @@ TC_HOST_DEVICE inline void BagUnitOf(const BagDesc& d, uint64_t u, const uint8_t
   const core::BagSpan span = core::BagBounds(
       static_cast<int64_t>(b), offset_bytes == 0, d.bag_size, d.num_offsets, d.num_indices,
       [offsets, offset_bytes](int64_t i) { return LoadIndexAt(offsets, offset_bytes, i); });
-  const int64_t row_bytes = d.dim * kSize;
+  const int64_t row_bytes =
+      core::StoredRowBytes(static_cast<core::TableEncoding>(d.encoding), d.dim, kSize);
+  const int64_t out_row_bytes = d.dim * kSize;
   const auto mode = static_cast<core::EmbeddingBagMode>(d.mode);
+  uint8_t* to = out + d.output_offset + b * out_row_bytes + e0 * kSize;
 
   Acc acc[kE];
   TC_BAG_UNROLL
@@ -227,7 +278,14 @@ TC_HOST_DEVICE inline void BagUnitOf(const BagDesc& d, uint64_t u, const uint8_t
     Acc x[kE];
     TC_BAG_UNROLL
     for (int k = 0; k < kE; ++k) x[k] = Acc(0);
-    LoadPiece<Elem, kE>(params + row * row_bytes + e0 * kSize, n, x);
+    Piece<kE>::Load(params + row * row_bytes, d.dim, e0, n, x);
+    if (d.unpooled) {  // a gather: the row as read (a bag holds exactly this one index)
+      TC_BAG_UNROLL
+      for (int k = 0; k < kE; ++k) {
+        if (k < n) StoreElem<Elem>(to + k * kSize, x[k]);
+      }
+      return;
+    }
     if constexpr (kReduce == Reduce::kWeighted) {
       const Acc w = d.weights == kBagWeightsFloat32
                         ? static_cast<Acc>(LoadElem<core::NativeElem<float>>(weights + i * 4))
@@ -253,7 +311,6 @@ TC_HOST_DEVICE inline void BagUnitOf(const BagDesc& d, uint64_t u, const uint8_t
     }
   }
   // core::BagResult, with the divisor computed once for the piece (as the CPU does per bag).
-  uint8_t* to = out + d.output_offset + b * row_bytes + e0 * kSize;
   if (stats.count == 0) {
     TC_BAG_UNROLL
     for (int k = 0; k < kE; ++k) {
@@ -273,17 +330,23 @@ TC_HOST_DEVICE inline void BagUnitOf(const BagDesc& d, uint64_t u, const uint8_t
   }
 }
 
-template <typename Elem>
+template <typename Elem, template <int> class Piece>
 TC_HOST_DEVICE inline void BagUnitFor(const BagDesc& d, uint64_t u, const uint8_t* in, uint8_t* out,
                                       unsigned long long* flag) {
   if (d.weights != kBagUnweighted) {
-    BagUnitOf<Elem, Reduce::kWeighted>(d, u, in, out, flag);
+    BagUnitOf<Elem, Piece, Reduce::kWeighted>(d, u, in, out, flag);
   } else if (d.mode == static_cast<uint8_t>(core::EmbeddingBagMode::kMax)) {
-    BagUnitOf<Elem, Reduce::kMax>(d, u, in, out, flag);
+    BagUnitOf<Elem, Piece, Reduce::kMax>(d, u, in, out, flag);
   } else {
-    BagUnitOf<Elem, Reduce::kPlain>(d, u, in, out, flag);
+    BagUnitOf<Elem, Piece, Reduce::kPlain>(d, u, in, out, flag);
   }
 }
+
+template <typename Elem>
+struct Plain {
+  template <int kE>
+  using Piece = PlainPiece<Elem, kE>;
+};
 
 }  // namespace bag_internal
 
@@ -292,18 +355,30 @@ TC_HOST_DEVICE inline void BagUnitFor(const BagDesc& d, uint64_t u, const uint8_
 // the task's bad-index flag.
 TC_HOST_DEVICE inline void BagUnit(const BagDesc& d, uint64_t u, const uint8_t* in, uint8_t* out,
                                    unsigned long long* flag) {
+  using bag_internal::BagUnitFor;
+  using bag_internal::Plain;
+  using F32 = core::NativeElem<float>;
+  switch (static_cast<core::TableEncoding>(d.encoding)) {
+    case core::TableEncoding::kFloat16:
+      return BagUnitFor<F32, bag_internal::Float16Piece>(d, u, in, out, flag);
+    case core::TableEncoding::kRowwise8:
+      return BagUnitFor<F32, bag_internal::Rowwise8Piece>(d, u, in, out, flag);
+    case core::TableEncoding::kNone:
+      break;
+  }
   switch (d.elem) {
     case kBagFloat16:
-      bag_internal::BagUnitFor<core::Float16Elem>(d, u, in, out, flag);
+      BagUnitFor<core::Float16Elem, Plain<core::Float16Elem>::Piece>(d, u, in, out, flag);
       break;
     case kBagBfloat16:
-      bag_internal::BagUnitFor<core::BFloat16Elem>(d, u, in, out, flag);
+      BagUnitFor<core::BFloat16Elem, Plain<core::BFloat16Elem>::Piece>(d, u, in, out, flag);
       break;
     case kBagFloat32:
-      bag_internal::BagUnitFor<core::NativeElem<float>>(d, u, in, out, flag);
+      BagUnitFor<F32, Plain<F32>::Piece>(d, u, in, out, flag);
       break;
     default:
-      bag_internal::BagUnitFor<core::NativeElem<double>>(d, u, in, out, flag);
+      BagUnitFor<core::NativeElem<double>, Plain<core::NativeElem<double>>::Piece>(d, u, in, out,
+                                                                                   flag);
       break;
   }
 }

@@ -10,6 +10,9 @@
 // pooling writes 1/n of that, so it should read rows at least as fast.
 // tools/embedding_bag_peers.py measures NumPy on the same shapes.
 //
+// BM_CompactLookup: the same table stored as float16 and 8-bit row-wise (issue 24), Gather
+// and bags of 32, beside the float32 table.
+//
 // Run: build/tests/bench/embedding_bag_bench --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true
 
@@ -28,6 +31,7 @@
 #include "core/embedding_bag_kernels.h"
 #include "core/embedding_bag_simd.h"
 #include "core/gather.h"
+#include "core/table_storage.h"
 
 namespace tensorcompute::core {
 namespace {
@@ -171,6 +175,65 @@ void BM_EmbeddingBagKernel(benchmark::State& state) {
   state.SetBytesProcessed(kLookups * dim * 4 * state.iterations());
 }
 
+// The same 1 GiB table stored compactly (core/table_storage.h), encoded once, as a server
+// stores it on upload: float16 (512 MiB) and 8-bit row-wise (288 MiB).
+const Tensor& CompactTable(TableStorage storage) {
+  static Tensor tables[4];
+  Tensor& t = tables[static_cast<int>(storage)];
+  if (t.view().data.empty()) {
+    const TableLayout layout =
+        *PlanTableLayout("bench", storage, DataType::kFloat32, {kRows, kDim});
+    t = *Tensor::Allocate(layout.stored_dtype, layout.stored_shape);
+    madvise(t.mutable_bytes().data(), t.mutable_bytes().size(), MADV_HUGEPAGE);
+    TableEncoder encoder("bench", layout, t.mutable_bytes().data());
+    if (!encoder.Append(absl::MakeConstSpan(Table(), kTableBytes)).ok()) std::abort();
+  }
+  return t;
+}
+
+// Lookups on the table stored three ways, the way the server runs them on a resident table
+// (a compact table's Gather is an unpooled lookup, core::PlanUnpooledGather). Reports
+// lookups/s (items) and the bytes the table holds. Args: storage (0 as-is, 1 float16, 2
+// int8-rowwise), op (0 Gather, 1 EmbeddingBag SUM over bags of 32), pool.
+void BM_CompactLookup(benchmark::State& state) {
+  const auto storage = static_cast<TableStorage>(state.range(0));
+  const bool bags = state.range(1) != 0;
+  ThreadPool* pool = state.range(2) != 0 ? &Pool() : nullptr;
+  const TensorView params =
+      storage == TableStorage::kAsIs ? TableView() : CompactTable(storage).view();
+  const TensorView indices = Int64View(Indices());
+  std::vector<int64_t> offsets(kLookups / 32);
+  for (size_t b = 0; b < offsets.size(); ++b) offsets[b] = static_cast<int64_t>(b) * 32;
+  const TensorView offsets_view = Int64View(offsets);
+  EmbeddingBagOptions options;
+  options.params_encoding = EncodingOf(storage);
+  absl::StatusOr<EmbeddingBagPlan> bag_plan =
+      bags ? PlanEmbeddingBag(params, indices, &offsets_view, nullptr, options)
+           : PlanUnpooledGather(params, EncodingOf(storage), indices, 0, 0);
+  absl::StatusOr<GatherPlan> gather_plan = PlanGather(params, indices, 0, 0);
+  const bool gather = !bags && storage == TableStorage::kAsIs;
+  if (!bag_plan.ok() || !gather_plan.ok()) {
+    state.SkipWithError("plan failed");
+    return;
+  }
+  Tensor out = *Tensor::Allocate(DataType::kFloat32,
+                                 gather ? gather_plan->output_shape : bag_plan->output_shape);
+  std::memset(out.mutable_bytes().data(), 0, out.mutable_bytes().size());  // pre-touch
+  ExecuteOptions gather_options;
+  gather_options.pool = pool;
+  for (auto _ : state) {
+    const absl::Status s =
+        gather ? ExecuteGather(*gather_plan, params, indices, out.mutable_view(), gather_options)
+               : ExecuteEmbeddingBag(*bag_plan, params, indices, bags ? &offsets_view : nullptr,
+                                     nullptr, out.mutable_view(), pool);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(out.mutable_bytes().data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(kLookups * state.iterations());
+  state.counters["held_MiB"] = static_cast<double>(params.data.size()) / (1 << 20);
+}
+
 BENCHMARK(BM_GatherSameRows)
     ->ArgName("pool")
     ->Arg(0)
@@ -181,6 +244,12 @@ BENCHMARK(BM_GatherSameRows)
 BENCHMARK(BM_EmbeddingBagSum)
     ->ArgNames({"bag", "pool"})
     ->ArgsProduct({{1, 8, 32, 128}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.3);
+BENCHMARK(BM_CompactLookup)
+    ->ArgNames({"storage", "bags", "pool"})
+    ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(0.3);

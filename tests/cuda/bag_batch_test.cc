@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 
 #include "core/embedding_bag.h"
+#include "core/table_storage.h"
 #include "tests/testing/random_embedding_bag.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
@@ -41,26 +42,31 @@ constexpr EmbeddingBagMode kModes[] = {EmbeddingBagMode::kSum, EmbeddingBagMode:
                                        EmbeddingBagMode::kMax, EmbeddingBagMode::kSqrtn};
 constexpr BagForm kForms[] = {BagForm::kOffsets, BagForm::kIncludeLastOffset, BagForm::kFixed};
 
-// Runs `requests` as one batch through the host twin of the device pass; returns each task's
+// Tasks of a batch: plans and the views they were made from.
+struct PlannedTasks {
+  std::vector<core::EmbeddingBagPlan> plans;
+  std::vector<core::TensorView> params, indices, offsets, weights;
+  void Add(core::EmbeddingBagPlan plan, core::TensorView p, core::TensorView i,
+           core::TensorView o = {}, core::TensorView w = {}) {
+    plans.push_back(std::move(plan));
+    params.push_back(p);
+    indices.push_back(i);
+    offsets.push_back(o);
+    weights.push_back(w);
+  }
+};
+
+// Runs `batch` as one batch through the host twin of the device pass; returns each task's
 // result. Tasks marked in `resident` read their params in place (the host pointer stands for
 // the device address of a resident copy). `input_bytes`, if given, receives the buffer's size.
-std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<EmbeddingBagCase>& requests,
-                                                   const std::vector<bool>& resident = {},
-                                                   uint64_t* input_bytes = nullptr) {
-  const size_t n = requests.size();
-  std::vector<core::EmbeddingBagPlan> plans(n);
-  std::vector<core::TensorView> params(n), indices(n), offsets(n), weights(n);
+std::vector<absl::StatusOr<core::Tensor>> RunPlanned(PlannedTasks& batch,
+                                                     const std::vector<bool>& resident = {},
+                                                     uint64_t* input_bytes = nullptr) {
+  const size_t n = batch.plans.size();
+  const std::vector<core::EmbeddingBagPlan>& plans = batch.plans;
+  std::vector<core::TensorView>&params = batch.params, &indices = batch.indices,
+  &offsets = batch.offsets, &weights = batch.weights;
   std::vector<BagTaskInputs> tasks(n);
-  for (size_t i = 0; i < n; ++i) {
-    absl::StatusOr<core::EmbeddingBagPlan> plan = requests[i].Plan();
-    EXPECT_THAT(plan, IsOk()) << requests[i].DebugString();
-    if (!plan.ok()) return {};
-    plans[i] = *std::move(plan);
-    params[i] = requests[i].params.view();
-    indices[i] = requests[i].indices.view();
-    offsets[i] = requests[i].offsets_view();
-    weights[i] = requests[i].weights_view();
-  }
   for (size_t i = 0; i < n; ++i) {
     tasks[i].plan = &plans[i];
     tasks[i].params = &params[i];
@@ -89,6 +95,21 @@ std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<EmbeddingBa
     }
   }
   return results;
+}
+
+// RunPlanned of random requests (each planned as its case says).
+std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<EmbeddingBagCase>& requests,
+                                                   const std::vector<bool>& resident = {},
+                                                   uint64_t* input_bytes = nullptr) {
+  PlannedTasks batch;
+  for (const EmbeddingBagCase& r : requests) {
+    absl::StatusOr<core::EmbeddingBagPlan> plan = r.Plan();
+    EXPECT_THAT(plan, IsOk()) << r.DebugString();
+    if (!plan.ok()) return {};
+    batch.Add(*std::move(plan), r.params.view(), r.indices.view(), r.offsets_view(),
+              r.weights_view());
+  }
+  return RunPlanned(batch, resident, input_bytes);
 }
 
 // Whether the host twin's answer is the CPU's: the same error, or the same bytes.
@@ -302,6 +323,94 @@ TEST(RunBagBatchOnHost, ResidentParamsAreReadInPlace) {
     params_bytes += requests[i].params.bytes().size();
   }
   EXPECT_GE(inline_bytes - resident_bytes, params_bytes);
+}
+
+// Compact tables (issue 24): pooled lookups of every mode and unpooled gathers on float16 and
+// 8-bit row-wise tables of widths that split into several units (and a partial one), inline
+// and resident, give the CPU's bytes and its errors.
+TEST(RunBagBatchOnHost, CompactTablesGiveTheCpusBytes) {
+  Rng rng(0xc0ac7);
+  int checked = 0;
+  for (core::TableStorage storage :
+       {core::TableStorage::kFloat16, core::TableStorage::kInt8Rowwise}) {
+    for (int64_t dim : {1, 3, 4, 13, 64}) {
+      const int64_t rows = testing::UniformInt(rng, 1, 60);
+      std::vector<float> values(static_cast<size_t>(rows * dim));
+      for (float& v : values) {  // some -0: a gather keeps its sign, a sum of it does not
+        v = testing::Chance(rng, 0.1)
+                ? -0.0f
+                : static_cast<float>(testing::UniformInt(rng, -4000, 4000)) / 64;
+      }
+      const core::Tensor table = testing::MakeTensor<float>({rows, dim}, values);
+      const core::TableLayout layout =
+          *core::PlanTableLayout("t", storage, DataType::kFloat32, table.shape());
+      core::Tensor stored = *core::Tensor::Allocate(layout.stored_dtype, layout.stored_shape);
+      core::TableEncoder encoder("t", layout, stored.mutable_bytes().data());
+      ASSERT_THAT(encoder.Append(table.view().data), IsOk());
+      const core::TableEncoding encoding = core::EncodingOf(storage);
+      std::vector<EmbeddingBagCase> cases;
+      std::vector<core::Tensor> gather_indices;
+      PlannedTasks batch;
+      for (EmbeddingBagMode mode : kModes) {
+        for (bool weighted : {false, true}) {
+          if (weighted && mode == EmbeddingBagMode::kMax) continue;
+          RandomBagOptions options;
+          options.mode = mode;
+          options.weighted = weighted;
+          options.form = kForms[checked % 3];
+          options.bags = testing::UniformInt(rng, 1, 40);
+          options.params = &table;  // its shape; the values read are the stored ones
+          cases.push_back(RandomEmbeddingBagCase(options, rng));
+        }
+      }
+      for (int g = 0; g < 3; ++g) {
+        gather_indices.push_back(
+            testing::RandomIndices(DataType::kInt64, testing::RandomShape(g, rng, 6), {rows}, rng));
+      }
+      // One bad index in the last gather (when it has a position).
+      if (gather_indices.back().num_elements() > 0) {
+        testing::SetIndexValue(gather_indices.back(), gather_indices.back().num_elements() - 1,
+                               rows);
+      }
+      for (const EmbeddingBagCase& c : cases) {
+        core::EmbeddingBagOptions options = c.options;
+        options.params_encoding = encoding;
+        const core::TensorView offsets = c.offsets_view(), weights = c.weights_view();
+        absl::StatusOr<core::EmbeddingBagPlan> plan =
+            core::PlanEmbeddingBag(stored.view(), c.indices.view(), c.offsets ? &offsets : nullptr,
+                                   c.weights ? &weights : nullptr, options);
+        ASSERT_THAT(plan, IsOk()) << c.DebugString();
+        batch.Add(*std::move(plan), stored.view(), c.indices.view(), offsets, weights);
+      }
+      for (const core::Tensor& indices : gather_indices) {
+        absl::StatusOr<core::EmbeddingBagPlan> plan =
+            core::PlanUnpooledGather(stored.view(), encoding, indices.view(), 0, 0);
+        ASSERT_THAT(plan, IsOk());
+        batch.Add(*std::move(plan), stored.view(), indices.view());
+      }
+      for (bool resident : {false, true}) {
+        const std::vector<absl::StatusOr<core::Tensor>> got =
+            RunPlanned(batch, std::vector<bool>(batch.plans.size(), resident));
+        ASSERT_EQ(got.size(), batch.plans.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          const core::EmbeddingBagPlan& plan = batch.plans[i];
+          core::Tensor cpu = *core::Tensor::Allocate(plan.dtype, plan.output_shape);
+          const absl::Status status = core::ExecuteEmbeddingBag(
+              plan, batch.params[i], batch.indices[i],
+              plan.fixed_bags() ? nullptr : &batch.offsets[i],
+              plan.weighted() ? &batch.weights[i] : nullptr, cpu.mutable_view());
+          const std::string what = absl::StrCat(core::TableStorageName(storage), " dim ", dim,
+                                                " task ", i, plan.unpooled ? " (gather)" : "");
+          ASSERT_EQ(got[i].status(), status) << what;
+          if (status.ok()) {
+            ASSERT_TRUE(core::IdenticalTensors(got[i]->view(), cpu.view())) << what;
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  std::cout << "compact-table tasks checked on the host twin: " << checked << std::endl;
 }
 
 }  // namespace

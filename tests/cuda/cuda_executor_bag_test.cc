@@ -25,6 +25,7 @@
 #include "core/cuda/cuda_executor.h"
 #include "core/embedding_bag.h"
 #include "core/gather.h"
+#include "core/table_storage.h"
 #include "core/thread_pool.h"
 #include "tests/batching/task_case.h"
 #include "tests/testing/random_embedding_bag.h"
@@ -335,6 +336,97 @@ TEST_F(CudaExecutorBagTest, LookupsOnAResidentTableReduceItsDeviceCopy) {
       task->table = tables[table_of[i]].table;
     }
     batch.push_back(std::move(task));
+  }
+  Run(*executor, std::move(batch));
+  for (size_t i = 0; i < cases.size(); ++i) ASSERT_TRUE(AgreesWithCpu(*cases[i])) << "task " << i;
+}
+
+// Compact tables (issue 24) on the GPU: pooled lookups of every mode and unpooled gathers on a
+// float16 and an 8-bit row-wise table, read from the table's device copy and sent inline, give
+// the CPU's bytes (the answers on the float32 table the stored values mean: the values here
+// hold no -0 or NaN, so a one-row SUM is the row itself, which is what a gather returns).
+TEST_F(CudaExecutorBagTest, LookupsOnCompactTablesMatchTheCpu) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  Rng rng(0xc0ac7);
+  std::vector<std::unique_ptr<BagCase>> cases;
+  batching::Batch batch;
+  std::vector<std::shared_ptr<core::ResidentTensor>> tables;
+  std::vector<core::Tensor> meanings;
+  std::vector<core::TensorView> flat_indices;
+  flat_indices.reserve(64);
+  meanings.reserve(4);
+  for (core::TableStorage storage :
+       {core::TableStorage::kFloat16, core::TableStorage::kInt8Rowwise}) {
+    for (int64_t dim : {5, 64}) {
+      const int64_t rows = 300;
+      std::vector<float> values(static_cast<size_t>(rows * dim));
+      for (float& v : values) v = static_cast<float>(UniformInt(rng, 1, 8000)) / 64 - 62.4f;
+      const core::Tensor table = testing::MakeTensor<float>({rows, dim}, values);
+      const core::TableLayout layout =
+          *core::PlanTableLayout("t", storage, DataType::kFloat32, table.shape());
+      core::Tensor stored = *core::Tensor::Allocate(layout.stored_dtype, layout.stored_shape);
+      core::TableEncoder encoder("t", layout, stored.mutable_bytes().data());
+      ASSERT_THAT(encoder.Append(table.view().data), IsOk());
+      // The float32 table the stored values mean, by the CPU's own reading (an unpooled
+      // gather of every row; tests/core/table_storage_test.cc checks it against the formula).
+      std::vector<int64_t> all(rows);
+      for (int64_t r = 0; r < rows; ++r) all[r] = r;
+      const core::Tensor all_rows = testing::MakeIndices(DataType::kInt64, {rows}, all);
+      const core::EmbeddingBagPlan read = *core::PlanUnpooledGather(
+          stored.view(), core::EncodingOf(storage), all_rows.view(), 0, 0);
+      meanings.push_back(*core::Tensor::Allocate(DataType::kFloat32, {rows, dim}));
+      ASSERT_THAT(core::ExecuteEmbeddingBag(read, stored.view(), all_rows.view(), nullptr, nullptr,
+                                            meanings.back().mutable_view()),
+                  IsOk());
+      absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, stored);
+      ASSERT_THAT(copy, IsOk());
+      auto entry = std::make_shared<core::ResidentTensor>();
+      entry->name = "compact";
+      entry->device = "gpu:0";
+      entry->device_copy = *std::move(copy);
+      entry->storage = storage;
+      entry->tensor = std::move(stored);
+      tables.push_back(entry);
+      for (int i = 0; i < 12; ++i) {
+        RandomBagOptions options;
+        options.mode = kModes[i % 4];
+        options.weighted = i % 3 == 1 && options.mode != EmbeddingBagMode::kMax;
+        options.form = i >= 8 ? BagForm::kFixed : kForms[i % 3];
+        options.bags = UniformInt(rng, 1, 40);
+        options.params = &meanings.back();
+        EmbeddingBagCase r = RandomEmbeddingBagCase(options, rng);
+        const bool gather = i >= 8;  // bags of one row, as a gather of the same indices
+        if (gather) {
+          r.options = core::EmbeddingBagOptions{};
+          r.weights.reset();
+          std::vector<int64_t> ids(static_cast<size_t>(options.bags));
+          for (int64_t& v : ids) v = UniformInt(rng, -rows, rows - 1);
+          r.indices = testing::MakeIndices(DataType::kInt64, {options.bags, 1}, ids);
+        }
+        cases.push_back(MakeBagCase(std::move(r)));
+        ASSERT_NE(cases.back(), nullptr);
+        BagCase& c = *cases.back();
+        core::EmbeddingBagOptions compact = c.req.options;
+        compact.params_encoding = core::EncodingOf(storage);
+        const core::TensorView offsets = c.req.offsets_view(), weights = c.req.weights_view();
+        if (gather) {
+          flat_indices.push_back(
+              core::TensorView{DataType::kInt64, {options.bags}, c.req.indices.view().data, {}});
+          c.plan = *core::PlanUnpooledGather(entry->tensor.view(), compact.params_encoding,
+                                             flat_indices.back(), 0, 0);
+        } else {
+          c.plan = *core::PlanEmbeddingBag(entry->tensor.view(), c.req.indices.view(),
+                                           c.req.offsets ? &offsets : nullptr,
+                                           c.req.weights ? &weights : nullptr, compact);
+        }
+        std::unique_ptr<batching::Task> task = MakeBagTask(c);
+        task->params = entry->tensor.view();
+        if (gather) task->indices = flat_indices.back();
+        if (i % 2 == 0) task->table = entry;  // else the stored bytes travel inline
+        batch.push_back(std::move(task));
+      }
+    }
   }
   Run(*executor, std::move(batch));
   for (size_t i = 0; i < cases.size(); ++i) ASSERT_TRUE(AgreesWithCpu(*cases[i])) << "task " << i;
