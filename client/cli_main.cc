@@ -9,6 +9,7 @@
 //                           [--mode sum|mean|max|sqrtn] [--include-last-offset]
 //                           [--padding-idx N] [--out FILE]   (client/cli_embedding_bag.h)
 //   tensorcompute put       NAME --input FILE [--device D] [--replace] [--chunk-bytes N]
+//                           [--storage as-is|float16|int8-rowwise|int8-rowwise-prequantized]
 //                           [--all-targets]
 //   tensorcompute delete    NAME [--all-targets]
 //   tensorcompute list      [--json]
@@ -62,6 +63,7 @@
 #include "client/load_tester.h"
 #include "client/tensor_io.h"
 #include "core/dtype.h"
+#include "core/table_storage.h"
 
 namespace tensorcompute::client {
 namespace {
@@ -423,6 +425,17 @@ int Main(int argc, char** argv) {
   put_cmd->add_option("--device", put.options.device,
                       "cpu, gpu or gpu:N (default: the server's --device)");
   put_cmd->add_flag("--replace", put.options.replace, "replace a tensor of the same name");
+  put_cmd
+      ->add_option_function<std::string>(
+          "--storage",
+          [&put](const std::string& kind) { put.options.storage = *core::ParseTableStorage(kind); },
+          "how the server stores a table: " + core::TableStorageChoices() +
+              " (float16 and int8-rowwise take float32 [rows, dim]; "
+              "int8-rowwise-prequantized uint8 [rows, dim + 8]); default as-is")
+      ->check([](const std::string& kind) -> std::string {
+        if (core::ParseTableStorage(kind)) return "";
+        return "unknown storage '" + kind + "'; expected one of " + core::TableStorageChoices();
+      });
   put_cmd->add_option("--chunk-bytes", put.options.chunk_bytes, "tensor bytes per message")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -15,13 +16,17 @@
 #include "client/tensor_io.h"
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "core/table_storage.h"
 
 namespace tensorcompute::client {
 namespace {
 
 std::string Describe(const TensorInfo& t) {
-  return absl::StrFormat("%s %s%s, %d bytes, %s, version %d", t.name, core::DataTypeName(t.dtype),
-                         core::ShapeToString(t.shape), t.bytes, t.device, t.version);
+  const std::string stored = t.storage == core::TableStorage::kAsIs
+                                 ? ""
+                                 : absl::StrCat(" (", core::TableStorageFlagName(t.storage), ")");
+  return absl::StrFormat("%s %s%s%s, %d bytes, %s, version %d", t.name, core::DataTypeName(t.dtype),
+                         core::ShapeToString(t.shape), stored, t.bytes, t.device, t.version);
 }
 
 std::string Rfc3339(absl::Time t) {
@@ -105,7 +110,8 @@ int RunList(Client& client, bool json) {
     rows.push_back({"TARGET"});
   else
     rows.emplace_back();
-  for (const char* h : {"NAME", "DTYPE", "SHAPE", "BYTES", "DEVICE", "VERSION", "CREATED"}) {
+  for (const char* h :
+       {"NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION", "CREATED"}) {
     rows[0].push_back(h);
   }
   nlohmann::json array = nlohmann::json::array();
@@ -126,15 +132,16 @@ int RunList(Client& client, bool json) {
                        {"name", t.name},
                        {"dtype", core::DataTypeName(t.dtype)},
                        {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+                       {"storage", core::TableStorageFlagName(t.storage)},
                        {"bytes", t.bytes},
                        {"device", t.device},
                        {"version", t.version},
                        {"created", Rfc3339(t.created)}});
       std::vector<std::string> row;
       if (several) row.push_back(targets[i]);
-      for (std::string cell :
-           {t.name, core::DataTypeName(t.dtype), core::ShapeToString(t.shape),
-            absl::StrCat(t.bytes), t.device, absl::StrCat(t.version), Rfc3339(t.created)}) {
+      for (std::string cell : {t.name, core::DataTypeName(t.dtype), core::ShapeToString(t.shape),
+                               core::TableStorageFlagName(t.storage), absl::StrCat(t.bytes),
+                               t.device, absl::StrCat(t.version), Rfc3339(t.created)}) {
         row.push_back(std::move(cell));
       }
       rows.push_back(std::move(row));

@@ -49,6 +49,7 @@ TensorInfo FromProtoInfo(const v1::TensorInfo& info) {
   out.bytes = info.bytes();
   out.device = info.device();
   out.version = info.version();
+  out.storage = static_cast<core::TableStorage>(info.storage());
   out.created =
       absl::FromUnixSeconds(info.created().seconds()) + absl::Nanoseconds(info.created().nanos());
   return out;
@@ -395,7 +396,8 @@ absl::StatusOr<TensorInfo> Client::PutOne(int target, const std::string& name,
                     PutChunker chunker(name, tensor,
                                        {.device = options.device,
                                         .replace = options.replace,
-                                        .chunk_bytes = options.chunk_bytes});
+                                        .chunk_bytes = options.chunk_bytes,
+                                        .storage = options.storage});
                     v1::PutTensorRequest message;
                     // A failed Write means the call is over (the server answered early, or the
                     // connection broke): Finish then says why.

@@ -56,6 +56,7 @@
 #include "core/dtype.h"
 #include "core/embedding_bag.h"
 #include "core/shape.h"
+#include "core/table_storage.h"
 #include "core/tensor.h"
 
 namespace tensorcompute::client {
@@ -136,6 +137,10 @@ struct PutOptions {
   // Upload to every target (each replica holds its own copy; see the file comment), one after
   // the other; false: to the first target only.
   bool all_targets = false;
+  // How the server stores it (tensorcompute.proto, TableStorage): kFloat16 and kInt8Rowwise
+  // take a float32 [rows, dim] tensor and convert it as it arrives; kInt8RowwisePrequantized
+  // takes uint8 [rows, dim + 8] in FBGEMM's fused layout.
+  core::TableStorage storage = core::TableStorage::kAsIs;
 };
 
 // A resident tensor as the server describes it (tensorcompute.proto, TensorInfo).
@@ -147,6 +152,9 @@ struct TensorInfo {
   std::string device;   // "cpu" or "gpu:N"
   int64_t version = 0;  // 1 for a name's first tensor, one more per replacement
   absl::Time created;   // when this version became visible
+  // How it is stored (core/table_storage.h); a compact table's dtype and shape are what
+  // lookups return (float32 [rows, dim]) and `bytes` what it holds.
+  core::TableStorage storage = core::TableStorage::kAsIs;
 };
 
 class Client {

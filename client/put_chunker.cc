@@ -36,6 +36,7 @@ bool PutChunker::Next(v1::PutTensorRequest* message) {
     for (int64_t d : tensor_.shape) message->add_shape(d);
     message->set_device(options_.device);
     message->set_replace(options_.replace);
+    message->set_storage(static_cast<v1::TableStorage>(options_.storage));
   }
   ++messages_;
   if (offset_ >= total_) return true;  // an empty tensor: the description alone

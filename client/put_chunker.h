@@ -29,6 +29,7 @@
 
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
+#include "core/table_storage.h"
 #include "core/tensor.h"
 
 namespace tensorcompute::client {
@@ -40,6 +41,8 @@ struct PutChunkerOptions {
   bool replace = false;
   // Largest chunk per message, in bytes (see the file comment). REQUIRES: > 0.
   int64_t chunk_bytes = int64_t{1} << 20;
+  // How the server stores it (tensorcompute.proto, TableStorage).
+  core::TableStorage storage = core::TableStorage::kAsIs;
 };
 
 class PutChunker {

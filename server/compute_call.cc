@@ -18,6 +18,7 @@
 #include "core/gather_plan.h"
 #include "core/status_macros.h"
 #include "proto/tensor_codec.h"
+#include "server/table_plans.h"
 #include "server/unary_call.h"
 
 namespace tensorcompute::server {
@@ -29,16 +30,16 @@ absl::Status DecodeOp(const v1::GatherRequest& request, const ComputeService& co
   TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
   const std::optional<int64_t> axis =
       request.has_axis() ? std::optional<int64_t>(request.axis()) : std::nullopt;
-  TC_ASSIGN_OR_RETURN(out->plan, core::PlanGather(out->params, out->indices, axis,
-                                                  request.batch_dims(), compute.plan_options()));
+  TC_ASSIGN_OR_RETURN(out->plan, PlanGatherOn(out->table.get(), out->params, out->indices, axis,
+                                              request.batch_dims(), compute.plan_options()));
   return absl::OkStatus();
 }
 
 absl::Status DecodeOp(const v1::GatherNdRequest& request, const ComputeService& compute,
                       ComputeRequest* out) {
   TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
-  TC_ASSIGN_OR_RETURN(out->plan, core::PlanGatherNd(out->params, out->indices, request.batch_dims(),
-                                                    compute.plan_options()));
+  TC_ASSIGN_OR_RETURN(out->plan, PlanGatherNdOn(out->table.get(), out->params, out->indices,
+                                                request.batch_dims(), compute.plan_options()));
   return absl::OkStatus();
 }
 
@@ -57,9 +58,10 @@ absl::Status DecodeOp(const v1::EmbeddingBagRequest& request, const ComputeServi
   options.include_last_offset = request.include_last_offset();
   if (request.has_padding_idx()) options.padding_idx = request.padding_idx();
   TC_ASSIGN_OR_RETURN(
-      out->plan, core::PlanEmbeddingBag(
-                     out->params, out->indices, request.has_offsets() ? &out->offsets : nullptr,
-                     request.has_per_sample_weights() ? &out->weights : nullptr, options));
+      out->plan,
+      PlanEmbeddingBagOn(out->table.get(), out->params, out->indices,
+                         request.has_offsets() ? &out->offsets : nullptr,
+                         request.has_per_sample_weights() ? &out->weights : nullptr, options));
   return absl::OkStatus();
 }
 

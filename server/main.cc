@@ -118,8 +118,9 @@ ABSL_FLAG(std::string, admin_token_file, "",
 ABSL_FLAG(int64_t, max_resident_bytes, int64_t{8} << 30,
           "most bytes of resident tensors (PutTensor, --preload); beyond: RESOURCE_EXHAUSTED");
 ABSL_FLAG(std::vector<std::string>, preload, {},
-          "NAME=PATH.npy[,NAME=PATH.npy...]: tensors loaded at start-up, before health turns "
-          "SERVING");
+          "NAME=PATH.npy[:KIND][,...]: tensors loaded at start-up, before health turns "
+          "SERVING; KIND stores a float32 [rows, dim] table compactly: float16, int8-rowwise, "
+          "or int8-rowwise-prequantized (uint8 [rows, dim + 8]); default as-is");
 ABSL_FLAG(int64_t, malloc_trim_interval_s, 10,
           "give freed memory back to the OS (malloc_trim) this often; 0 = never");
 ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error|critical|off");

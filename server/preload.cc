@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -12,61 +13,112 @@
 #include "spdlog/spdlog.h"
 
 #include "core/npy_format.h"
+#include "core/table_storage.h"
 
 namespace tensorcompute::server {
 
+namespace {
+
+// A spec split: NAME=PATH.npy[:KIND].
+struct PreloadSpec {
+  std::string name;
+  std::string path;
+  core::TableStorage storage = core::TableStorage::kAsIs;
+};
+
+absl::StatusOr<PreloadSpec> ParseSpec(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--preload '", spec, "': expected NAME=PATH.npy[:KIND]"));
+  }
+  PreloadSpec out{spec.substr(0, eq), spec.substr(eq + 1)};
+  // A last ":WORD" without '/' or '.' is the storage kind; any other colon is the path's.
+  const size_t colon = out.path.rfind(':');
+  if (colon != std::string::npos && out.path.find_first_of("/.", colon) == std::string::npos) {
+    const std::string kind = out.path.substr(colon + 1);
+    const std::optional<core::TableStorage> storage = core::ParseTableStorage(kind);
+    if (!storage) {
+      return absl::InvalidArgumentError(absl::StrCat("--preload '", spec, "': unknown storage '",
+                                                     kind, "'; expected one of ",
+                                                     core::TableStorageChoices()));
+    }
+    out.storage = *storage;
+    out.path.resize(colon);
+  }
+  return out;
+}
+
+// The stored form of `tensor` as `layout` says (converted for FLOAT16 and INT8_ROWWISE).
+absl::StatusOr<core::Tensor> Store(const std::string& name, const core::TableLayout& layout,
+                                   core::Tensor tensor) {
+  if (!layout.encodes()) return tensor;
+  absl::StatusOr<core::Tensor> stored =
+      core::Tensor::Allocate(layout.stored_dtype, layout.stored_shape);
+  if (!stored.ok()) return stored.status();
+  core::TableEncoder encoder(name, layout, stored->mutable_bytes().data());
+  const absl::Span<const uint8_t> sent = tensor.view().data;
+  if (absl::Status status = encoder.Append(sent); !status.ok()) return status;
+  return stored;
+}
+
+absl::Status Load(const PreloadSpec& spec, core::TensorRegistry* registry,
+                  const TensorPlacer& place) {
+  std::string bytes;
+  {
+    std::ifstream file(spec.path, std::ios::binary);
+    if (!file) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot open it: ", std::strerror(errno)));
+    }
+    std::ostringstream contents;
+    contents << file.rdbuf();
+    bytes = std::move(contents).str();
+  }
+  absl::StatusOr<core::Tensor> tensor = core::ParseNpy(bytes);
+  bytes.clear();
+  bytes.shrink_to_fit();
+  if (!tensor.ok()) return tensor.status();
+  if (tensor->shape().empty()) {
+    return absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
+  }
+  absl::StatusOr<core::TableLayout> layout =
+      core::PlanTableLayout(spec.name, spec.storage, tensor->dtype(), tensor->shape());
+  if (!layout.ok()) return layout.status();
+  const core::TensorView view = tensor->view();
+  int64_t payload = 0;
+  for (const std::string* s : view.strings) payload += static_cast<int64_t>(s->size());
+  const int64_t held = tensor->dtype() == core::DataType::kString
+                           ? core::ResidentBytes(tensor->dtype(), tensor->num_elements(), payload)
+                           : layout->stored_bytes;
+  absl::StatusOr<core::TensorRegistry::Reservation> reservation =
+      registry->Reserve(spec.name, held);
+  if (!reservation.ok()) return reservation.status();
+  absl::StatusOr<core::Tensor> stored = Store(spec.name, *layout, *std::move(tensor));
+  if (!stored.ok()) return stored.status();
+  absl::StatusOr<core::DeviceCopy> copy = place("", *stored);
+  if (!copy.ok()) return copy.status();
+  return registry
+      ->Put(spec.name, *std::move(stored), *std::move(copy), /*replace=*/false,
+            *std::move(reservation), spec.storage)
+      .status();
+}
+
+}  // namespace
+
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
                      const TensorPlacer& place) {
-  for (const std::string& spec : specs) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--preload '", spec, "': expected NAME=PATH.npy"));
-    }
-    const std::string name = spec.substr(0, eq);
-    const std::string path = spec.substr(eq + 1);
+  for (const std::string& text : specs) {
+    absl::StatusOr<PreloadSpec> spec = ParseSpec(text);
+    if (!spec.ok()) return spec.status();
     const absl::Time start = absl::Now();
-    std::string bytes;
-    {
-      std::ifstream file(path, std::ios::binary);
-      if (!file) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--preload ", name, ": cannot open ", path, ": ", std::strerror(errno)));
-      }
-      std::ostringstream contents;
-      contents << file.rdbuf();
-      bytes = std::move(contents).str();
+    if (absl::Status status = Load(*spec, registry, place); !status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("--preload ", spec->name, "=", spec->path,
+                                                      ": ", status.message()));
     }
-    absl::StatusOr<core::Tensor> tensor = core::ParseNpy(bytes);
-    bytes.clear();
-    bytes.shrink_to_fit();
-    absl::Status status = tensor.status();
-    if (status.ok() && tensor->shape().empty()) {
-      status = absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
-    }
-    if (status.ok()) {
-      const core::TensorView view = tensor->view();
-      int64_t payload = 0;
-      for (const std::string* s : view.strings) payload += static_cast<int64_t>(s->size());
-      absl::StatusOr<core::TensorRegistry::Reservation> reservation = registry->Reserve(
-          name, core::ResidentBytes(tensor->dtype(), tensor->num_elements(), payload));
-      absl::StatusOr<core::DeviceCopy> copy =
-          reservation.ok() ? place("", *tensor) : reservation.status();
-      status = copy.status();
-      if (status.ok()) {
-        status = registry
-                     ->Put(name, *std::move(tensor), *std::move(copy), /*replace=*/false,
-                           *std::move(reservation))
-                     .status();
-      }
-    }
-    if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("--preload ", name, "=", path, ": ", status.message()));
-    }
-    const auto entry = registry->Find(name);
-    spdlog::info("preloaded {} from {}: {} bytes on {} in {:.1f} s", name, path, entry->bytes,
-                 entry->device, absl::ToDoubleSeconds(absl::Now() - start));
+    const auto entry = registry->Find(spec->name);
+    spdlog::info("preloaded {} from {}: {} {} bytes on {} in {:.1f} s", spec->name, spec->path,
+                 entry->bytes, core::TableStorageName(entry->storage), entry->device,
+                 absl::ToDoubleSeconds(absl::Now() - start));
   }
   return absl::OkStatus();
 }

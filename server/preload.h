@@ -17,11 +17,15 @@
 
 namespace tensorcompute::server {
 
-// Loads each "NAME=PATH.npy" of `specs` into `registry`, on the device `place` chooses for ""
-// (the server's default), reserving its bytes against the registry's limit before placing it.
-// The file is read whole, then converted. Returns the first failure, naming the spec:
-// INVALID_ARGUMENT for a spec that is not NAME=PATH.npy, a file that cannot be read or parsed,
-// a scalar; the registry's and the placement's errors (e.g. RESOURCE_EXHAUSTED).
+// Loads each "NAME=PATH.npy[:KIND]" of `specs` into `registry`, on the device `place` chooses
+// for "" (the server's default), reserving the bytes it will hold against the registry's limit
+// before placing it. KIND is a storage kind (core::ParseTableStorage: as-is, float16,
+// int8-rowwise, int8-rowwise-prequantized; default as-is); a last ":WORD" holding no '/' or
+// '.' is read as one. The file is read whole, then converted. Returns the first failure,
+// naming the spec: INVALID_ARGUMENT for a spec that is not NAME=PATH.npy[:KIND], an unknown
+// kind, a file that cannot be read or parsed, a scalar, a table the kind does not take or a
+// value it cannot hold (core::PlanTableLayout, core::TableEncoder); the registry's and the
+// placement's errors (e.g. RESOURCE_EXHAUSTED).
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
                      const TensorPlacer& place);
 

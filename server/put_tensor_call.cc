@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "core/table_storage.h"
 #include "proto/decoded_cost.h"
 #include "proto/tensor_codec.h"
 #include "server/grpc_status.h"
@@ -24,7 +25,7 @@ namespace {
 
 bool HasDescription(const v1::PutTensorRequest& m) {
   return !m.name().empty() || m.dtype() != v1::DT_UNSPECIFIED || m.shape_size() > 0 ||
-         !m.device().empty() || m.replace();
+         !m.device().empty() || m.replace() || m.storage() != v1::AS_IS;
 }
 
 // One per PutTensor call; deletes itself in OnDone. Every path calls Answer (Finish) once.
@@ -91,6 +92,10 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         core::ValidateResidentDescription(name_, dtype_, shape_, env_.max_rank);
     if (!size.ok()) return size.status();
     elements_ = size->elements;
+    absl::StatusOr<core::TableLayout> layout = core::PlanTableLayout(
+        name_, static_cast<core::TableStorage>(message_.storage()), dtype_, shape_);
+    if (!layout.ok()) return layout.status();
+    layout_ = *std::move(layout);
     if (!message_.replace()) {
       if (auto existing = env_.registry->Find(name_); existing != nullptr) {
         return absl::AlreadyExistsError(
@@ -101,8 +106,11 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     replace_ = message_.replace();
     device_ = message_.device();
     // The bytes it will hold, reserved before anything is allocated: for strings the
-    // per-element overhead now and each payload as it arrives.
-    const int64_t reserve = core::ResidentBytes(dtype_, elements_, /*string_payload_bytes=*/0);
+    // per-element overhead now and each payload as it arrives; for a compact table its stored
+    // bytes (the float32 rows sent are converted as they arrive, never held whole).
+    const int64_t reserve = dtype_ == core::DataType::kString
+                                ? core::ResidentBytes(dtype_, elements_, /*string_payload_bytes=*/0)
+                                : layout_.stored_bytes;
     absl::StatusOr<core::TensorRegistry::Reservation> reservation =
         env_.registry->Reserve(name_, reserve);
     if (!reservation.ok()) return reservation.status();
@@ -110,10 +118,14 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (dtype_ == core::DataType::kString) {
       strings_.reserve(static_cast<size_t>(elements_));
     } else {
-      absl::StatusOr<core::Tensor> tensor = core::Tensor::Allocate(dtype_, shape_);
+      absl::StatusOr<core::Tensor> tensor =
+          core::Tensor::Allocate(layout_.stored_dtype, layout_.stored_shape);
       if (!tensor.ok()) return tensor.status();
       tensor_ = *std::move(tensor);
-      total_bytes_ = size->data_bytes;
+      total_bytes_ = layout_.sent_bytes;
+      if (layout_.encodes()) {
+        encoder_.emplace(name_, layout_, tensor_->mutable_bytes().data());
+      }
     }
     return Append();
   }
@@ -167,7 +179,12 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                                                      " data bytes sent; its dtype and shape make ",
                                                      total_bytes_));
     }
-    if (n > 0) std::memcpy(tensor_->mutable_bytes().data() + received_, message_.data().data(), n);
+    if (encoder_) {
+      TC_RETURN_IF_ERROR(encoder_->Append(absl::MakeConstSpan(
+          reinterpret_cast<const uint8_t*>(message_.data().data()), static_cast<size_t>(n))));
+    } else if (n > 0) {
+      std::memcpy(tensor_->mutable_bytes().data() + received_, message_.data().data(), n);
+    }
     received_ += n;
     return absl::OkStatus();
   }
@@ -198,8 +215,9 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       if (!placed.ok()) return placed.status();
       copy = *std::move(placed);
     }
-    absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> entry = env_.registry->Put(
-        name_, *std::move(tensor_), std::move(copy), replace_, std::move(reservation_));
+    absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> entry =
+        env_.registry->Put(name_, *std::move(tensor_), std::move(copy), replace_,
+                           std::move(reservation_), layout_.storage);
     if (!entry.ok()) return entry.status();
     v1::PutTensorResponse response;
     ToInfo(**entry, response.mutable_tensor());
@@ -213,6 +231,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void Answer(const absl::Status& status) {
     env_.gate->Answer(Rpc::kPutTensor, start_, status);
     // Whatever was not published goes now, not when gRPC gets to OnDone.
+    encoder_.reset();
     tensor_.reset();
     strings_.clear();
     reservation_ = core::TensorRegistry::Reservation();
@@ -235,9 +254,11 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::string device_;
   bool replace_ = false;
   int64_t elements_ = 0;
-  int64_t total_bytes_ = 0;  // fixed-size dtypes
+  core::TableLayout layout_;  // how it is stored
+  int64_t total_bytes_ = 0;   // fixed-size dtypes: the bytes sent
   int64_t received_ = 0;
   std::optional<core::Tensor> tensor_;
+  std::optional<core::TableEncoder> encoder_;  // compact kinds the server converts
   std::vector<std::string> strings_;
   core::TensorRegistry::Reservation reservation_;
 };

@@ -22,8 +22,9 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const abs
 
 void ToInfo(const core::ResidentTensor& entry, v1::TensorInfo* info) {
   info->set_name(entry.name);
-  info->set_dtype(proto::ToProtoDataType(entry.tensor.dtype()));
-  for (int64_t d : entry.tensor.shape()) info->add_shape(d);
+  info->set_dtype(proto::ToProtoDataType(entry.logical_dtype()));
+  for (int64_t d : entry.logical_shape()) info->add_shape(d);
+  info->set_storage(static_cast<v1::TableStorage>(entry.storage));
   info->set_bytes(entry.bytes);
   info->set_device(entry.device);
   info->set_version(entry.version);

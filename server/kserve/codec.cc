@@ -11,6 +11,7 @@
 #include "proto/kserve_wire.h"
 #include "server/kserve/infer_input.h"
 #include "server/kserve/infer_parameters.h"
+#include "server/table_plans.h"
 
 namespace tensorcompute::server::kserve {
 namespace {
@@ -260,11 +261,11 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
   if (table) {
     job->table = model->table;
     const std::optional<absl::string_view> datatype =
-        proto::KserveDatatypeName(job->table->tensor.dtype());
+        proto::KserveDatatypeName(job->table->logical_dtype());
     if (!datatype.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "model '", request.model_name(), "' is a resident ",
-          core::DataTypeName(job->table->tensor.dtype()),
+          core::DataTypeName(job->table->logical_dtype()),
           " tensor, which has no KServe v2 datatype; gather from it with the native API "
           "(tensorcompute.v1.TensorCompute, params_name)"));
     }
@@ -285,8 +286,8 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
 
   // The plan.
   if (*op == Op::kEmbeddingBag) {
-    absl::StatusOr<core::EmbeddingBagPlan> plan = core::PlanEmbeddingBag(
-        job->params, job->indices, slots->offsets >= 0 ? &job->offsets : nullptr,
+    absl::StatusOr<core::EmbeddingBagPlan> plan = PlanEmbeddingBagOn(
+        job->table.get(), job->params, job->indices, slots->offsets >= 0 ? &job->offsets : nullptr,
         slots->weights >= 0 ? &job->weights : nullptr, bag);
     if (!plan.ok()) return plan.status();
     job->plan = *std::move(plan);
@@ -294,15 +295,17 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
   }
   absl::StatusOr<std::optional<int64_t>> batch_dims = IntParameter(parameters, "batch_dims");
   if (!batch_dims.ok()) return batch_dims.status();
-  absl::StatusOr<core::GatherPlan> plan;
+  absl::StatusOr<batching::TaskPlan> plan;
   if (*op == Op::kGatherNd) {
-    plan = core::PlanGatherNd(job->params, job->indices, batch_dims->value_or(0), options);
+    plan = PlanGatherNdOn(job->table.get(), job->params, job->indices, batch_dims->value_or(0),
+                          options);
   } else {
     absl::StatusOr<std::optional<int64_t>> axis = IntParameter(parameters, "axis");
     if (!axis.ok()) return axis.status();
     // ONNX and tf.gather both default to axis 0 when batch_dims is 0; with batch_dims set,
     // tf.gather's default axis is batch_dims, which is what an unset axis means to the plan.
-    plan = core::PlanGather(job->params, job->indices, *axis, batch_dims->value_or(0), options);
+    plan = PlanGatherOn(job->table.get(), job->params, job->indices, *axis, batch_dims->value_or(0),
+                        options);
   }
   if (!plan.ok()) return plan.status();
   job->plan = *std::move(plan);
@@ -372,11 +375,11 @@ absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(
   // Variable rank is shown as one variable dimension ([-1]), as Triton does for
   // shape-polymorphic inputs; the real shapes come with each request.
   if (model->kind == ModelKind::kTable) {
-    const core::Tensor& t = model->table->tensor;
-    const std::optional<absl::string_view> datatype = proto::KserveDatatypeName(t.dtype());
+    const core::DataType dtype = model->table->logical_dtype();
+    const std::optional<absl::string_view> datatype = proto::KserveDatatypeName(dtype);
     if (!datatype.has_value()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("model '", name, "' is a resident ", core::DataTypeName(t.dtype()),
+          absl::StrCat("model '", name, "' is a resident ", core::DataTypeName(dtype),
                        " tensor, which has no KServe v2 datatype; use the native API"));
     }
     add(response.add_inputs(), "indices", "INT64", {-1});
@@ -405,7 +408,7 @@ absl::StatusOr<bool> ModelReady(absl::string_view name, absl::string_view versio
   absl::StatusOr<Model> model = FindModel(name, version, registry);
   if (!model.ok()) return model.status();
   if (model->kind != ModelKind::kTable) return true;
-  return proto::KserveDatatypeName(model->table->tensor.dtype()).has_value();
+  return proto::KserveDatatypeName(model->table->logical_dtype()).has_value();
 }
 
 inference::ServerMetadataResponse ServerMetadata() {

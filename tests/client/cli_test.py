@@ -23,6 +23,7 @@ import unittest
 
 import numpy as np
 
+from compact_reference import dequantize_rowwise8, quantize_rowwise8
 from embedding_bag_reference import EB_FLOAT_DTYPES, EB_MODES, mismatch, random_bag_case, \
     ref_embedding_bag
 from server_process import ServerProcess
@@ -944,9 +945,10 @@ class ResidentTensorsTest(CliCase):
         self.assertRegex(listed[0]["created"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
         table_text = self.run_ok("list", "--target", self.a.target).stdout.splitlines()
         self.assertEqual(table_text[0].split(),
-                         ["NAME", "DTYPE", "SHAPE", "BYTES", "DEVICE", "VERSION", "CREATED"])
-        self.assertEqual(table_text[1].split()[:6], ["emb", "float32", "[50,6]", "1200", "cpu",
-                                                     "1"])
+                         ["NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION",
+                          "CREATED"])
+        self.assertEqual(table_text[1].split()[:7], ["emb", "float32", "[50,6]", "as-is", "1200",
+                                                     "cpu", "1"])
 
         # By name == inline, bit for bit (.npy out), for gather and gather-nd.
         for command, extra in (("gather", ["--axis", "0"]), ("gather-nd", [])):
@@ -971,6 +973,33 @@ class ResidentTensorsTest(CliCase):
         proc = run_cli("delete", "emb", "--target", self.a.target)
         self.assertExit(proc, EXIT_RPC)
         self.assertErrorLine(proc, r"^error: NOT_FOUND: ")
+
+    def test_put_compact_tables(self):
+        # --storage int8-rowwise: the server quantizes (FBGEMM's formula, the NumPy reference);
+        # list shows the kind, the float32 shape and the bytes held; gathers return float32.
+        rng = np.random.default_rng(24)
+        table = (rng.standard_normal((40, 16)) * 3).astype(np.float32)
+        np.save(tmp_path("compact.npy"), table)
+        proc = self.run_ok("put", "q8", "--input", tmp_path("compact.npy"), "--storage",
+                           "int8-rowwise", "--chunk-bytes", 100, "--target", self.a.target)
+        self.assertIn("stored q8 float32[40,16] (int8-rowwise), 960 bytes", proc.stdout)
+        listed = self.list_json(self.a.target)
+        self.assertEqual({k: listed[0][k] for k in ("name", "dtype", "shape", "storage", "bytes")},
+                         {"name": "q8", "dtype": "float32", "shape": [40, 16],
+                          "storage": "int8-rowwise", "bytes": 960})
+        np.save(tmp_path("compact_ids.npy"), np.array([[39, 0], [-1, 7]], dtype=np.int64))
+        self.run_ok("gather", "--target", self.a.target, "--params-name", "q8", "--indices",
+                    tmp_path("compact_ids.npy"), "--out", tmp_path("compact_out.npy"))
+        want = dequantize_rowwise8(quantize_rowwise8(table))[[[39, 0], [-1, 7]]]
+        self.assertEqual(np.load(tmp_path("compact_out.npy")).tobytes(), want.tobytes())
+        self.run_ok("put", "f16", "--input", tmp_path("compact.npy"), "--storage", "float16",
+                    "--target", self.a.target)
+        self.assertEqual(self.list_json(self.a.target)[0]["bytes"], 40 * 16 * 2)
+        proc = run_cli("put", "bad", "--input", tmp_path("compact.npy"), "--storage", "int4",
+                       "--target", self.a.target)
+        self.assertExit(proc, EXIT_USAGE)
+        self.assertIn("unknown storage 'int4'; expected one of as-is, float16, int8-rowwise, "
+                      "int8-rowwise-prequantized", proc.stderr)
 
     def test_large_json_and_string_tables_in_many_chunks(self):
         # 2 MiB of float64: twice the servers' message limit, in 64 KiB chunks.

@@ -27,6 +27,7 @@ import tritonclient.grpc as tc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from compact_reference import dequantize_rowwise8, float16_meaning, quantize_rowwise8
 from embedding_bag_reference import EB_FLOAT_DTYPES, EB_MODES, kserve_inputs, \
     kserve_parameters, mismatch, random_bag_case, ref_embedding_bag
 from server_process import ServerProcess
@@ -355,6 +356,39 @@ class KserveGrpcTest(unittest.TestCase):
             # Without op, the table still gathers.
             got = self.bag_infer(name, {"indices": ("INT64", np.array([1, -1]))}, None)
             self.assertEqual(got.tobytes(), table[[1, -1]].tobytes())
+            self.cli("delete", name)
+
+    def test_compact_tables_are_float32_models(self):
+        # A table stored int8-rowwise or float16 (put --storage) is an FP32 model: its gathers
+        # and pooled lookups return what the native API returns, the float32 rows the stored
+        # values mean (the NumPy reference of the formulas).
+        rng = np.random.default_rng(20261127)
+        table = (rng.standard_normal((30, 8)) * 4).astype(np.float32)
+        path = self.npy("compact.npy", table)
+        for storage, meaning in (("int8-rowwise", dequantize_rowwise8(quantize_rowwise8(table))),
+                                 ("float16", float16_meaning(table))):
+            name = storage.replace("-", "_")
+            self.cli("put", name, "--input", path, "--storage", storage)
+            self.assertTrue(self.client.is_model_ready(name))
+            metadata = self.client.get_model_metadata(name, as_json=True)
+            self.assertEqual(metadata["outputs"][0]["datatype"], "FP32")
+            got = self.bag_infer(name, {"indices": ("INT64", np.array([[1, -1], [29, 0]]))},
+                                 None)
+            self.assertEqual(got.tobytes(), meaning[[[1, -1], [29, 0]]].tobytes(), storage)
+            for mode in EB_MODES:
+                _, indices, kwargs = random_bag_case(rng, np.float32, mode, mode != "max", False,
+                                                     table=meaning)
+                what = f"{storage} {mode}"
+                out = self.bag_infer(name, kserve_inputs(None, indices, kwargs),
+                                     kserve_parameters(kwargs, op=True))
+                self.check_bag(out, meaning, indices, kwargs, what)
+                inline = self.bag_infer("embedding_bag", kserve_inputs(meaning, indices, kwargs),
+                                        kserve_parameters(kwargs))
+                self.assertEqual(inline.tobytes(), out.tobytes(), what)
+            self.assert_code(
+                lambda: self.client.infer(name, inputs(None, None, np.array([[3, 1]], np.int32)),
+                                          parameters={"op": "gather_nd"}),
+                "INVALID_ARGUMENT", "GatherNd is not served on compact tables")
             self.cli("delete", name)
 
     def test_embedding_bag_metadata_and_errors(self):

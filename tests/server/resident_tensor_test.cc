@@ -443,10 +443,41 @@ TEST_F(ResidentTensorTest, PreloadsNpyFilesBeforeServing) {
   options.preload = {"emb=/nonexistent/table.npy"};
   EXPECT_THAT(Server::Start(options).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--preload emb: cannot open /nonexistent/table.npy")));
+                       HasSubstr("--preload emb=/nonexistent/table.npy: cannot open it: ")));
   options.preload = {"no_equals_sign"};
   EXPECT_THAT(Server::Start(options).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected NAME=PATH.npy")));
+  // A storage kind after the path: the table held compactly, its bytes counted as held (a
+  // table of finite values within float16's range: the random one holds any bits).
+  const std::string finite = absl::StrCat(::testing::TempDir(), "/resident_preload_finite.npy");
+  {
+    std::vector<float> values(40);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) / 3 - 5;
+    const core::Tensor small = testing::MakeTensor<float>({10, 4}, values);
+    absl::StatusOr<std::string> bytes = core::SerializeNpy(small.view());
+    ASSERT_THAT(bytes.status(), IsOk());
+    std::ofstream(finite, std::ios::binary | std::ios::trunc) << *bytes;
+  }
+  options.preload = {absl::StrCat("q8=", finite, ":int8-rowwise"),
+                     absl::StrCat("f16=", finite, ":FLOAT16")};
+  StartServer(options);
+  list = List(*stub_);
+  ASSERT_THAT(list.status(), IsOk());
+  ASSERT_EQ(list->size(), 2u);
+  for (const v1::TensorInfo& info : *list) {
+    EXPECT_EQ(info.dtype(), v1::DT_FLOAT32);
+    EXPECT_THAT(info.shape(), ::testing::ElementsAre(10, 4));
+    EXPECT_EQ(info.storage(), info.name() == "q8" ? v1::INT8_ROWWISE : v1::FLOAT16);
+    EXPECT_EQ(info.bytes(), info.name() == "q8" ? 10 * (4 + 8) : 10 * 4 * 2);
+  }
+  options.preload = {absl::StrCat("x=", path, ":int4")};
+  EXPECT_THAT(Server::Start(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown storage 'int4'; expected one of as-is, float16")));
+  options.preload = {absl::StrCat("x=", path, ":int8-rowwise-prequantized")};
+  EXPECT_THAT(Server::Start(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("INT8_ROWWISE_PREQUANTIZED storage takes uint8")));
   options.preload = {absl::StrCat("emb=", path)};
   options.max_resident_bytes = 100;
   EXPECT_THAT(Server::Start(options).status(),

@@ -102,14 +102,26 @@ __all__ = ["Client", "TensorComputeError", "TensorInfo"]
 _DEFAULT_CHUNK_BYTES = 1 << 20
 
 TensorInfo = collections.namedtuple(
-    "TensorInfo", ["name", "dtype", "shape", "bytes", "device", "version", "created"])
+    "TensorInfo", ["name", "dtype", "shape", "bytes", "device", "version", "created", "storage"],
+    defaults=["as-is"])
 TensorInfo.__doc__ = """A resident tensor as the server describes it.
 
-name (str); dtype (str: "float32", "string", ... as numpy names it; "bfloat16"); shape (tuple
-of ints); bytes (int: what it counts against the server's --max_resident_bytes); device (str:
+name (str); dtype (str: "float32", "string", ... as numpy names it; "bfloat16": for a compact
+table what lookups return, "float32"); shape (tuple of ints; a compact table's [rows, dim]);
+bytes (int: what it holds, counted against the server's --max_resident_bytes); device (str:
 "cpu" or "gpu:N"); version (int: 1 for a name's first tensor, one more per replacement);
-created (datetime.datetime, UTC: when this version became visible).
+created (datetime.datetime, UTC: when this version became visible); storage (str: one of
+STORAGE_KINDS, how it is stored).
 """
+
+# How put_tensor may store a table (tensorcompute.proto, TableStorage): the wire value of each.
+STORAGE_KINDS = {
+    "as-is": 0,
+    "float16": 1,
+    "int8-rowwise": 2,
+    "int8-rowwise-prequantized": 3,
+}
+_STORAGE_NAMES = {v: k for k, v in STORAGE_KINDS.items()}
 
 _INITIAL_BACKOFF_S = 0.1
 # round_robin over every address the target resolves to, skipping servers whose health
@@ -276,10 +288,11 @@ def _tensor_info(info):
     created += datetime.timedelta(microseconds=info.created.nanos // 1000)
     return TensorInfo(name=info.name, dtype=_WIRE_NAMES.get(info.dtype, str(info.dtype)),
                       shape=tuple(info.shape), bytes=info.bytes, device=info.device,
-                      version=info.version, created=created)
+                      version=info.version, created=created,
+                      storage=_STORAGE_NAMES.get(info.storage, str(info.storage)))
 
 
-def _put_requests(name, tensor, device, replace, chunk_bytes):
+def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0):
     """The messages of a PutTensor upload of `tensor` (a tensorcompute.v1.Tensor), lazily.
 
     The first one describes the tensor; each carries the next chunk: at most chunk_bytes bytes
@@ -288,7 +301,7 @@ def _put_requests(name, tensor, device, replace, chunk_bytes):
     being the element index of the first. An empty tensor is the description alone.
     """
     first = pb.PutTensorRequest(name=name, dtype=tensor.dtype, shape=tensor.shape,
-                                device=device, replace=replace)
+                                device=device, replace=replace, storage=storage)
     if tensor.dtype == pb.DT_STRING:
         strings = tensor.strings
         total = len(strings)
@@ -312,8 +325,9 @@ def _put_requests(name, tensor, device, replace, chunk_bytes):
     data = tensor.data
     element = _ELEMENT_SIZES[tensor.dtype]
     chunk = max(element, chunk_bytes // element * element)
-    yield pb.PutTensorRequest(name=name, dtype=tensor.dtype, shape=tensor.shape, device=device,
-                              replace=replace, offset=0, data=data[:chunk])
+    first.offset = 0
+    first.data = data[:chunk]
+    yield first
     for begin in range(chunk, len(data), chunk):
         yield pb.PutTensorRequest(offset=begin, data=data[begin:begin + chunk])
 
@@ -496,7 +510,7 @@ class Client:
         return _from_tensor(response.output)
 
     def put_tensor(self, name, array, device="", replace=False, chunk_bytes=_DEFAULT_CHUNK_BYTES,
-                   all_targets=False, timeout=None):
+                   all_targets=False, timeout=None, storage="as-is"):
         """Stores `array` (anything np.asarray accepts; dtypes as for params) on the server as
         the resident tensor `name`, uploaded in messages of at most chunk_bytes tensor bytes
         (so it may be larger than max_message_bytes). Returns its TensorInfo.
@@ -509,7 +523,16 @@ class Client:
         INVALID_ARGUMENT (a bad name, a scalar, an unknown device), ...; with all_targets,
         after trying every address, with the first failure's code and a message naming each
         address that failed and those that succeeded (their copies stay).
+
+        storage: how the server stores a table (STORAGE_KINDS; tensorcompute.proto has every
+        rule). "float16" and "int8-rowwise" take a float32 [rows, dim] array and convert it on
+        the server (a value they cannot hold: INVALID_ARGUMENT); "int8-rowwise-prequantized"
+        takes uint8 [rows, dim + 8] in FBGEMM's fused layout. Gather (axis 0) and embedding_bag
+        on such a table return float32. An unknown kind is ValueError, before any RPC.
         """
+        wire_storage = STORAGE_KINDS.get(str(storage).lower().replace("_", "-"))
+        if wire_storage is None:
+            raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, got {storage!r}")
         chunk_bytes = operator.index(chunk_bytes)
         if chunk_bytes <= 0:
             raise ValueError(f"chunk_bytes must be > 0, got {chunk_bytes}")
@@ -520,7 +543,7 @@ class Client:
             response = self._call(
                 stub.PutTensor, None, timeout, metadata=self._admin_metadata,
                 make_request=lambda: _put_requests(name, tensor, device, bool(replace),
-                                                   chunk_bytes))
+                                                   chunk_bytes, wire_storage))
             return _tensor_info(response.tensor)
 
         return self._on_targets("put", name, all_targets, put)
