@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/compact_row.h"
 #include "core/index_math.h"
 
 #if defined(__x86_64__)
@@ -64,6 +65,46 @@ TC_AVX2 inline F8 LoadLanes(BFloat16Elem, const uint8_t* p) {
   return (F8)_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
 }
 
+// Where a register's lanes come from: a stored row read `Lanes(byte offset)` at a time.
+// PlainSource<Elem>: elements of Elem, LoadLanes. Rowwise8Source: 8 codes of an 8-bit row-wise
+// row (core/compact_row.h), widened exactly to float and dequantized as DequantizeRowwise8 does,
+// a product and a sum each rounded (two instructions, never a fused one).
+template <typename Elem>
+struct PlainSource {
+  using Acc = typename Elem::Acc;
+  using V = typename Lanes<Acc>::V;
+  static constexpr int64_t kVectorBytes = Lanes<Acc>::kCount * Elem::kSize;
+  static constexpr int64_t kTrailer = 0;  // bytes after a row's elements
+  struct Row {
+    const uint8_t* base;
+    TC_AVX2 Row(const uint8_t* row, int64_t /*dim*/) : base(row) {}
+    TC_AVX2 V Lanes(int64_t offset) const { return LoadLanes(Elem{}, base + offset); }
+  };
+};
+
+struct Rowwise8Source {
+  using Acc = float;
+  using V = F8;
+  static constexpr int64_t kVectorBytes = 8;
+  static constexpr int64_t kTrailer = kRowwise8Trailer;
+  struct Row {
+    const uint8_t* base;
+    __m256 scale, bias;
+    TC_AVX2 Row(const uint8_t* row, int64_t dim) : base(row) {
+      float s, b;
+      std::memcpy(&s, row + dim, 4);
+      std::memcpy(&b, row + dim + 4, 4);
+      scale = _mm256_set1_ps(s);
+      bias = _mm256_set1_ps(b);
+    }
+    TC_AVX2 V Lanes(int64_t offset) const {
+      const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(base + offset));
+      const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes));
+      return (V)_mm256_add_ps(_mm256_mul_ps(x, scale), bias);
+    }
+  };
+};
+
 // AccumulateMax per lane: x replaces acc only where x > acc.
 template <typename Acc>
 TC_AVX2 inline typename Lanes<Acc>::V MaxLanes(typename Lanes<Acc>::V acc,
@@ -124,17 +165,23 @@ TC_AVX2 inline void StoreChunk(const typename Lanes<typename Elem::Acc>::V* acc,
 // Reduces bags [begin, end) in passes of kChunk registers per row. The first pass prefetches
 // whole rows ahead, checks every index and gathers the bag's statistics; later passes read the
 // rest of the same rows, now cached. kOnePass: the row is one pass wide (its size is then a
-// constant, and so is the prefetch loop).
-template <typename Elem, Reduce kReduce, int kChunk, bool kOnePass>
+// constant, and so is the prefetch loop). Rows are read through `Src` and the results stored
+// as `Out` (which also types weights "like params"). An unpooled plan (a gather) stores each
+// one-row bag's lanes as read.
+template <typename Src, typename Out, Reduce kReduce, int kChunk, bool kOnePass>
 TC_AVX2 int64_t ReduceChunks(const EmbeddingBagPlan& plan, const BagViews& v, int64_t begin,
                              int64_t end, bool streaming) {
-  using Acc = typename Elem::Acc;
+  using Acc = typename Src::Acc;
   using L = Lanes<Acc>;
   using V = typename L::V;
-  constexpr int64_t kVectorBytes = L::kCount * Elem::kSize;  // stored bytes of one register
+  constexpr int64_t kVectorBytes = Src::kVectorBytes;  // stored bytes of one register
   constexpr int64_t kChunkBytes = kChunk * kVectorBytes;
-  const int64_t row_bytes = kOnePass ? kChunkBytes : plan.dim * Elem::kSize;
-  const int64_t passes = kOnePass ? 1 : row_bytes / kChunkBytes;
+  constexpr int64_t kOutChunkBytes = kChunk * L::kCount * Out::kSize;
+  const int64_t row_bytes =
+      kOnePass ? kChunkBytes + Src::kTrailer : plan.dim / L::kCount * kVectorBytes + Src::kTrailer;
+  const int64_t out_row_bytes = plan.dim * Out::kSize;
+  const int64_t passes = kOnePass ? 1 : plan.dim / (kChunk * L::kCount);
+  const bool unpooled = plan.unpooled;
   const int64_t distance = RowPrefetchDistance(row_bytes);
   const int64_t range_last = BagRange(plan, v, end - 1).last;
   for (int64_t b = begin; b < end; ++b) {
@@ -142,6 +189,7 @@ TC_AVX2 int64_t ReduceChunks(const EmbeddingBagPlan& plan, const BagViews& v, in
     BagStats<Acc> stats;
     for (int64_t pass = 0; pass < passes; ++pass) {
       const int64_t offset = pass * kChunkBytes;
+      const int64_t out_offset = pass * kOutChunkBytes;
       V acc[kChunk];
       for (int k = 0; k < kChunk; ++k) acc[k] = V{};
       int64_t count = 0;  // rows reduced in this pass
@@ -158,95 +206,114 @@ TC_AVX2 int64_t ReduceChunks(const EmbeddingBagPlan& plan, const BagViews& v, in
           return i;
         }
         if (IsPaddingRow(row, plan.padding_row)) continue;
-        const uint8_t* src = v.params + row * row_bytes + offset;
+        const typename Src::Row src(v.params + row * row_bytes, plan.dim);
         if constexpr (kReduce == Reduce::kWeighted) {
           const Acc w = plan.weights_dtype == DataType::kFloat32
                             ? static_cast<Acc>(NativeElem<float>::Load(v.weights + i * 4))
-                            : Elem::Load(v.weights + i * Elem::kSize);
+                            : Out::Load(v.weights + i * Out::kSize);
           if (pass == 0) AddWeight(stats, w);
           const V weight = V{} + w;
           for (int k = 0; k < kChunk; ++k) {
-            acc[k] = L::Fma(weight, LoadLanes(Elem{}, src + k * kVectorBytes), acc[k]);
+            acc[k] = L::Fma(weight, src.Lanes(offset + k * kVectorBytes), acc[k]);
           }
         } else if constexpr (kReduce == Reduce::kMax) {
           for (int k = 0; k < kChunk; ++k) {
-            const V x = LoadLanes(Elem{}, src + k * kVectorBytes);
+            const V x = src.Lanes(offset + k * kVectorBytes);
             acc[k] = count == 0 ? x : MaxLanes<Acc>(acc[k], x);
           }
+        } else if (unpooled) {  // the bag's one row, as read
+          for (int k = 0; k < kChunk; ++k) acc[k] = src.Lanes(offset + k * kVectorBytes);
         } else {
           for (int k = 0; k < kChunk; ++k) {
-            acc[k] = acc[k] + LoadLanes(Elem{}, src + k * kVectorBytes);
+            acc[k] = acc[k] + src.Lanes(offset + k * kVectorBytes);
           }
         }
         ++count;
       }
       if (kReduce != Reduce::kWeighted && pass == 0) stats.count = count;
       // BagResult (embedding_bag_math.h) on every lane.
-      if (stats.count == 0) {
+      if (unpooled) {
+      } else if (stats.count == 0) {
         for (int k = 0; k < kChunk; ++k) acc[k] = V{};
       } else if (ModeDivides(plan.mode)) {
         const Acc divisor = BagDivisor(plan.mode, kReduce == Reduce::kWeighted, stats);
         for (int k = 0; k < kChunk; ++k) acc[k] = acc[k] / divisor;
       }
-      for (int k = 0; k < kChunk; ++k) acc[k] = CanonicalLanes(acc[k]);
-      StoreChunk<Elem, kChunk>(acc, v.output + b * row_bytes + offset, streaming);
+      if (!unpooled) {
+        for (int k = 0; k < kChunk; ++k) acc[k] = CanonicalLanes(acc[k]);
+      }
+      StoreChunk<Out, kChunk>(acc, v.output + b * out_row_bytes + out_offset, streaming);
     }
   }
   return -1;
 }
 
 // The widest pass (8, 4, 2 or 1 registers) that divides the row.
-template <typename Elem, Reduce kReduce>
+template <typename Src, typename Out, Reduce kReduce>
 TC_AVX2 int64_t ForChunk(const EmbeddingBagPlan& plan, const BagViews& v, int64_t begin,
                          int64_t end, bool streaming) {
-  const int64_t registers = plan.dim / Lanes<typename Elem::Acc>::kCount;
+  const int64_t registers = plan.dim / Lanes<typename Src::Acc>::kCount;
   switch (registers) {
     case 1:
-      return ReduceChunks<Elem, kReduce, 1, true>(plan, v, begin, end, streaming);
+      return ReduceChunks<Src, Out, kReduce, 1, true>(plan, v, begin, end, streaming);
     case 2:
-      return ReduceChunks<Elem, kReduce, 2, true>(plan, v, begin, end, streaming);
+      return ReduceChunks<Src, Out, kReduce, 2, true>(plan, v, begin, end, streaming);
     case 4:
-      return ReduceChunks<Elem, kReduce, 4, true>(plan, v, begin, end, streaming);
+      return ReduceChunks<Src, Out, kReduce, 4, true>(plan, v, begin, end, streaming);
     case 8:
-      return ReduceChunks<Elem, kReduce, 8, true>(plan, v, begin, end, streaming);
+      return ReduceChunks<Src, Out, kReduce, 8, true>(plan, v, begin, end, streaming);
   }
   if (registers % 8 == 0) {
-    return ReduceChunks<Elem, kReduce, 8, false>(plan, v, begin, end, streaming);
+    return ReduceChunks<Src, Out, kReduce, 8, false>(plan, v, begin, end, streaming);
   }
   if (registers % 4 == 0) {
-    return ReduceChunks<Elem, kReduce, 4, false>(plan, v, begin, end, streaming);
+    return ReduceChunks<Src, Out, kReduce, 4, false>(plan, v, begin, end, streaming);
   }
   if (registers % 2 == 0) {
-    return ReduceChunks<Elem, kReduce, 2, false>(plan, v, begin, end, streaming);
+    return ReduceChunks<Src, Out, kReduce, 2, false>(plan, v, begin, end, streaming);
   }
-  return ReduceChunks<Elem, kReduce, 1, false>(plan, v, begin, end, streaming);
+  return ReduceChunks<Src, Out, kReduce, 1, false>(plan, v, begin, end, streaming);
 }
 
-template <typename Elem>
+template <typename Src, typename Out>
 TC_AVX2 int64_t ForReduce(const EmbeddingBagPlan& plan, const BagViews& v, int64_t begin,
                           int64_t end, bool streaming) {
   switch (ReduceOf(plan)) {
     case Reduce::kWeighted:
-      return ForChunk<Elem, Reduce::kWeighted>(plan, v, begin, end, streaming);
+      return ForChunk<Src, Out, Reduce::kWeighted>(plan, v, begin, end, streaming);
     case Reduce::kMax:
-      return ForChunk<Elem, Reduce::kMax>(plan, v, begin, end, streaming);
+      return ForChunk<Src, Out, Reduce::kMax>(plan, v, begin, end, streaming);
     case Reduce::kPlain:
       break;
   }
-  return ForChunk<Elem, Reduce::kPlain>(plan, v, begin, end, streaming);
+  return ForChunk<Src, Out, Reduce::kPlain>(plan, v, begin, end, streaming);
+}
+
+template <typename Elem>
+TC_AVX2 int64_t ForPlain(const EmbeddingBagPlan& plan, const BagViews& v, int64_t begin,
+                         int64_t end, bool streaming) {
+  return ForReduce<PlainSource<Elem>, Elem>(plan, v, begin, end, streaming);
 }
 
 TC_AVX2 int64_t ForDtype(const EmbeddingBagPlan& plan, const BagViews& v, int64_t begin,
                          int64_t end, bool streaming) {
+  switch (plan.encoding) {
+    case TableEncoding::kFloat16:
+      return ForReduce<PlainSource<Float16Elem>, NativeElem<float>>(plan, v, begin, end, streaming);
+    case TableEncoding::kRowwise8:
+      return ForReduce<Rowwise8Source, NativeElem<float>>(plan, v, begin, end, streaming);
+    case TableEncoding::kNone:
+      break;
+  }
   switch (plan.dtype) {
     case DataType::kFloat16:
-      return ForReduce<Float16Elem>(plan, v, begin, end, streaming);
+      return ForPlain<Float16Elem>(plan, v, begin, end, streaming);
     case DataType::kBfloat16:
-      return ForReduce<BFloat16Elem>(plan, v, begin, end, streaming);
+      return ForPlain<BFloat16Elem>(plan, v, begin, end, streaming);
     case DataType::kFloat32:
-      return ForReduce<NativeElem<float>>(plan, v, begin, end, streaming);
+      return ForPlain<NativeElem<float>>(plan, v, begin, end, streaming);
     default:
-      return ForReduce<NativeElem<double>>(plan, v, begin, end, streaming);
+      return ForPlain<NativeElem<double>>(plan, v, begin, end, streaming);
   }
 }
 
@@ -263,7 +330,6 @@ bool CpuHasVectorKernel() {
 }  // namespace
 
 bool BagVectorKernelServes(const EmbeddingBagPlan& plan) {
-  if (plan.encoding != TableEncoding::kNone || plan.unpooled) return false;
   const int64_t acc_size = plan.dtype == DataType::kFloat64 ? 8 : 4;
   const int64_t lanes = 32 / acc_size;
   return plan.dim > 0 && plan.dim % lanes == 0 &&

@@ -26,8 +26,8 @@
 
 namespace tensorcompute::core {
 
-// Whether this CPU and `plan` can use the vector kernel: a table stored as its own dtype
-// (TableEncoding::kNone), pooled; AVX2, FMA and F16C present; dim > 0
+// Whether this CPU and `plan` can use the vector kernel (any encoding, pooled or unpooled):
+// AVX2, FMA and F16C present; dim > 0
 // a multiple of the lanes (8, or 4 for float64); the accumulator row at most
 // kMaxVectorAccumulatorBytes.
 bool BagVectorKernelServes(const EmbeddingBagPlan& plan);

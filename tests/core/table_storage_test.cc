@@ -17,6 +17,8 @@
 
 #include "core/compact_row.h"
 #include "core/embedding_bag.h"
+#include "core/embedding_bag_kernels.h"
+#include "core/embedding_bag_simd.h"
 #include "core/gather.h"
 #include "core/half_float.h"
 #include "core/tensor.h"
@@ -488,6 +490,60 @@ TEST(CompactLookups, EmbeddingBagWeightsAreFloat32AndParamsMustBeStored) {
   EXPECT_EQ(plan.row_bytes, 6);
   EXPECT_EQ(plan.output_bytes, 2 * 3 * 4);
   EXPECT_EQ(plan.work_bytes, 4 * 6 + 2 * 12);
+}
+
+// The vector kernel (core/embedding_bag_simd.h) reads compact rows as the generic one does:
+// every mode, weights and gathers, at the widths it serves (1-8 registers in one pass, wider
+// rows in several) and the first it does not, byte for byte.
+TEST(CompactLookups, VectorKernelEqualsTheGenericOne) {
+  Rng rng(2408);
+  for (TableStorage storage : {TableStorage::kFloat16, TableStorage::kInt8Rowwise}) {
+    for (int64_t dim : {8, 16, 24, 32, 64, 72, 136, 256, 1024, 1032}) {
+      Tensor table = RandomTable(UniformInt(rng, 1, 40), dim, rng, true);
+      const Tensor stored = Encode(table, storage, rng);
+      const TableEncoding encoding = EncodingOf(storage);
+      const Tensor meaning = Dequantized(stored, encoding);
+      for (int mode = 0; mode < 5; ++mode) {  // 4: an unpooled gather
+        for (bool weighted : {false, true}) {
+          if (weighted && mode >= 2 && mode != 3) continue;
+          testing::RandomBagOptions o;
+          o.mode = static_cast<EmbeddingBagMode>(mode == 4 ? 0 : mode);
+          o.weighted = weighted && mode != 4;
+          o.form = mode == 4 ? testing::BagForm::kFixed : testing::BagForm::kOffsets;
+          o.bags = UniformInt(rng, 1, 30);
+          o.params = &meaning;
+          const testing::EmbeddingBagCase c = testing::RandomEmbeddingBagCase(o, rng);
+          EmbeddingBagOptions options = c.options;
+          options.params_encoding = encoding;
+          const TensorView offsets = c.offsets_view(), weights = c.weights_view();
+          const Tensor flat = *Tensor::FromBytes(c.indices.dtype(), {c.indices.num_elements()},
+                                                 c.indices.view().data);
+          const EmbeddingBagPlan plan =
+              mode == 4 ? *PlanUnpooledGather(stored.view(), encoding, flat.view(), 0, 0)
+                        : *PlanEmbeddingBag(stored.view(), c.indices.view(),
+                                            c.offsets ? &offsets : nullptr,
+                                            c.weights ? &weights : nullptr, options);
+          BagViews views;
+          views.params = stored.view().data.data();
+          views.indices = (mode == 4 ? flat : c.indices).view().data.data();
+          if (!plan.fixed_bags()) {
+            views.offsets = offsets.data.data();
+            views.num_offsets = offsets.shape[0];
+          }
+          if (plan.weighted()) views.weights = weights.data.data();
+          Tensor generic = *Tensor::Allocate(DataType::kFloat32, plan.output_shape);
+          Tensor best = *Tensor::Allocate(DataType::kFloat32, plan.output_shape);
+          views.output = generic.mutable_bytes().data();
+          ASSERT_EQ(ReduceBags(plan, views, 0, plan.bags, false, BagKernel::kGeneric), -1);
+          views.output = best.mutable_bytes().data();
+          ASSERT_EQ(ReduceBags(plan, views, 0, plan.bags, false, BagKernel::kBest), -1);
+          ASSERT_EQ(Hex(best), Hex(generic))
+              << TableStorageName(storage) << " dim " << dim << " mode " << mode
+              << (BagVectorKernelServes(plan) ? " (vector)" : " (generic twice)");
+        }
+      }
+    }
+  }
 }
 
 TEST(CompactLookups, GroupOfGathersAndBagsOnOneTableEqualsEachAlone) {
