@@ -135,7 +135,8 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (!first_message_ && HasDescription(message_)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor '", name_,
-          "': only the first PutTensor message may set name, dtype, shape, device or replace"));
+          "': only the first PutTensor message may set name, dtype, shape, device, replace or "
+          "storage"));
     }
     first_message_ = false;
     if (dtype_ == core::DataType::kString) {
