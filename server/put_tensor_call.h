@@ -1,13 +1,15 @@
 // File: server/put_tensor_call.h
 //
 // PutTensor (a client-streaming upload) over core::TensorRegistry. The first message names and
-// describes the tensor (core::ValidateResidentDescription checks it) and may carry the first
-// chunk; later messages carry chunks, in order: `data` at byte `offset`, or `strings` from
-// element `offset`.
+// describes the tensor (core::ValidateResidentDescription checks it, core::PlanTableLayout its
+// storage kind) and may carry the first chunk; later messages carry chunks, in order: `data` at
+// byte `offset`, or `strings` from element `offset`.
 //
 // An upload reserves its bytes against max_resident_bytes from the description (for strings:
 // the per-element overhead first, then each chunk's payload as it arrives) before allocating
-// anything; it writes the chunks straight into the tensor it will publish, and publishes it
+// anything; it writes the chunks straight into the tensor it will publish (a compact table,
+// `storage` FLOAT16 or INT8_ROWWISE, converted row by row as the chunks arrive by
+// core::TableEncoder, so the bytes held and reserved are the stored ones), and publishes it
 // (TensorRegistry::Put, atomically) only when the client half-closes and the count checks out.
 // Any failure or cancellation drops the half-built tensor and its reservation, so an aborted
 // upload leaves nothing. Uploads take no lock that gathers take: the registry's mutex is held
