@@ -140,15 +140,40 @@ absl::StatusOr<ParamsForm> CheckParamsForm(const TensorView& params, TableEncodi
   return Invalid(op, ": unknown table encoding ", static_cast<int>(encoding));
 }
 
-// The bytes of the rows read plus those written, saturating at INT64_MAX.
-int64_t WorkBytes(int64_t num_indices, int64_t row_bytes, int64_t bags, int64_t out_row_bytes) {
-  const std::optional<int64_t> read = CheckedMul(num_indices, row_bytes);
-  const std::optional<int64_t> written = CheckedMul(bags, out_row_bytes);
-  int64_t work = 0;
-  if (!read || !written || __builtin_add_overflow(*read, *written, &work)) {
-    return std::numeric_limits<int64_t>::max();
+// A plan's fields that follow from params (in `form`) and indices.
+EmbeddingBagPlan PlanFor(const TensorView& params, const ParamsForm& form, TableEncoding encoding,
+                         const TensorView& indices) {
+  EmbeddingBagPlan plan;
+  plan.dtype = form.dtype;
+  plan.encoding = encoding;
+  plan.index_dtype = indices.dtype;
+  plan.element_size = static_cast<int64_t>(ElementSize(form.dtype));
+  plan.row_bytes = form.row_bytes;
+  plan.rows = params.shape[0];
+  plan.dim = form.dim;
+  plan.num_indices = Product(indices.shape, 0, indices.shape.size());
+  plan.indices_shape = indices.shape;
+  return plan;
+}
+
+// Sizes the output of `plan` (bags and output_shape set): output_bytes, or RESOURCE_EXHAUSTED
+// past `max_output_bytes`; and work_bytes, the bytes of the rows read plus those written,
+// saturating at INT64_MAX.
+absl::Status SizeOutput(EmbeddingBagPlan& plan, int64_t max_output_bytes) {
+  const std::optional<int64_t> elements = CheckedMul(plan.bags, plan.dim);
+  const std::optional<int64_t> bytes =
+      elements ? CheckedMul(*elements, plan.element_size) : std::nullopt;
+  if (!bytes || *bytes > max_output_bytes) {
+    return OutputShapeTooLargeError(plan.output_shape, bytes, max_output_bytes);
   }
-  return work;
+  plan.output_bytes = *bytes;
+  const std::optional<int64_t> read = CheckedMul(plan.num_indices, plan.row_bytes);
+  int64_t work = 0;
+  if (!read || __builtin_add_overflow(*read, *bytes, &work)) {
+    work = std::numeric_limits<int64_t>::max();
+  }
+  plan.work_bytes = work;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -198,17 +223,8 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
         "bags, without offsets), got shape ",
         ShapeToString(indices.shape));
   }
-  EmbeddingBagPlan plan;
+  EmbeddingBagPlan plan = PlanFor(params, form, options.params_encoding, indices);
   plan.mode = options.mode;
-  plan.dtype = form.dtype;
-  plan.encoding = options.params_encoding;
-  plan.index_dtype = indices.dtype;
-  plan.element_size = static_cast<int64_t>(ElementSize(form.dtype));
-  plan.row_bytes = form.row_bytes;
-  plan.rows = params.shape[0];
-  plan.dim = form.dim;
-  plan.num_indices = Product(indices.shape, 0, indices.shape.size());
-  plan.indices_shape = indices.shape;
   if (indices.rank() == 2) {
     if (offsets != nullptr) {
       return Invalid(
@@ -245,15 +261,7 @@ absl::StatusOr<EmbeddingBagPlan> PlanEmbeddingBag(const TensorView& params,
     }
   }
   plan.output_shape = {plan.bags, plan.dim};
-  const std::optional<int64_t> elements = CheckedMul(plan.bags, plan.dim);
-  const std::optional<int64_t> bytes =
-      elements ? CheckedMul(*elements, plan.element_size) : std::nullopt;
-  if (!bytes || *bytes > options.max_output_bytes) {
-    return OutputShapeTooLargeError(plan.output_shape, bytes, options.max_output_bytes);
-  }
-  plan.output_bytes = *bytes;
-  plan.work_bytes =
-      WorkBytes(plan.num_indices, plan.row_bytes, plan.bags, plan.dim * plan.element_size);
+  TC_RETURN_IF_ERROR(SizeOutput(plan, options.max_output_bytes));
   return plan;
 }
 
@@ -280,31 +288,14 @@ absl::StatusOr<EmbeddingBagPlan> PlanUnpooledGather(const TensorView& params,
     return Invalid("Gather on a compact table reads whole rows: axis must be 0 (or -2), got axis ",
                    *axis);
   }
-  EmbeddingBagPlan plan;
+  EmbeddingBagPlan plan = PlanFor(params, form, encoding, indices);
   plan.mode = EmbeddingBagMode::kSum;
   plan.unpooled = true;
-  plan.dtype = form.dtype;
-  plan.encoding = encoding;
-  plan.index_dtype = indices.dtype;
-  plan.element_size = static_cast<int64_t>(ElementSize(form.dtype));
-  plan.row_bytes = form.row_bytes;
-  plan.rows = params.shape[0];
-  plan.dim = form.dim;
-  plan.num_indices = Product(indices.shape, 0, indices.shape.size());
   plan.bags = plan.num_indices;
   plan.bag_size = 1;
-  plan.indices_shape = indices.shape;
   plan.output_shape = indices.shape;
   plan.output_shape.push_back(plan.dim);
-  const std::optional<int64_t> elements = CheckedMul(plan.bags, plan.dim);
-  const std::optional<int64_t> bytes =
-      elements ? CheckedMul(*elements, plan.element_size) : std::nullopt;
-  if (!bytes || *bytes > options.max_output_bytes) {
-    return OutputShapeTooLargeError(plan.output_shape, bytes, options.max_output_bytes);
-  }
-  plan.output_bytes = *bytes;
-  plan.work_bytes =
-      WorkBytes(plan.num_indices, plan.row_bytes, plan.bags, plan.dim * plan.element_size);
+  TC_RETURN_IF_ERROR(SizeOutput(plan, options.max_output_bytes));
   return plan;
 }
 
