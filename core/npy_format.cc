@@ -259,51 +259,11 @@ std::string NpyDescr(DataType dtype, char kind, size_t width) {
   return absl::StrCat(kind == 'U' ? "<U" : "|S", width);
 }
 
-}  // namespace
-
-absl::StatusOr<core::Tensor> ParseNpy(absl::string_view bytes) {
-  if (!absl::StartsWith(bytes, kNpyMagic)) {
-    return Invalid(absl::StrCat("not a .npy file: it starts with \"",
-                                absl::CHexEscape(bytes.substr(0, 6)), "\", expected \"",
-                                absl::CHexEscape(kNpyMagic), "\""));
-  }
-  if (bytes.size() < 10) return Invalid("truncated .npy file: it ends inside the preamble");
-  const auto major = static_cast<uint8_t>(bytes[6]), minor = static_cast<uint8_t>(bytes[7]);
-  if (major < 1 || major > 3) {
-    return Invalid(absl::StrCat("unsupported .npy format version ", major, ".", minor,
-                                "; expected 1.0, 2.0 or 3.0"));
-  }
-  const size_t prefix = major == 1 ? 10 : 12;
-  if (bytes.size() < prefix) return Invalid("truncated .npy file: it ends inside the preamble");
-  uint32_t header_len = 0;
-  for (size_t k = prefix; k-- > 8;) header_len = header_len << 8 | static_cast<uint8_t>(bytes[k]);
-  if (bytes.size() - prefix < header_len) {
-    return Invalid(absl::StrCat("truncated .npy header: it is ", header_len, " bytes but only ",
-                                bytes.size() - prefix, " follow"));
-  }
-  TC_ASSIGN_OR_RETURN(const NpyHeader header,
-                      NpyHeaderParser(bytes.substr(prefix, header_len)).Parse());
-  TC_ASSIGN_OR_RETURN(const NpyType type, ParseDescr(header.descr));
-  const std::optional<int64_t> n = core::CheckedNumElements(header.shape);
-  const std::optional<int64_t> size =
-      n ? core::CheckedMul(*n, static_cast<int64_t>(type.itemsize)) : std::nullopt;
-  if (!size) {
-    return Invalid(absl::StrCat(".npy shape ", core::ShapeToString(header.shape), " is too large"));
-  }
-  absl::string_view data = bytes.substr(prefix + header_len);
-  if (data.size() != static_cast<uint64_t>(*size)) {
-    return Invalid(absl::StrCat(
-        ".npy data is ", data.size(), " bytes but shape ", core::ShapeToString(header.shape),
-        " of '", header.descr, "' needs ", *size, " bytes",
-        data.size() < static_cast<uint64_t>(*size) ? " (truncated file?)" : " (trailing bytes)"));
-  }
-  std::string transposed;
-  if (header.fortran_order && header.shape.size() > 1) {
-    transposed = FortranToC(data, header.shape, type.itemsize, *n);
-    data = transposed;
-  }
-  if (type.dtype == DataType::kString) return NpyStrings(data, type, header.shape, *n);
-  TC_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Allocate(type.dtype, header.shape));
+// The tensor of `type` and C-order `shape` whose elements are `data` (exactly its bytes).
+absl::StatusOr<core::Tensor> FromNpyData(const NpyType& type, const Shape& shape, int64_t n,
+                                         absl::string_view data) {
+  if (type.dtype == DataType::kString) return NpyStrings(data, type, shape, n);
+  TC_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Allocate(type.dtype, shape));
   absl::Span<uint8_t> out = t.mutable_bytes();
   if (!out.empty()) std::memcpy(out.data(), data.data(), out.size());
   const bool complex = type.dtype == DataType::kComplex64 || type.dtype == DataType::kComplex128;
@@ -312,6 +272,90 @@ absl::StatusOr<core::Tensor> ParseNpy(absl::string_view bytes) {
     for (uint8_t& b : out) b = b != 0;  // NumPy reads any nonzero byte as True
   }
   return t;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> NpyHeaderBytes(absl::string_view preamble) {
+  if (!absl::StartsWith(preamble, kNpyMagic)) {
+    return Invalid(absl::StrCat("not a .npy file: it starts with \"",
+                                absl::CHexEscape(preamble.substr(0, 6)), "\", expected \"",
+                                absl::CHexEscape(kNpyMagic), "\""));
+  }
+  if (preamble.size() < 10) return Invalid("truncated .npy file: it ends inside the preamble");
+  const auto major = static_cast<uint8_t>(preamble[6]), minor = static_cast<uint8_t>(preamble[7]);
+  if (major < 1 || major > 3) {
+    return Invalid(absl::StrCat("unsupported .npy format version ", major, ".", minor,
+                                "; expected 1.0, 2.0 or 3.0"));
+  }
+  const size_t prefix = major == 1 ? 10 : 12;
+  if (preamble.size() < prefix) return Invalid("truncated .npy file: it ends inside the preamble");
+  uint32_t header_len = 0;
+  for (size_t k = prefix; k-- > 8;) {
+    header_len = header_len << 8 | static_cast<uint8_t>(preamble[k]);
+  }
+  return static_cast<int64_t>(prefix) + header_len;
+}
+
+absl::StatusOr<NpyLayout> ParseNpyLayout(absl::string_view head) {
+  TC_ASSIGN_OR_RETURN(const int64_t header_end, NpyHeaderBytes(head));
+  const size_t prefix = static_cast<uint8_t>(head[6]) == 1 ? 10 : 12;
+  if (static_cast<int64_t>(head.size()) < header_end) {
+    return Invalid(absl::StrCat("truncated .npy header: it is ", header_end - prefix,
+                                " bytes but only ", head.size() - prefix, " follow"));
+  }
+  TC_ASSIGN_OR_RETURN(
+      const NpyHeader header,
+      NpyHeaderParser(head.substr(prefix, static_cast<size_t>(header_end) - prefix)).Parse());
+  TC_ASSIGN_OR_RETURN(const NpyType type, ParseDescr(header.descr));
+  const std::optional<int64_t> n = core::CheckedNumElements(header.shape);
+  const std::optional<int64_t> size =
+      n ? core::CheckedMul(*n, static_cast<int64_t>(type.itemsize)) : std::nullopt;
+  if (!size) {
+    return Invalid(absl::StrCat(".npy shape ", core::ShapeToString(header.shape), " is too large"));
+  }
+  NpyLayout layout;
+  layout.descr = header.descr;
+  layout.dtype = type.dtype;
+  layout.shape = header.shape;
+  layout.fortran_order = header.fortran_order && header.shape.size() > 1;
+  layout.data_offset = header_end;
+  layout.data_bytes = *size;
+  layout.item_bytes = static_cast<int64_t>(type.itemsize);
+  return layout;
+}
+
+absl::StatusOr<core::Tensor> ParseNpyRows(const NpyLayout& layout, int64_t rows,
+                                          absl::string_view data) {
+  TC_ASSIGN_OR_RETURN(const NpyType type, ParseDescr(layout.descr));
+  Shape shape = layout.shape;
+  if (!shape.empty()) shape[0] = rows;
+  const int64_t n = core::CheckedNumElements(shape).value_or(0);
+  if (static_cast<int64_t>(data.size()) != n * layout.item_bytes) {
+    return Invalid(absl::StrCat(".npy rows: ", data.size(), " bytes for ", rows, " rows; expected ",
+                                n * layout.item_bytes));
+  }
+  return FromNpyData(type, shape, n, data);
+}
+
+absl::StatusOr<core::Tensor> ParseNpy(absl::string_view bytes) {
+  TC_ASSIGN_OR_RETURN(const NpyLayout layout, ParseNpyLayout(bytes));
+  absl::string_view data = bytes.substr(static_cast<size_t>(layout.data_offset));
+  if (data.size() != static_cast<uint64_t>(layout.data_bytes)) {
+    return Invalid(absl::StrCat(
+        ".npy data is ", data.size(), " bytes but shape ", core::ShapeToString(layout.shape),
+        " of '", layout.descr, "' needs ", layout.data_bytes, " bytes",
+        data.size() < static_cast<uint64_t>(layout.data_bytes) ? " (truncated file?)"
+                                                               : " (trailing bytes)"));
+  }
+  TC_ASSIGN_OR_RETURN(const NpyType type, ParseDescr(layout.descr));
+  const int64_t n = layout.data_bytes / static_cast<int64_t>(type.itemsize);
+  std::string transposed;
+  if (layout.fortran_order) {
+    transposed = FortranToC(data, layout.shape, type.itemsize, n);
+    data = transposed;
+  }
+  return FromNpyData(type, layout.shape, n, data);
 }
 
 absl::StatusOr<std::string> SerializeNpy(const core::TensorView& t) {

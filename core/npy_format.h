@@ -19,6 +19,7 @@
 #ifndef TENSORCOMPUTE_CORE_NPY_FORMAT_H_
 #define TENSORCOMPUTE_CORE_NPY_FORMAT_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,25 @@
 namespace tensorcompute::core {
 
 absl::StatusOr<core::Tensor> ParseNpy(absl::string_view bytes);
+
+// A .npy file read in pieces (a shard's rows of a large file, --preload --shard_index):
+// NpyHeaderBytes reads the preamble (the file's first 12 bytes, or all of a shorter file)
+// and says how many bytes the preamble and header take; ParseNpyLayout reads those bytes;
+// ParseNpyRows converts the C-order bytes of `rows` consecutive rows (first dimension) into
+// a tensor of shape [rows] + shape[1:]. Errors as ParseNpy's.
+struct NpyLayout {
+  std::string descr;  // e.g. "<f4"
+  DataType dtype = DataType::kUnspecified;
+  Shape shape;
+  bool fortran_order = false;  // and rank > 1: the file's rows are not contiguous
+  int64_t data_offset = 0;     // where the data starts in the file
+  int64_t data_bytes = 0;      // the data's bytes
+  int64_t item_bytes = 0;      // bytes per element in the file
+};
+absl::StatusOr<int64_t> NpyHeaderBytes(absl::string_view preamble);
+absl::StatusOr<NpyLayout> ParseNpyLayout(absl::string_view head);
+absl::StatusOr<core::Tensor> ParseNpyRows(const NpyLayout& layout, int64_t rows,
+                                          absl::string_view data);
 // Returns INVALID_ARGUMENT for bfloat16 (NumPy has no such dtype) and for a malformed `t`
 // (core::ValidateTensor); every other dtype works.
 absl::StatusOr<std::string> SerializeNpy(const core::TensorView& t);

@@ -109,12 +109,17 @@ absl::StatusOr<TensorRegistry::Reservation> TensorRegistry::Reserve(absl::string
 
 absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
     std::string name, Tensor tensor, DeviceCopy device_copy, bool replace, Reservation reservation,
-    TableStorage storage) {
+    TableStorage storage, std::optional<ShardSpec> shard) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
+  if (shard.has_value()) {
+    const int64_t rows = tensor.shape().empty() ? 0 : tensor.shape()[0];
+    if (absl::Status valid = ValidateShardSpec(name, *shard, rows); !valid.ok()) return valid;
+  }
   auto held = std::make_shared<Held>();
   held->entry.name = name;
   held->entry.tensor = std::move(tensor);
   held->entry.storage = storage;
+  held->entry.shard = shard;
   held->entry.device =
       device_copy.gpu >= 0 ? absl::StrCat("gpu:", device_copy.gpu) : std::string("cpu");
   held->entry.device_copy = std::move(device_copy);

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
+#include "core/dtype.h"
+#include "core/shard_spec.h"
 #include "core/table_storage.h"
 #include "core/tensor.h"
 
@@ -52,6 +55,9 @@ struct DeviceCopy {
 // A compact table (core/table_storage.h) holds its stored form in `tensor` (float16
 // [rows, dim] or uint8 [rows, dim + 8]); what lookups return is logical_dtype() and
 // logical_shape(), float32 [rows, dim].
+// A shard (core/shard_spec.h) holds rows ShardRows(*shard) of a table of shard->total_rows
+// rows: `tensor` holds those rows only, while logical_shape() and plan_view() have the whole
+// table's rows, which requests index (server/shard_router.h splits them by shard).
 struct ResidentTensor {
   std::string name;
   Tensor tensor;
@@ -60,12 +66,31 @@ struct ResidentTensor {
   DeviceCopy device_copy;
   int64_t version = 0;  // 1 for a name's first tensor, +1 for each replacement
   absl::Time created;
-  int64_t bytes = 0;  // what it counts against max_resident_bytes
+  int64_t bytes = 0;               // what it counts against max_resident_bytes
+  std::optional<ShardSpec> shard;  // set for one shard of a table
 
   TableEncoding encoding() const { return EncodingOf(storage); }
   bool compact() const { return storage != TableStorage::kAsIs; }
   DataType logical_dtype() const { return LogicalDtype(storage, tensor.dtype()); }
-  Shape logical_shape() const { return LogicalShape(storage, tensor.shape()); }
+  Shape logical_shape() const { return LogicalShape(storage, plan_view().shape); }
+  // What requests are planned against: `tensor`'s view, or for a shard the whole table's:
+  // its first dimension total_rows and its data a null pointer of the whole table's length,
+  // which planning checks but never reads. Its plans are split by shard (core/shard_split.h),
+  // never executed as they are (a kernel that did would fault at once, not read wrong rows).
+  TensorView plan_view() const {
+    TensorView view = tensor.view();
+    if (shard.has_value() && !view.shape.empty()) {
+      size_t row_bytes = ElementSize(view.dtype);
+      for (size_t d = 1; d < view.shape.size(); ++d)
+        row_bytes *= static_cast<size_t>(view.shape[d]);
+      view.shape[0] = shard->total_rows;
+      view.data =
+          absl::Span<const uint8_t>(nullptr, row_bytes * static_cast<size_t>(shard->total_rows));
+    }
+    return view;
+  }
+  // The shard's own rows, as a table of their own.
+  TensorView local_view() const { return tensor.view(); }
 };
 
 // The bytes a tensor of `dtype` and `shape` counts against the cap: its data, or for strings
@@ -131,10 +156,12 @@ class TensorRegistry {
   // that is empty, longer than 256 bytes, or not printable ASCII. Returns the entry.
   // `device_copy` (optional) is the tensor's copy in a GPU's memory: device "gpu:N", else "cpu".
   // `storage`: how `tensor` holds the table (core/table_storage.h; `tensor` is then the stored
-  // form PlanTableLayout gave).
+  // form PlanTableLayout gave). `shard`: which rows of a table `tensor` holds
+  // (ValidateShardSpec checks it against tensor's first dimension: INVALID_ARGUMENT).
   absl::StatusOr<std::shared_ptr<const ResidentTensor>> Put(
       std::string name, Tensor tensor, DeviceCopy device_copy, bool replace,
-      Reservation reservation, TableStorage storage = TableStorage::kAsIs);
+      Reservation reservation, TableStorage storage = TableStorage::kAsIs,
+      std::optional<ShardSpec> shard = std::nullopt);
 
   // The current entry of `name`, or null.
   std::shared_ptr<const ResidentTensor> Find(absl::string_view name) const;
