@@ -10,7 +10,7 @@
 //                           [--padding-idx N] [--out FILE]   (client/cli_embedding_bag.h)
 //   tensorcompute put       NAME --input FILE [--device D] [--replace] [--chunk-bytes N]
 //                           [--storage as-is|float16|int8-rowwise|int8-rowwise-prequantized]
-//                           [--all-targets]
+//                           [--all-targets] [--shards N --targets T0,T1,...]
 //   tensorcompute delete    NAME [--all-targets]
 //   tensorcompute list      [--json]
 //   tensorcompute health    --target HOST:PORT [--service NAME]
@@ -63,6 +63,7 @@
 #include "client/load_tester.h"
 #include "client/tensor_io.h"
 #include "core/dtype.h"
+#include "core/shard_spec.h"
 #include "core/table_storage.h"
 
 namespace tensorcompute::client {
@@ -441,6 +442,13 @@ int Main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   put_cmd->add_flag("--all-targets", put.options.all_targets,
                     "store on every target (default: the first)");
+  put_cmd
+      ->add_option("--shards", put.shards,
+                   "split the table's rows into this many shards, shard i to --targets entry i")
+      ->check(CLI::Range(1, static_cast<int>(core::kMaxShards)));
+  put_cmd->add_option("--targets", put.targets,
+                      "with --shards: one target per shard, comma-separated; 'a:p|b:p' uploads "
+                      "the shard to each replica");
   std::string delete_name;
   bool delete_all = false;
   CLI::App* delete_cmd = app.add_subcommand("delete", "delete a resident tensor");
@@ -551,6 +559,13 @@ int Main(int argc, char** argv) {
       return kUsage;
     }
     return RunEmbeddingBag(**client, f);
+  }
+  if (put_cmd->parsed() && put.shards > 0) {
+    return RunPutSharded(put, [&common](const std::string& target) {
+      CommonFlags one = common;
+      one.target = target;
+      return MakeClient(one);
+    });
   }
   if (put_cmd->parsed() || delete_cmd->parsed() || list_cmd->parsed()) {
     auto client = MakeClient(common);

@@ -10,12 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
 #include "client/tensor_io.h"
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "core/shard_spec.h"
 #include "core/table_storage.h"
 
 namespace tensorcompute::client {
@@ -25,8 +27,12 @@ std::string Describe(const TensorInfo& t) {
   const std::string stored = t.storage == core::TableStorage::kAsIs
                                  ? ""
                                  : absl::StrCat(" (", core::TableStorageFlagName(t.storage), ")");
-  return absl::StrFormat("%s %s%s%s, %d bytes, %s, version %d", t.name, core::DataTypeName(t.dtype),
-                         core::ShapeToString(t.shape), stored, t.bytes, t.device, t.version);
+  const std::string shard =
+      t.shard.has_value() ? absl::StrFormat(", shard %d of %d", t.shard->index, t.shard->count)
+                          : "";
+  return absl::StrFormat("%s %s%s%s%s, %d bytes, %s, version %d", t.name,
+                         core::DataTypeName(t.dtype), core::ShapeToString(t.shape), stored, shard,
+                         t.bytes, t.device, t.version);
 }
 
 std::string Rfc3339(absl::Time t) {
@@ -90,6 +96,54 @@ int RunPut(Client& client, const PutFlags& f) {
   return kOk;
 }
 
+int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
+  const std::vector<std::string> targets = absl::StrSplit(f.targets, ',');
+  if (f.targets.empty() || static_cast<int64_t>(targets.size()) != f.shards) {
+    std::fprintf(stderr, "error: --shards %d needs --targets with %d comma-separated targets\n",
+                 f.shards, f.shards);
+    return kUsage;
+  }
+  std::optional<core::Tensor> tensor = ReadFlagTensor("--input", f.input);
+  if (!tensor.has_value()) return kIoError;
+  const core::TensorView whole = tensor->view();
+  if (whole.shape.empty() || whole.dtype == core::DataType::kString) {
+    std::fprintf(stderr,
+                 "error: --input %s: a sharded table has rank >= 1 and fixed-size "
+                 "elements\n",
+                 f.input.c_str());
+    return kUsage;
+  }
+  const int64_t total = whole.shape[0];
+  const size_t row_bytes = total > 0 ? whole.data.size() / static_cast<size_t>(total) : 0;
+  for (int32_t s = 0; s < f.shards; ++s) {
+    const core::RowRange rows = core::ShardRows(total, f.shards, s);
+    core::TensorView part = whole;
+    part.shape[0] = rows.size();
+    part.data = whole.data.subspan(static_cast<size_t>(rows.begin) * row_bytes,
+                                   static_cast<size_t>(rows.size()) * row_bytes);
+    PutOptions options = f.options;
+    options.all_targets = false;
+    options.shard = core::ShardSpec{s, f.shards, total};
+    for (absl::string_view replica : absl::StrSplit(targets[static_cast<size_t>(s)], '|')) {
+      absl::StatusOr<std::unique_ptr<Client>> client = connect(std::string(replica));
+      if (!client.ok()) {
+        PrintError(client.status());
+        return kUsage;
+      }
+      absl::StatusOr<TensorInfo> info = (*client)->PutTensor(f.name, part, options);
+      if (!info.ok()) {
+        PrintError(absl::Status(info.status().code(), absl::StrCat("shard ", s, " on ", replica,
+                                                                   ": ", info.status().message())));
+        return kRpcError;
+      }
+      std::printf("stored shard %d of %d (rows [%lld, %lld)) on %s: %s\n", s, f.shards,
+                  static_cast<long long>(rows.begin), static_cast<long long>(rows.end),
+                  std::string(replica).c_str(), Describe(*info).c_str());
+    }
+  }
+  return kOk;
+}
+
 int RunDelete(Client& client, const std::string& name, bool all_targets) {
   absl::StatusOr<TensorInfo> info = client.DeleteTensor(name, all_targets);
   if (!info.ok()) {
@@ -111,7 +165,7 @@ int RunList(Client& client, bool json) {
   else
     rows.emplace_back();
   for (const char* h :
-       {"NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION", "CREATED"}) {
+       {"NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION", "CREATED", "SHARD"}) {
     rows[0].push_back(h);
   }
   nlohmann::json array = nlohmann::json::array();
@@ -128,20 +182,28 @@ int RunList(Client& client, bool json) {
       continue;
     }
     for (const TensorInfo& t : *list) {
-      array.push_back({{"target", targets[i]},
-                       {"name", t.name},
-                       {"dtype", core::DataTypeName(t.dtype)},
-                       {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
-                       {"storage", core::TableStorageFlagName(t.storage)},
-                       {"bytes", t.bytes},
-                       {"device", t.device},
-                       {"version", t.version},
-                       {"created", Rfc3339(t.created)}});
+      array.push_back(
+          {{"target", targets[i]},
+           {"name", t.name},
+           {"dtype", core::DataTypeName(t.dtype)},
+           {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+           {"storage", core::TableStorageFlagName(t.storage)},
+           {"bytes", t.bytes},
+           {"device", t.device},
+           {"version", t.version},
+           {"created", Rfc3339(t.created)},
+           {"shard", t.shard.has_value() ? nlohmann::json{{"index", t.shard->index},
+                                                          {"count", t.shard->count},
+                                                          {"total_rows", t.shard->total_rows}}
+                                         : nlohmann::json(nullptr)}});
       std::vector<std::string> row;
       if (several) row.push_back(targets[i]);
-      for (std::string cell : {t.name, core::DataTypeName(t.dtype), core::ShapeToString(t.shape),
-                               core::TableStorageFlagName(t.storage), absl::StrCat(t.bytes),
-                               t.device, absl::StrCat(t.version), Rfc3339(t.created)}) {
+      for (std::string cell :
+           {t.name, core::DataTypeName(t.dtype), core::ShapeToString(t.shape),
+            core::TableStorageFlagName(t.storage), absl::StrCat(t.bytes), t.device,
+            absl::StrCat(t.version), Rfc3339(t.created),
+            t.shard.has_value() ? absl::StrCat(t.shard->index, "/", t.shard->count)
+                                : std::string("-")}) {
         row.push_back(std::move(cell));
       }
       rows.push_back(std::move(row));

@@ -7,15 +7,19 @@
 // outcome):
 //
 //   put NAME --input FILE [--device D] [--replace] [--chunk-bytes N] [--all-targets]
+//   put NAME --input FILE --shards N --targets T0,T1,... [--device D] [--replace] ...
+//       (a table split by row ranges, core/shard_spec.h: shard i's rows uploaded to target i,
+//       to each of its replicas when the entry lists several, "a:p|b:p")
 //   delete NAME [--all-targets]
 //   list [--json]
 //
 // Output: a computed tensor is printed to stdout as one line of JSON (client/json_format.h) or,
 // with --out, written to that .npy or .json file and nothing is printed. put and delete print
 // one line per call describing the tensor stored or deleted;
-// list prints a table (NAME DTYPE SHAPE BYTES DEVICE VERSION CREATED, plus a TARGET column in
-// front when the client has several targets) or, with --json, one JSON array of objects with
-// those fields (lower-case; "created" in RFC 3339, "shape" an array, "target" always there).
+// list prints a table (NAME DTYPE SHAPE STORAGE BYTES DEVICE VERSION CREATED SHARD, plus a
+// TARGET column in front when the client has several targets; SHARD is "I/N" or "-") or, with
+// --json, one JSON array of objects with those fields (lower-case; "created" in RFC 3339,
+// "shape" an array, "target" always there, "shard" null or {index, count, total_rows}).
 // Each replica holds its own copies: list asks every target.
 //
 // Every function returns the process exit code (CliExitCode) and prints errors to stderr as
@@ -25,6 +29,8 @@
 #define TENSORCOMPUTE_CLIENT_CLI_TENSORS_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -59,10 +65,22 @@ struct PutFlags {
   std::string name;
   std::string input;  // a .npy or .json tensor file (client/tensor_io.h)
   PutOptions options;
+  int32_t shards = 0;   // > 0: upload as that many row-range shards to `targets`
+  std::string targets;  // one target per shard, comma-separated; '|' joins replicas
 };
 
 // Reads f.input (kIoError when it cannot) and puts it; kRpcError on a call error.
 int RunPut(Client& client, const PutFlags& f);
+
+// Makes a client for one target (the CLI's other flags as given).
+using ClientFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Client>>(const std::string& target)>;
+
+// put --shards: reads f.input, splits its rows into f.shards shards and uploads shard i to
+// every replica of target i, printing one line per upload. kUsage for a --targets that does
+// not list f.shards entries, a scalar, or a DT_STRING tensor; kIoError; kRpcError at the
+// first failed upload (those done stay).
+int RunPutSharded(const PutFlags& f, const ClientFactory& connect);
 
 // Deletes `name` from the first target, or every target with `all_targets`.
 int RunDelete(Client& client, const std::string& name, bool all_targets);

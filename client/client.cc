@@ -50,6 +50,10 @@ TensorInfo FromProtoInfo(const v1::TensorInfo& info) {
   out.device = info.device();
   out.version = info.version();
   out.storage = static_cast<core::TableStorage>(info.storage());
+  if (info.has_shard()) {
+    out.shard =
+        core::ShardSpec{info.shard().index(), info.shard().count(), info.shard().total_rows()};
+  }
   out.created =
       absl::FromUnixSeconds(info.created().seconds()) + absl::Nanoseconds(info.created().nanos());
   return out;
@@ -397,7 +401,8 @@ absl::StatusOr<TensorInfo> Client::PutOne(int target, const std::string& name,
                                        {.device = options.device,
                                         .replace = options.replace,
                                         .chunk_bytes = options.chunk_bytes,
-                                        .storage = options.storage});
+                                        .storage = options.storage,
+                                        .shard = options.shard});
                     v1::PutTensorRequest message;
                     // A failed Write means the call is over (the server answered early, or the
                     // connection broke): Finish then says why.

@@ -56,6 +56,7 @@
 #include "core/dtype.h"
 #include "core/embedding_bag.h"
 #include "core/shape.h"
+#include "core/shard_spec.h"
 #include "core/table_storage.h"
 #include "core/tensor.h"
 
@@ -141,6 +142,9 @@ struct PutOptions {
   // take a float32 [rows, dim] tensor and convert it as it arrives; kInt8RowwisePrequantized
   // takes uint8 [rows, dim + 8] in FBGEMM's fused layout.
   core::TableStorage storage = core::TableStorage::kAsIs;
+  // The tensor is this shard of a table sharded by row ranges (core/shard_spec.h): its rows
+  // must be core::ShardRows(*shard). Unset: a whole tensor.
+  std::optional<core::ShardSpec> shard = std::nullopt;
 };
 
 // A resident tensor as the server describes it (tensorcompute.proto, TensorInfo).
@@ -155,6 +159,8 @@ struct TensorInfo {
   // How it is stored (core/table_storage.h); a compact table's dtype and shape are what
   // lookups return (float32 [rows, dim]) and `bytes` what it holds.
   core::TableStorage storage = core::TableStorage::kAsIs;
+  // Set for one shard of a table: `shape` is then the whole table's.
+  std::optional<core::ShardSpec> shard = std::nullopt;
 };
 
 class Client {

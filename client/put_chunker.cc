@@ -37,6 +37,11 @@ bool PutChunker::Next(v1::PutTensorRequest* message) {
     message->set_device(options_.device);
     message->set_replace(options_.replace);
     message->set_storage(static_cast<v1::TableStorage>(options_.storage));
+    if (options_.shard.has_value()) {
+      message->mutable_shard()->set_index(options_.shard->index);
+      message->mutable_shard()->set_count(options_.shard->count);
+      message->mutable_shard()->set_total_rows(options_.shard->total_rows);
+    }
   }
   ++messages_;
   if (offset_ >= total_) return true;  // an empty tensor: the description alone

@@ -25,10 +25,12 @@
 #define TENSORCOMPUTE_CLIENT_PUT_CHUNKER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
+#include "core/shard_spec.h"
 #include "core/table_storage.h"
 #include "core/tensor.h"
 
@@ -43,6 +45,8 @@ struct PutChunkerOptions {
   int64_t chunk_bytes = int64_t{1} << 20;
   // How the server stores it (tensorcompute.proto, TableStorage).
   core::TableStorage storage = core::TableStorage::kAsIs;
+  // Which shard of a table the tensor is (tensorcompute.proto, ShardSpec); unset: whole.
+  std::optional<core::ShardSpec> shard = std::nullopt;
 };
 
 class PutChunker {

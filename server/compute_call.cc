@@ -18,6 +18,7 @@
 #include "core/gather_plan.h"
 #include "core/status_macros.h"
 #include "proto/tensor_codec.h"
+#include "server/shard_router.h"
 #include "server/table_plans.h"
 #include "server/unary_call.h"
 
@@ -120,7 +121,8 @@ class ComputeCall final : public UnaryCall {
             absl::StrCat("params_name: no resident tensor named '", request_.params_name(),
                          "' (ListTensors lists them; PutTensor stores one)"));
       }
-      out->params = out->table->tensor.view();
+      out->params = out->table->plan_view();
+      out->from_router = context().client_metadata().count(kHopMetadata) > 0;
     } else {
       TC_ASSIGN_OR_RETURN(out->params, proto::ViewTensor(request_.params(), "params"));
     }

@@ -2,6 +2,10 @@
 
 #include <utility>
 
+#include "absl/status/status.h"
+
+#include "server/shard_router.h"
+
 namespace tensorcompute::server {
 
 ComputeService::ComputeService(batching::Batcher* batcher, ByteBudget* budget, Metrics* metrics,
@@ -16,11 +20,27 @@ ComputeService::ComputeService(batching::Batcher* batcher, ByteBudget* budget, M
 void ComputeService::Submit(ComputeRequest request, ByteBudget::Reservation* reservation,
                             Done done) {
   if (request.table != nullptr) metrics_->CountLookup(request.table->name);
+  if (request.table != nullptr && request.table->shard.has_value()) {
+    if (router_ == nullptr) {
+      return std::move(done)(absl::FailedPreconditionError(
+          "tensor '" + request.table->name + "' is a shard, and this server routes no lookups"));
+    }
+    return router_->Route(std::move(request), reservation, std::move(done));
+  }
   // The memory this request holds until its answer is sent: its message, and its output.
   const int64_t output_bytes = batching::OutputBytes(request.plan);
   if (!reservation->TryGrow(output_bytes)) {
     return std::move(done)(budget_->NeedsError(reservation->bytes() + output_bytes));
   }
+  SubmitCharged(std::move(request), std::move(done));
+}
+
+void ComputeService::NoticeCancel() {
+  batcher_->NoticeCancel();
+  if (router_ != nullptr) router_->NoticeCancel();
+}
+
+void ComputeService::SubmitCharged(ComputeRequest request, Done done) {
   auto task = std::make_unique<batching::Task>();
   task->plan = std::move(request.plan);
   task->params = std::move(request.params);

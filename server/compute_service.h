@@ -9,6 +9,8 @@
 //            (byte_budget.h; no room: UNAVAILABLE, ByteBudget::NeedsError), the request
 //            becomes a batching::Task, and Batcher::Schedule takes it (queue full:
 //            UNAVAILABLE) -> an executor computes it -> `done` answers.
+//            A request on one shard of a table goes to the shard router instead
+//            (shard_router.h), which splits it by shard and submits its own part here.
 //
 // It never blocks and never takes a lock that compute holds. Small requests that find the
 // server idle are computed on the calling thread before Submit returns (the CPU executor's
@@ -57,7 +59,11 @@ struct ComputeRequest {
   // Where the output goes: called once, on the executor's thread, just before compute, so that
   // a refused or dropped request allocates nothing (batching::Task::make_output).
   absl::AnyInvocable<core::MutableTensorView() &&> make_output;
+  // A shard router's sub-call (server/shard_router.h): served from this server's rows only.
+  bool from_router = false;
 };
+
+class ShardRouter;
 
 class ComputeService {
  public:
@@ -80,8 +86,17 @@ class ComputeService {
   // REQUIRES: request.make_output is set, or the plan's output_bytes is 0.
   void Submit(ComputeRequest request, ByteBudget::Reservation* reservation, Done done);
 
+  // A request whose table is a shard of a table (core/shard_spec.h) goes to the router
+  // instead (shard_router.h), which charges the budget and calls SubmitCharged for its parts.
+  // Not owned; set before the first request, and outlives the service.
+  void set_router(ShardRouter* router) { router_ = router; }
+
+  // Submit, for a request whose output the caller has already charged to the budget, and
+  // whose table is used as the plan says (no routing): a shard router's parts.
+  void SubmitCharged(ComputeRequest request, Done done);
+
   // A submitted request's cancel flag was set: a queued one is answered CANCELLED now.
-  void NoticeCancel() { batcher_->NoticeCancel(); }
+  void NoticeCancel();
 
   // What front ends decode with: the plan limits, the resident tensors (null without them)
   // and the budget their calls are read under.
@@ -101,6 +116,7 @@ class ComputeService {
   Metrics* const metrics_;
   const core::TensorRegistry* const registry_;
   const core::PlanOptions plan_options_;
+  ShardRouter* router_ = nullptr;
 };
 
 }  // namespace tensorcompute::server

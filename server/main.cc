@@ -121,6 +121,14 @@ ABSL_FLAG(std::vector<std::string>, preload, {},
           "NAME=PATH.npy[:KIND][,...]: tensors loaded at start-up, before health turns "
           "SERVING; KIND stores a float32 [rows, dim] table compactly: float16, int8-rowwise, "
           "or int8-rowwise-prequantized (uint8 [rows, dim + 8]); default as-is");
+ABSL_FLAG(int32_t, shard_index, 0,
+          "with --shard_count > 1: every --preload is loaded as this shard of its table, "
+          "reading only its rows of the file");
+ABSL_FLAG(int32_t, shard_count, 1, "shards the --preload tables are split into by rows");
+ABSL_FLAG(std::string, shard_peers, "",
+          "TARGET[,TARGET...]: one gRPC target per shard index (e.g. "
+          "dns:///tc-1.tc:50051; ipv4:A:P|B:P for several replicas): lookups on a sharded table "
+          "send the rows this server does not hold to their shard");
 ABSL_FLAG(int64_t, malloc_trim_interval_s, 10,
           "give freed memory back to the OS (malloc_trim) this often; 0 = never");
 ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error|critical|off");
@@ -288,6 +296,9 @@ int main(int argc, char** argv) {
   options.inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
   options.max_resident_bytes = absl::GetFlag(FLAGS_max_resident_bytes);
   options.preload = absl::GetFlag(FLAGS_preload);
+  options.shard_index = absl::GetFlag(FLAGS_shard_index);
+  options.shard_count = absl::GetFlag(FLAGS_shard_count);
+  options.shard_peers = absl::GetFlag(FLAGS_shard_peers);
   options.malloc_trim_interval = absl::Seconds(absl::GetFlag(FLAGS_malloc_trim_interval_s));
 
   tensorcompute::server::kserve::Options kserve_options;

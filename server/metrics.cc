@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tensorcompute::server {
@@ -73,6 +74,25 @@ void Metrics::CountLookup(absl::string_view name) {
 std::vector<std::pair<std::string, int64_t>> Metrics::lookups() const {
   absl::MutexLock lock(&lookups_mu_);
   return {lookups_.begin(), lookups_.end()};
+}
+
+void Metrics::CountShardCall(int32_t shard, absl::StatusCode code, absl::Duration latency) {
+  const double seconds = absl::ToDoubleSeconds(latency);
+  int bucket = 0;
+  while (bucket < kLatencyBuckets && seconds > kLatencyBounds[bucket]) ++bucket;
+  const int c = static_cast<int>(code);
+  absl::MutexLock lock(&shard_calls_mu_);
+  ShardCalls& calls = shard_calls_[shard];
+  ++calls.by_code[c >= 0 && c < kNumCodes ? c : static_cast<int>(absl::StatusCode::kUnknown)];
+  ++calls.latency_buckets[bucket];
+  calls.latency_total += latency;
+}
+
+std::vector<std::pair<int32_t, Metrics::ShardCalls>> Metrics::shard_calls() const {
+  absl::MutexLock lock(&shard_calls_mu_);
+  std::vector<std::pair<int32_t, ShardCalls>> out(shard_calls_.begin(), shard_calls_.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
 }
 
 int64_t Metrics::requests(Rpc rpc, absl::StatusCode code) const {

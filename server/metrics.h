@@ -84,6 +84,18 @@ class Metrics {
   // Lookups by tensor name, including names since deleted.
   std::vector<std::pair<std::string, int64_t>> lookups() const;
 
+  // A shard router's part (shard_router.h) for shard `shard` ended with `code` after
+  // `latency`: a sub-call to a peer, or this server's own part. (A short lock, beside a
+  // network round trip.)
+  void CountShardCall(int32_t shard, absl::StatusCode code, absl::Duration latency);
+  struct ShardCalls {
+    std::array<int64_t, kNumCodes> by_code{};
+    std::array<int64_t, kLatencyBuckets + 1> latency_buckets{};  // as latency_bucket()'s
+    absl::Duration latency_total;
+  };
+  // By shard index, for every shard routed to so far.
+  std::vector<std::pair<int32_t, ShardCalls>> shard_calls() const;
+
   int64_t requests(Rpc rpc, absl::StatusCode code) const;
   int64_t requests_total() const;
   int64_t inflight_requests() const { return inflight_.load(std::memory_order_relaxed); }
@@ -112,6 +124,8 @@ class Metrics {
   }
 
  private:
+  mutable absl::Mutex shard_calls_mu_;
+  absl::flat_hash_map<int32_t, ShardCalls> shard_calls_ ABSL_GUARDED_BY(shard_calls_mu_);
   mutable absl::Mutex lookups_mu_;
   absl::flat_hash_map<std::string, int64_t> lookups_ ABSL_GUARDED_BY(lookups_mu_);
   std::array<std::atomic<int64_t>, kNumRpcs * kNumCodes> requests_{};

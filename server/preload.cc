@@ -13,6 +13,8 @@
 #include "spdlog/spdlog.h"
 
 #include "core/npy_format.h"
+#include "core/shard_spec.h"
+#include "core/status_macros.h"
 #include "core/table_storage.h"
 
 namespace tensorcompute::server {
@@ -62,21 +64,58 @@ absl::StatusOr<core::Tensor> Store(const std::string& name, const core::TableLay
   return stored;
 }
 
-absl::Status Load(const PreloadSpec& spec, core::TensorRegistry* registry,
-                  const TensorPlacer& place) {
-  std::string bytes;
-  {
-    std::ifstream file(spec.path, std::ios::binary);
-    if (!file) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot open it: ", std::strerror(errno)));
-    }
-    std::ostringstream contents;
-    contents << file.rdbuf();
-    bytes = std::move(contents).str();
+// `count` bytes of `file` from `offset`, or INVALID_ARGUMENT saying what is missing.
+absl::StatusOr<std::string> ReadAt(std::ifstream& file, int64_t offset, int64_t count) {
+  std::string bytes(static_cast<size_t>(count), '\0');
+  file.seekg(offset);
+  file.read(bytes.data(), count);
+  if (file.gcount() != count) {
+    return absl::InvalidArgumentError(absl::StrCat("truncated .npy file: ", count,
+                                                   " bytes expected at offset ", offset, ", only ",
+                                                   file.gcount(), " there"));
   }
-  absl::StatusOr<core::Tensor> tensor = core::ParseNpy(bytes);
-  bytes.clear();
-  bytes.shrink_to_fit();
+  return bytes;
+}
+
+// The whole file's tensor.
+absl::StatusOr<core::Tensor> ReadWhole(std::ifstream& file) {
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  return core::ParseNpy(std::move(contents).str());
+}
+
+// Shard `shard` of the file's rows, read alone: the file's other rows cost no memory.
+absl::StatusOr<core::Tensor> ReadShard(std::ifstream& file, core::ShardSpec* shard) {
+  std::string preamble(12, '\0');
+  file.read(preamble.data(), 12);
+  preamble.resize(static_cast<size_t>(file.gcount()));
+  file.clear();
+  TC_ASSIGN_OR_RETURN(const int64_t head_bytes, core::NpyHeaderBytes(preamble));
+  TC_ASSIGN_OR_RETURN(const std::string head, ReadAt(file, 0, head_bytes));
+  TC_ASSIGN_OR_RETURN(const core::NpyLayout layout, core::ParseNpyLayout(head));
+  if (layout.shape.empty()) return absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
+  if (layout.fortran_order || layout.dtype == core::DataType::kString) {
+    return absl::InvalidArgumentError(
+        "a shard's rows are read from a C-order .npy of fixed-size elements; this one is " +
+        std::string(layout.fortran_order ? "Fortran-order" : "of strings"));
+  }
+  shard->total_rows = layout.shape[0];
+  const core::RowRange rows = core::ShardRows(*shard);
+  const int64_t row_bytes = layout.shape[0] > 0 ? layout.data_bytes / layout.shape[0] : 0;
+  TC_ASSIGN_OR_RETURN(
+      const std::string data,
+      ReadAt(file, layout.data_offset + rows.begin * row_bytes, rows.size() * row_bytes));
+  return core::ParseNpyRows(layout, rows.size(), data);
+}
+
+absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
+                  core::TensorRegistry* registry, const TensorPlacer& place) {
+  std::ifstream file(spec.path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot open it: ", std::strerror(errno)));
+  }
+  absl::StatusOr<core::Tensor> tensor =
+      shard.has_value() ? ReadShard(file, &*shard) : ReadWhole(file);
   if (!tensor.ok()) return tensor.status();
   if (tensor->shape().empty()) {
     return absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
@@ -99,25 +138,30 @@ absl::Status Load(const PreloadSpec& spec, core::TensorRegistry* registry,
   if (!copy.ok()) return copy.status();
   return registry
       ->Put(spec.name, *std::move(stored), *std::move(copy), /*replace=*/false,
-            *std::move(reservation), spec.storage)
+            *std::move(reservation), spec.storage, shard)
       .status();
 }
 
 }  // namespace
 
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
-                     const TensorPlacer& place) {
+                     const TensorPlacer& place, std::optional<core::ShardSpec> shard) {
   for (const std::string& text : specs) {
     absl::StatusOr<PreloadSpec> spec = ParseSpec(text);
     if (!spec.ok()) return spec.status();
     const absl::Time start = absl::Now();
-    if (absl::Status status = Load(*spec, registry, place); !status.ok()) {
+    if (absl::Status status = Load(*spec, shard, registry, place); !status.ok()) {
       return absl::Status(status.code(), absl::StrCat("--preload ", spec->name, "=", spec->path,
                                                       ": ", status.message()));
     }
     const auto entry = registry->Find(spec->name);
-    spdlog::info("preloaded {} from {}: {} {} bytes on {} in {:.1f} s", spec->name, spec->path,
-                 entry->bytes, core::TableStorageName(entry->storage), entry->device,
+    const std::string part =
+        entry->shard.has_value()
+            ? absl::StrCat(" (shard ", entry->shard->index, " of ", entry->shard->count, ": ",
+                           entry->tensor.shape()[0], " of ", entry->shard->total_rows, " rows)")
+            : "";
+    spdlog::info("preloaded {} from {}{}: {} {} bytes on {} in {:.1f} s", spec->name, spec->path,
+                 part, entry->bytes, core::TableStorageName(entry->storage), entry->device,
                  absl::ToDoubleSeconds(absl::Now() - start));
   }
   return absl::OkStatus();

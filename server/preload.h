@@ -7,11 +7,13 @@
 #ifndef TENSORCOMPUTE_SERVER_PRELOAD_H_
 #define TENSORCOMPUTE_SERVER_PRELOAD_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 
+#include "core/shard_spec.h"
 #include "core/tensor_registry.h"
 #include "server/put_tensor_call.h"
 
@@ -21,13 +23,17 @@ namespace tensorcompute::server {
 // for "" (the server's default), reserving the bytes it will hold against the registry's limit
 // before placing it. KIND is a storage kind (core::ParseTableStorage: as-is, float16,
 // int8-rowwise, int8-rowwise-prequantized; default as-is); a last ":WORD" holding no '/' or
-// '.' is read as one. The file is read whole, then converted. Returns the first failure,
-// naming the spec: INVALID_ARGUMENT for a spec that is not NAME=PATH.npy[:KIND], an unknown
-// kind, a file that cannot be read or parsed, a scalar, a table the kind does not take or a
-// value it cannot hold (core::PlanTableLayout, core::TableEncoder); the registry's and the
+// '.' is read as one. The file is read whole (or a shard's rows, below), then converted. Returns
+// the first failure, naming the spec: INVALID_ARGUMENT for a spec that is not NAME=PATH.npy[:KIND],
+// an unknown kind, a file that cannot be read or parsed, a scalar, a table the kind does not take
+// or a value it cannot hold (core::PlanTableLayout, core::TableEncoder); the registry's and the
 // placement's errors (e.g. RESOURCE_EXHAUSTED).
+// With `shard` (its index and count; total_rows is each file's first dimension), each tensor
+// is loaded as that shard of its table: only the shard's rows are read (core::ShardRows), from
+// a C-order .npy of fixed-size elements (others are INVALID_ARGUMENT).
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
-                     const TensorPlacer& place);
+                     const TensorPlacer& place,
+                     std::optional<core::ShardSpec> shard = std::nullopt);
 
 }  // namespace tensorcompute::server
 

@@ -137,6 +137,32 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     families.push_back(std::move(lookups));
   }
 
+  if (const auto shards = metrics_->shard_calls(); !shards.empty()) {
+    MetricFamily calls = Family("tensorcompute_shard_calls_total",
+                                "Parts of routed lookups on sharded tables (sub-calls to peers, "
+                                "and this server's own part), by shard and gRPC status code",
+                                MetricType::Counter);
+    MetricFamily seconds = Family("tensorcompute_shard_call_duration_seconds",
+                                  "Time from a routed lookup's part being sent to its answer, "
+                                  "by shard",
+                                  MetricType::Histogram);
+    for (const auto& [shard, counts] : shards) {
+      const std::string label = std::to_string(shard);
+      for (int c = 0; c < kNumCodes; ++c) {
+        const auto code = static_cast<absl::StatusCode>(c);
+        if (counts.by_code[c] == 0 && code != absl::StatusCode::kOk) continue;
+        calls.metric.push_back(
+            Counter(static_cast<double>(counts.by_code[c]),
+                    {{"code", absl::StatusCodeToString(code)}, {"shard", label}}));
+      }
+      seconds.metric.push_back(
+          Histogram(latency_bounds, {counts.latency_buckets.begin(), counts.latency_buckets.end()},
+                    absl::ToDoubleSeconds(counts.latency_total), {{"shard", label}}));
+    }
+    families.push_back(std::move(calls));
+    families.push_back(std::move(seconds));
+  }
+
   MetricFamily inflight = Family("tensorcompute_inflight_requests",
                                  "RPCs accepted and not yet answered", MetricType::Gauge);
   inflight.metric.push_back(Gauge(static_cast<double>(metrics_->inflight_requests())));

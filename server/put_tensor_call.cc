@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "core/shard_spec.h"
 #include "core/status_macros.h"
 #include "core/table_storage.h"
 #include "proto/decoded_cost.h"
@@ -25,7 +26,7 @@ namespace {
 
 bool HasDescription(const v1::PutTensorRequest& m) {
   return !m.name().empty() || m.dtype() != v1::DT_UNSPECIFIED || m.shape_size() > 0 ||
-         !m.device().empty() || m.replace() || m.storage() != v1::AS_IS;
+         !m.device().empty() || m.replace() || m.storage() != v1::AS_IS || m.has_shard();
 }
 
 // One per PutTensor call; deletes itself in OnDone. Every path calls Answer (Finish) once.
@@ -96,6 +97,15 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         name_, static_cast<core::TableStorage>(message_.storage()), dtype_, shape_);
     if (!layout.ok()) return layout.status();
     layout_ = *std::move(layout);
+    if (message_.has_shard()) {
+      shard_ = core::ShardSpec{message_.shard().index(), message_.shard().count(),
+                               message_.shard().total_rows()};
+      if (dtype_ == core::DataType::kString) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name_, "': DT_STRING tables are not sharded"));
+      }
+      TC_RETURN_IF_ERROR(core::ValidateShardSpec(name_, *shard_, shape_[0]));
+    }
     if (!message_.replace()) {
       if (auto existing = env_.registry->Find(name_); existing != nullptr) {
         return absl::AlreadyExistsError(
@@ -135,8 +145,8 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (!first_message_ && HasDescription(message_)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor '", name_,
-          "': only the first PutTensor message may set name, dtype, shape, device, replace or "
-          "storage"));
+          "': only the first PutTensor message may set name, dtype, shape, device, replace, "
+          "storage or shard"));
     }
     first_message_ = false;
     if (dtype_ == core::DataType::kString) {
@@ -218,7 +228,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> entry =
         env_.registry->Put(name_, *std::move(tensor_), std::move(copy), replace_,
-                           std::move(reservation_), layout_.storage);
+                           std::move(reservation_), layout_.storage, shard_);
     if (!entry.ok()) return entry.status();
     v1::PutTensorResponse response;
     ToInfo(**entry, response.mutable_tensor());
@@ -255,8 +265,9 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::string device_;
   bool replace_ = false;
   int64_t elements_ = 0;
-  core::TableLayout layout_;  // how it is stored
-  int64_t total_bytes_ = 0;   // fixed-size dtypes: the bytes sent
+  core::TableLayout layout_;              // how it is stored
+  std::optional<core::ShardSpec> shard_;  // which rows of a table it holds
+  int64_t total_bytes_ = 0;               // fixed-size dtypes: the bytes sent
   int64_t received_ = 0;
   std::optional<core::Tensor> tensor_;
   std::optional<core::TableEncoder> encoder_;  // compact kinds the server converts

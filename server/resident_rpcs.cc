@@ -25,6 +25,11 @@ void ToInfo(const core::ResidentTensor& entry, v1::TensorInfo* info) {
   info->set_dtype(proto::ToProtoDataType(entry.logical_dtype()));
   for (int64_t d : entry.logical_shape()) info->add_shape(d);
   info->set_storage(static_cast<v1::TableStorage>(entry.storage));
+  if (entry.shard.has_value()) {
+    info->mutable_shard()->set_index(entry.shard->index);
+    info->mutable_shard()->set_count(entry.shard->count);
+    info->mutable_shard()->set_total_rows(entry.shard->total_rows);
+  }
   info->set_bytes(entry.bytes);
   info->set_device(entry.device);
   info->set_version(entry.version);

@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/status_macros.h"
 #include "server/builder_options.h"
 #include "server/credentials.h"
 #include "server/preload.h"
@@ -124,6 +125,11 @@ absl::Status Server::SetUpCompute() {
   gate_ = std::make_unique<CallGate>(&metrics_, &errors_, auth_.get(), admin_.get());
   compute_ = std::make_unique<ComputeService>(batcher_.get(), budget_.get(), &metrics_,
                                               registry_.get(), plan_options);
+  ShardRouterOptions router_options;
+  TC_ASSIGN_OR_RETURN(router_options.peers, ParseShardPeers(options_.shard_peers));
+  router_options.max_answer_bytes = options_.EffectiveMaxOutputBytes();
+  router_ = std::make_unique<ShardRouter>(compute_.get(), &metrics_, std::move(router_options));
+  compute_->set_router(router_.get());
   PutTensorEnv resident;
   resident.gate = gate_.get();
   resident.registry = registry_.get();
@@ -204,11 +210,14 @@ absl::Status Server::BecomeReady() {
     SetHealth(!gpu_lost_ && options_.preload.empty(), /*service_too=*/true);
   }
   if (!options_.preload.empty()) {
-    if (absl::Status loaded =
-            Preload(options_.preload, registry_.get(),
-                    [this](const std::string& device, const core::Tensor& tensor) {
-                      return PlaceTensor(device, tensor);
-                    });
+    if (absl::Status loaded = Preload(
+            options_.preload, registry_.get(),
+            [this](const std::string& device, const core::Tensor& tensor) {
+              return PlaceTensor(device, tensor);
+            },
+            options_.shard_count > 1 ? std::optional<core::ShardSpec>(core::ShardSpec{
+                                           options_.shard_index, options_.shard_count, 0})
+                                     : std::nullopt);
         !loaded.ok()) {
       return loaded;
     }

@@ -52,6 +52,7 @@
 #include "server/metered_executor.h"
 #include "server/metrics.h"
 #include "server/server_options.h"
+#include "server/shard_router.h"
 #include "server/tensorcompute_service.h"
 #include "server/token_auth.h"
 
@@ -165,6 +166,7 @@ class Server {
   std::unique_ptr<ByteBudget> budget_;  // max_inflight_bytes
   std::unique_ptr<CallGate> gate_;
   std::unique_ptr<ComputeService> compute_;
+  std::unique_ptr<ShardRouter> router_;  // lookups on sharded tables
   std::unique_ptr<TensorComputeService> service_;
   std::vector<std::unique_ptr<FrontEnd>> front_ends_;
   std::atomic<bool> ready_{false};  // what health says (SetHealth)

@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "core/shard_spec.h"
+
 namespace tensorcompute::server {
 
 absl::Status ServerOptions::Validate() const {
@@ -29,6 +31,11 @@ absl::Status ServerOptions::Validate() const {
         "need max_inflight_bytes >= 1, max_concurrent_streams >= 1, stream_window_bytes >= 0, "
         "keepalive_time and "
         "keepalive_timeout > 0 and keepalive_min_client_interval >= 0");
+  }
+  if (shard_count < 1 || shard_count > core::kMaxShards || shard_index < 0 ||
+      shard_index >= shard_count) {
+    return absl::InvalidArgumentError(absl::StrCat("need 1 <= shard_count <= ", core::kMaxShards,
+                                                   " and 0 <= shard_index < shard_count"));
   }
   if (compute_nice < 0 || compute_nice > 19 || malloc_trim_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("need 0 <= compute_nice <= 19 and malloc_trim_interval >= 0");

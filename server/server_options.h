@@ -204,6 +204,16 @@ struct ServerOptions {
   // in memory while loading.
   std::vector<std::string> preload;
 
+  // --- Sharded tables (core/shard_spec.h, shard_router.h; docs/deploy.md "Sharded tables") ---
+  // With shard_count > 1, every --preload is loaded as shard shard_index of shard_count of its
+  // table: only that shard's rows are read from the file.
+  int32_t shard_index = 0;
+  int32_t shard_count = 1;
+  // gRPC targets of a sharded table's shards, one per shard index (ParseShardPeers): a lookup
+  // on a table of which this server holds a shard sends the rows it does not hold to them.
+  // Empty (default): lookups reading other shards' rows are FAILED_PRECONDITION.
+  std::string shard_peers;
+
   // OK, or INVALID_ARGUMENT naming the options out of range (what Server::Start checks first).
   absl::Status Validate() const;
 

@@ -10,6 +10,16 @@ namespace {
 
 bool Compact(const core::ResidentTensor* table) { return table != nullptr && table->compact(); }
 
+// A plan on a sharded table must split by rows: a Gather of axis 0 or a GatherNd without batch
+// dimensions (shard_router.h).
+absl::Status CheckSplittable(const core::ResidentTensor* table, const core::GatherPlan& plan) {
+  if (table == nullptr || !table->shard.has_value()) return absl::OkStatus();
+  if (plan.batch == 1 && plan.indexed_axis == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("tensor '", table->name, "' is sharded by rows (", table->shard->count,
+                   " shards): Gather is served on axis 0 and GatherNd without batch_dims only"));
+}
+
 }  // namespace
 
 absl::StatusOr<batching::TaskPlan> PlanGatherOn(const core::ResidentTensor* table,
@@ -20,7 +30,11 @@ absl::StatusOr<batching::TaskPlan> PlanGatherOn(const core::ResidentTensor* tabl
   if (Compact(table)) {
     return core::PlanUnpooledGather(params, table->encoding(), indices, axis, batch_dims, options);
   }
-  return core::PlanGather(params, indices, axis, batch_dims, options);
+  absl::StatusOr<core::GatherPlan> plan =
+      core::PlanGather(params, indices, axis, batch_dims, options);
+  if (!plan.ok()) return plan.status();
+  if (absl::Status splittable = CheckSplittable(table, *plan); !splittable.ok()) return splittable;
+  return *std::move(plan);
 }
 
 absl::StatusOr<batching::TaskPlan> PlanGatherNdOn(const core::ResidentTensor* table,
@@ -33,7 +47,10 @@ absl::StatusOr<batching::TaskPlan> PlanGatherNdOn(const core::ResidentTensor* ta
         "tensor '", table->name, "' is stored ", core::TableStorageName(table->storage),
         ": GatherNd is not served on compact tables; use Gather (axis 0) or EmbeddingBag"));
   }
-  return core::PlanGatherNd(params, indices, batch_dims, options);
+  absl::StatusOr<core::GatherPlan> plan = core::PlanGatherNd(params, indices, batch_dims, options);
+  if (!plan.ok()) return plan.status();
+  if (absl::Status splittable = CheckSplittable(table, *plan); !splittable.ok()) return splittable;
+  return *std::move(plan);
 }
 
 absl::StatusOr<core::EmbeddingBagPlan> PlanEmbeddingBagOn(const core::ResidentTensor* table,

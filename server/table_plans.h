@@ -10,6 +10,10 @@
 //     core::PlanUnpooledGather (float32 rows, dequantized exactly); GatherNd is
 //     INVALID_ARGUMENT ("tensor 'NAME' is stored INT8_ROWWISE: GatherNd is not served on
 //     compact tables; use Gather (axis 0) or EmbeddingBag").
+//   - a shard of a table (core/shard_spec.h; `params` its plan_view()): planned on the whole
+//     table and then split by rows (shard_router.h), so a Gather of another axis than 0 and
+//     a GatherNd with batch_dims are INVALID_ARGUMENT ("tensor 'NAME' is sharded by rows (3
+//     shards): Gather is served on axis 0 and GatherNd without batch_dims only").
 //
 // Thread-safety: pure functions.
 
@@ -29,7 +33,8 @@
 
 namespace tensorcompute::server {
 
-// `table` is the resident tensor that `params` views, or null for inline params.
+// `table` is the resident tensor that `params` views (its plan_view()), or null for inline
+// params.
 absl::StatusOr<batching::TaskPlan> PlanGatherOn(const core::ResidentTensor* table,
                                                 const core::TensorView& params,
                                                 const core::TensorView& indices,

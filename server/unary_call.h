@@ -93,6 +93,7 @@ class UnaryCall : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
   absl::Status ReserveMore(int64_t bytes, absl::string_view what);
 
   ComputeService& compute() { return compute_; }
+  const grpc::CallbackServerContext& context() const { return context_; }
 
  private:
   void OnGranted() override { StartRead(&message_); }

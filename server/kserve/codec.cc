@@ -269,7 +269,7 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
           " tensor, which has no KServe v2 datatype; gather from it with the native API "
           "(tensorcompute.v1.TensorCompute, params_name)"));
     }
-    job->params = job->table->tensor.view();
+    job->params = job->table->plan_view();
   }
   struct Wanted {
     int at;

@@ -17,8 +17,12 @@ gRPC server.
 See tensorcompute.client for the details (dtypes, errors, retries).
 """
 
-from tensorcompute.client import STORAGE_KINDS, Client, TensorComputeError, TensorInfo
+from tensorcompute.client import (STORAGE_KINDS, Client, Shard, TensorComputeError, TensorInfo,
+                                  shard_rows)
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "STORAGE_KINDS", "TensorComputeError", "TensorInfo", "__version__"]
+__all__ = [
+    "Client", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo", "__version__",
+    "shard_rows"
+]

@@ -97,13 +97,14 @@ import numpy as np
 from tensorcompute.v1 import tensorcompute_pb2 as pb
 from tensorcompute.v1 import tensorcompute_pb2_grpc as pb_grpc
 
-__all__ = ["Client", "TensorComputeError", "TensorInfo"]
+__all__ = ["Client", "Shard", "TensorComputeError", "TensorInfo", "shard_rows"]
 
 _DEFAULT_CHUNK_BYTES = 1 << 20
 
 TensorInfo = collections.namedtuple(
-    "TensorInfo", ["name", "dtype", "shape", "bytes", "device", "version", "created", "storage"],
-    defaults=["as-is"])
+    "TensorInfo",
+    ["name", "dtype", "shape", "bytes", "device", "version", "created", "storage", "shard"],
+    defaults=["as-is", None])
 TensorInfo.__doc__ = """A resident tensor as the server describes it.
 
 name (str); dtype (str: "float32", "string", ... as numpy names it; "bfloat16": for a compact
@@ -111,8 +112,21 @@ table what lookups return, "float32"); shape (tuple of ints; a compact table's [
 bytes (int: what it holds, counted against the server's --max_resident_bytes); device (str:
 "cpu" or "gpu:N"); version (int: 1 for a name's first tensor, one more per replacement);
 created (datetime.datetime, UTC: when this version became visible); storage (str: one of
-STORAGE_KINDS, how it is stored).
+STORAGE_KINDS, how it is stored); shard (None, or a Shard: which rows of a table sharded by
+row ranges it holds; shape is then the whole table's).
 """
+
+Shard = collections.namedtuple("Shard", ["index", "count", "total_rows"])
+Shard.__doc__ = """Shard `index` of `count` of a table of `total_rows` rows: it holds rows
+[index * ceil(total_rows / count), min(total_rows, (index + 1) * ceil(total_rows / count))).
+"""
+
+
+def shard_rows(total_rows, count, index):
+    """The rows [begin, end) that shard `index` of `count` of a table of total_rows holds."""
+    per = max(1, -(-total_rows // count))
+    begin = min(total_rows, index * per)
+    return begin, min(total_rows, begin + per)
 
 # How put_tensor may store a table (tensorcompute.proto, TableStorage): the wire value of each.
 STORAGE_KINDS = {
@@ -289,10 +303,12 @@ def _tensor_info(info):
     return TensorInfo(name=info.name, dtype=_WIRE_NAMES.get(info.dtype, str(info.dtype)),
                       shape=tuple(info.shape), bytes=info.bytes, device=info.device,
                       version=info.version, created=created,
-                      storage=_STORAGE_NAMES.get(info.storage, str(info.storage)))
+                      storage=_STORAGE_NAMES.get(info.storage, str(info.storage)),
+                      shard=Shard(info.shard.index, info.shard.count, info.shard.total_rows)
+                      if info.HasField("shard") else None)
 
 
-def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0):
+def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=None):
     """The messages of a PutTensor upload of `tensor` (a tensorcompute.v1.Tensor), lazily.
 
     The first one describes the tensor; each carries the next chunk: at most chunk_bytes bytes
@@ -302,6 +318,9 @@ def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0):
     """
     first = pb.PutTensorRequest(name=name, dtype=tensor.dtype, shape=tensor.shape,
                                 device=device, replace=replace, storage=storage)
+    if shard is not None:
+        first.shard.CopyFrom(pb.ShardSpec(index=shard.index, count=shard.count,
+                                          total_rows=shard.total_rows))
     if tensor.dtype == pb.DT_STRING:
         strings = tensor.strings
         total = len(strings)
@@ -510,7 +529,7 @@ class Client:
         return _from_tensor(response.output)
 
     def put_tensor(self, name, array, device="", replace=False, chunk_bytes=_DEFAULT_CHUNK_BYTES,
-                   all_targets=False, timeout=None, storage="as-is"):
+                   all_targets=False, timeout=None, storage="as-is", shard=None):
         """Stores `array` (anything np.asarray accepts; dtypes as for params) on the server as
         the resident tensor `name`, uploaded in messages of at most chunk_bytes tensor bytes
         (so it may be larger than max_message_bytes). Returns its TensorInfo.
@@ -529,7 +548,13 @@ class Client:
         the server (a value they cannot hold: INVALID_ARGUMENT); "int8-rowwise-prequantized"
         takes uint8 [rows, dim + 8] in FBGEMM's fused layout. Gather (axis 0) and embedding_bag
         on such a table return float32. An unknown kind is ValueError, before any RPC.
+
+        shard: a Shard (or an (index, count, total_rows) tuple): `array` is that shard's rows
+        of a table sharded by row ranges (shard_rows gives them); a server holding it answers
+        lookups on the whole table, routing other rows to its --shard_peers.
         """
+        if shard is not None:
+            shard = Shard(*shard)
         wire_storage = STORAGE_KINDS.get(str(storage).lower().replace("_", "-"))
         if wire_storage is None:
             raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, got {storage!r}")
@@ -543,7 +568,7 @@ class Client:
             response = self._call(
                 stub.PutTensor, None, timeout, metadata=self._admin_metadata,
                 make_request=lambda: _put_requests(name, tensor, device, bool(replace),
-                                                   chunk_bytes, wire_storage))
+                                                   chunk_bytes, wire_storage, shard))
             return _tensor_info(response.tensor)
 
         return self._on_targets("put", name, all_targets, put)
