@@ -9,8 +9,9 @@
 #   2. Invariants the schemas cannot see (terminationGracePeriodSeconds covers preStop + drain,
 #      probes on the gRPC port, non-root, read-only root filesystem, ...): check_invariants.
 #   3. With kubectl (or kustomize) on PATH: 1 and 2 again on what `kubectl kustomize` renders
-#      for deploy/k8s (CPU), deploy/k8s/gpu and deploy/k8s/secure (TLS and tokens from
-#      Secrets, probes on the plaintext health port); without it, says "skipped".
+#      for deploy/k8s (CPU), deploy/k8s/gpu, deploy/k8s/secure (TLS and tokens from
+#      Secrets, probes on the plaintext health port) and deploy/k8s/sharded (a StatefulSet of
+#      one pod per shard of a table); without it, says "skipped".
 #
 # kubernetes-validate: $KUBERNETES_VALIDATE, else <repo>/.venv/bin/kubernetes-validate
 # (tools/install-deps.sh installs it there). Missing: exit 77, which ctest reports as skipped.
@@ -111,10 +112,11 @@ def flags(args):
     return out
 
 
-deployments = [d for d in docs if d.get("kind") == "Deployment"]
-check(deployments, "no Deployment")
+# Deployments, and the StatefulSets of sharded tables: the same pod rules.
+deployments = [d for d in docs if d.get("kind") in ("Deployment", "StatefulSet")]
+check(deployments, "no Deployment or StatefulSet")
 for dep in deployments:
-    name = f"Deployment {dep['metadata']['name']}"
+    name = f"{dep['kind']} {dep['metadata']['name']}"
     pod = dep["spec"]["template"]["spec"]
     pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
     pod_sc = pod.get("securityContext", {})
@@ -211,6 +213,27 @@ for dep in deployments:
                 check(threads == str(math.ceil(cpu_cores(limits["cpu"]))),
                       f"{where}: --cpu_threads={threads} but the cpu limit is {limits['cpu']}")
 
+        # Shards: a StatefulSet of one pod per shard (--shard_count), each pod its ordinal's
+        # shard, and one --shard_peers target per shard; a shard has rows to load.
+        if f.get("shard_count") is not None or f.get("shard_peers") is not None:
+            count = f.get("shard_count") or ""
+            check(count.isdigit() and int(count) >= 1, f"{where}: --shard_count={count}")
+            count = int(count) if count.isdigit() else 0
+            check(dep["kind"] == "StatefulSet" and dep["spec"].get("replicas") == count,
+                  f"{where}: --shard_count={count} but not a StatefulSet of {count} replicas")
+            check(len((f.get("shard_peers") or "").split(",")) == count,
+                  f"{where}: --shard_peers does not list {count} targets")
+            ref = (env.get("TC_SHARD_INDEX", {}).get("valueFrom", {}).get("fieldRef", {})
+                   .get("fieldPath"))
+            check(f.get("shard_index") == "$(TC_SHARD_INDEX)"
+                  and ref == "metadata.labels['apps.kubernetes.io/pod-index']",
+                  f"{where}: --shard_index is not the pod's ordinal")
+            check(f.get("preload") is not None, f"{where}: shards but no --preload")
+            services = {s["metadata"]["name"] for s in docs if s.get("kind") == "Service"}
+            for target in (f.get("shard_peers") or "").split(","):
+                host = re.sub(r"^dns:///", "", target).rsplit(":", 1)[0].split(".")[0]
+                check(host in services, f"{where}: --shard_peers target {target} is no Service")
+
         # --device=gpu needs a GPU, and the GPU nodes' taint tolerated.
         if f.get("device") == "gpu":
             check(int(limits.get("nvidia.com/gpu", 0)) >= 1, f"{where}: gpu but no GPU limit")
@@ -273,10 +296,10 @@ elif command -v kustomize >/dev/null 2>&1; then
   render=(kustomize build)
 fi
 if ((${#render[@]} == 0)); then
-  echo "skipped: kubectl not found: the kustomize renderings of deploy/k8s, deploy/k8s/gpu" \
-       "and deploy/k8s/secure are not validated"
+  echo "skipped: kubectl not found: the kustomize renderings of deploy/k8s, deploy/k8s/gpu," \
+       "deploy/k8s/secure and deploy/k8s/sharded are not validated"
 else
-  for variant in "" gpu secure; do
+  for variant in "" gpu secure sharded; do
     dir=deploy/k8s${variant:+/$variant}
     out=$tmp/rendered-${variant:-cpu}.yaml
     if "${render[@]}" "$repo/$dir" >"$out"; then
