@@ -330,8 +330,13 @@ absl::Status ShardRouter::Call::CheckAnswer(Part& part, const v1::Tensor& output
 
 absl::Status ShardRouter::Call::Named(int32_t shard, const absl::Status& status) const {
   if (status.ok() || shard == spec().index) return status;
+  // The caller's deadline and cancellation, a part too large for the shard's output cap, and
+  // a shard that refuses the part as another shard's stay what they are; anything else (no
+  // live replica, a replica without the table) is the shard being unavailable.
   absl::StatusCode code = status.code();
-  if (code != absl::StatusCode::kDeadlineExceeded && code != absl::StatusCode::kCancelled) {
+  if (code != absl::StatusCode::kDeadlineExceeded && code != absl::StatusCode::kCancelled &&
+      code != absl::StatusCode::kResourceExhausted &&
+      code != absl::StatusCode::kFailedPrecondition) {
     code = absl::StatusCode::kUnavailable;
   }
   return absl::Status(

@@ -24,7 +24,9 @@
 // replica gets no new sub-call), and UNAVAILABLE retried on another replica within the
 // deadline. A part that fails anyway fails the request: UNAVAILABLE (also for a peer that does
 // not hold the table: NOT_FOUND there) naming the shard and its target, "shard 2 of 3 of table
-// 'T' (dns:///tc-2.tc:50051): ..."; DEADLINE_EXCEEDED and CANCELLED as they are. The parts'
+// 'T' (dns:///tc-2.tc:50051): ..."; DEADLINE_EXCEEDED, CANCELLED, RESOURCE_EXHAUSTED (a part
+// over the shard's output cap) and FAILED_PRECONDITION (a shard holding other rows than its
+// index says: --shard_peers out of order) with their own codes, named the same way. The parts'
 // bytes (their rows, and a pooled lookup's fetched table) count against the in-flight budget
 // with the output (UNAVAILABLE, ByteBudget::NeedsError, when they do not fit).
 //
