@@ -17,11 +17,13 @@ unsharded answer.
 Needs $TC_SERVER_BINARY and the `tensorcompute` package (ctest's python_client.install).
 """
 
+import json
 import os
 import socket
 import subprocess
 import tempfile
 import unittest
+import urllib.request
 
 import numpy as np
 
@@ -64,10 +66,10 @@ def setUpModule():
         server = ServerProcess("--cpu_threads=1", f"--listen=127.0.0.1:{ports[name]}",
                                f"--max_resident_bytes={CAP}", f"--preload=T={path}",
                                f"--shard_index={index}", f"--shard_count={SHARDS}",
-                               f"--shard_peers={peers}")
+                               f"--shard_peers={peers}", "--http_listen=127.0.0.1:0")
         _servers[name] = server.__enter__()
         _clients[name] = Client(server.target, timeout=60.0)
-    whole = ServerProcess("--cpu_threads=1", f"--preload=T={path}")
+    whole = ServerProcess("--cpu_threads=1", f"--preload=T={path}", "--http_listen=127.0.0.1:0")
     _servers["whole"] = whole.__enter__()
     _clients["whole"] = Client(whole.target, timeout=60.0)
     # The compact tables, uploaded shard by shard (and whole to the reference).
@@ -182,6 +184,38 @@ class ShardedTablesTest(unittest.TestCase):
                 got, want = self.both(replica, "embedding_bag", None, indices,
                                       params_name=name, mode="mean")
                 self.same(got, want, f"{replica} {name} fixed bags")
+
+    def test_kserve_http_answers_as_the_unsharded_server(self):
+        # What curl and tritonclient.http send: KServe v2 JSON, the table as a model.
+        rng = np.random.default_rng(6)
+
+        def infer(server, model, inputs, parameters):
+            body = json.dumps({"inputs": inputs, "parameters": parameters}).encode()
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{_servers[server].http_port}/v2/models/{model}/infer",
+                data=body, headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read())["outputs"]
+
+        for replica in REPLICAS:
+            for name in ("T", "C8"):
+                rows = _tables[name].shape[0]
+                ids = rng.integers(-rows, rows, size=37).tolist()
+                cases = [
+                    ([{"name": "indices", "shape": [37], "datatype": "INT64", "data": ids}], {}),
+                    ([{"name": "indices", "shape": [37], "datatype": "INT64", "data": ids},
+                      {"name": "offsets", "shape": [3], "datatype": "INT64",
+                       "data": [0, 5, 20]}], {"op": "embedding_bag", "mode": "mean"}),
+                ]
+                if name == "T":
+                    cases.append(([{"name": "indices", "shape": [37, 1], "datatype": "INT64",
+                                    "data": ids}], {"op": "gather_nd"}))
+                for inputs, parameters in cases:
+                    got = infer(replica, name, inputs, parameters)
+                    self.assertEqual(got, infer("whole", name, inputs, parameters),
+                                     f"{replica} {name} {parameters}")
+                got = np.array(infer(replica, name, cases[0][0], {})[0]["data"], np.float32)
+                self.assertEqual(got.tobytes(), _tables[name][ids].tobytes())
 
     def test_bad_indices_get_the_unsharded_error(self):
         cases = [
