@@ -146,6 +146,8 @@ class ShardRouter::Call : public std::enable_shared_from_this<ShardRouter::Call>
   absl::Mutex mu_;
   size_t pending_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool sent_ ABSL_GUARDED_BY(mu_) = false;          // every part has been sent
+  bool cancel_asked_ ABSL_GUARDED_BY(mu_) = false;  // CancelRemote came before that
 };
 
 absl::Status ShardRouter::Call::Split() {
@@ -238,6 +240,13 @@ void ShardRouter::Call::Start(ByteBudget::Reservation* reservation) {
   for (Part& part : parts_) {
     if (part.shard == spec().index) SendLocal(part);
   }
+  bool cancel = false;
+  {
+    absl::MutexLock lock(&mu_);
+    sent_ = true;
+    cancel = cancel_asked_;
+  }
+  if (cancel) CancelRemote();  // asked while the parts were being sent
 }
 
 void ShardRouter::Call::SendLocal(Part& part) {
@@ -285,6 +294,9 @@ void ShardRouter::Call::SendLocal(Part& part) {
 void ShardRouter::Call::SendRemote(Part& part) {
   Peer& peer = *router_.peers_[static_cast<size_t>(part.shard)];
   part.start = absl::Now();
+  if (request_.cancel != nullptr && request_.cancel->IsCancelled()) {
+    return PartDone(part, absl::CancelledError("request cancelled by the client"));
+  }
   part.context = std::make_unique<grpc::ClientContext>();
   if (request_.deadline != absl::InfiniteFuture()) {
     part.context->set_deadline(absl::ToChronoTime(request_.deadline));
@@ -361,6 +373,15 @@ void ShardRouter::Call::PartDone(Part& part, absl::Status status) {
 }
 
 void ShardRouter::Call::CancelRemote() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!sent_) {  // Start is still sending: it cancels them once they are all sent
+      cancel_asked_ = true;
+      return;
+    }
+  }
+  // Once sent, parts_ and their contexts no longer change; TryCancel is thread-safe, and is
+  // called without the lock because a cancelled call may complete on this thread.
   for (Part& part : parts_) {
     if (part.context != nullptr) part.context->TryCancel();
   }
