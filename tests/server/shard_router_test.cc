@@ -240,6 +240,36 @@ TEST_F(ShardRouterTest, WithoutPeersOnlyItsOwnRowsAreServed) {
                        HasSubstr("row 5 is shard 0's, and this server has no --shard_peers")));
 }
 
+TEST_F(ShardRouterTest, PreloadedCompactShardsHoldOnlyTheirRows) {
+  // Shard 2 of 3 of an int8-rowwise table, alone, beside the whole table stored the same way.
+  ServerOptions options = TestOptions();
+  options.preload = {absl::StrCat("Q=", path_, ":int8-rowwise")};
+  std::unique_ptr<Server> whole = test_support::StartServer(options);
+  options.shard_index = 2;
+  options.shard_count = kShards;
+  std::unique_ptr<Server> shard = test_support::StartServer(options);
+  ASSERT_NE(whole, nullptr);
+  ASSERT_NE(shard, nullptr);
+  std::unique_ptr<Stub> whole_stub = MakeStub(whole->port()), shard_stub = MakeStub(shard->port());
+  v1::ListTensorsResponse list;
+  ASSERT_THAT(ToAbsl(shard_stub->ListTensors(Context().get(), {}, &list)), IsOk());
+  ASSERT_EQ(list.tensors_size(), 1);
+  const v1::TensorInfo& info = list.tensors(0);
+  EXPECT_THAT(info.shape(), ::testing::ElementsAre(kRows, kDim));
+  EXPECT_EQ(info.storage(), v1::INT8_ROWWISE);
+  EXPECT_EQ(info.shard().index(), 2);
+  EXPECT_EQ(info.shard().count(), kShards);
+  EXPECT_EQ(info.shard().total_rows(), kRows);
+  EXPECT_EQ(info.bytes(), (kRows - 668) * (kDim + 8));  // rows [668, 1000), 16 B each
+  v1::GatherRequest request;
+  request.set_params_name("Q");
+  *request.mutable_indices() = Int64Tensor({999, 668, -1}, {3});
+  v1::GatherResponse got, want;
+  ASSERT_THAT(ToAbsl(shard_stub->Gather(Context().get(), request, &got)), IsOk());
+  ASSERT_THAT(ToAbsl(whole_stub->Gather(Context().get(), request, &want)), IsOk());
+  EXPECT_EQ(got.SerializeAsString(), want.SerializeAsString());
+}
+
 TEST_F(ShardRouterTest, AStoppedShardIsUnavailableByName) {
   servers_[2].reset();  // drained and stopped
   EXPECT_THAT(Gather(*stubs_[0], {1, 999}, {2}).status(),
