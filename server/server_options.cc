@@ -1,5 +1,7 @@
 #include "server/server_options.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 #include "core/shard_spec.h"
@@ -36,6 +38,12 @@ absl::Status ServerOptions::Validate() const {
       shard_index >= shard_count) {
     return absl::InvalidArgumentError(absl::StrCat("need 1 <= shard_count <= ", core::kMaxShards,
                                                    " and 0 <= shard_index < shard_count"));
+  }
+  if (const int64_t peers = std::count(shard_peers.begin(), shard_peers.end(), ',') + 1;
+      shard_count > 1 && !shard_peers.empty() && peers != shard_count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard_peers lists ", peers, " targets; shard_count is ", shard_count,
+                     ": one target per shard"));
   }
   if (compute_nice < 0 || compute_nice > 19 || malloc_trim_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("need 0 <= compute_nice <= 19 and malloc_trim_interval >= 0");

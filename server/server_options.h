@@ -211,7 +211,8 @@ struct ServerOptions {
   int32_t shard_count = 1;
   // gRPC targets of a sharded table's shards, one per shard index (ParseShardPeers): a lookup
   // on a table of which this server holds a shard sends the rows it does not hold to them.
-  // Empty (default): lookups reading other shards' rows are FAILED_PRECONDITION.
+  // Empty (default): lookups reading other shards' rows are FAILED_PRECONDITION. With
+  // shard_count > 1, one target per shard (else Start fails, INVALID_ARGUMENT).
   std::string shard_peers;
 
   // OK, or INVALID_ARGUMENT naming the options out of range (what Server::Start checks first).

@@ -4,6 +4,8 @@
 // bad indices get the unsharded words; a server without peers serves its own rows only; a
 // stopped shard is UNAVAILABLE by name. (Runs under ASan and TSan with the server tests.)
 
+#include "server/shard_router.h"
+
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -276,6 +278,25 @@ TEST_F(ShardRouterTest, AStoppedShardIsUnavailableByName) {
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shard 2 of 3 of table 'T'")));
   absl::StatusOr<std::string> rest = Gather(*stubs_[0], {1, 500}, {2});
   EXPECT_THAT(rest.status(), IsOk());
+}
+
+TEST(ShardOptionsTest, ShardFlagsAreChecked) {
+  ServerOptions options = TestOptions();
+  options.shard_count = 3;
+  options.shard_index = 2;
+  options.shard_peers = "a:1,b:1,c:1";
+  EXPECT_THAT(options.Validate(), IsOk());
+  options.shard_peers = "a:1,b:1";
+  EXPECT_THAT(options.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("shard_peers lists 2 targets; shard_count is 3")));
+  options.shard_peers = "";
+  options.shard_index = 3;
+  EXPECT_THAT(options.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("0 <= shard_index")));
+  EXPECT_THAT(ParseShardPeers("ipv4:h:1|h:2,dns:///x:1").value(),
+              ::testing::ElementsAre("ipv4:h:1,h:2", "dns:///x:1"));
+  EXPECT_THAT(ParseShardPeers("a,,b").status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace
