@@ -41,9 +41,9 @@ absl::Status ServerOptions::Validate() const {
   }
   if (const int64_t peers = std::count(shard_peers.begin(), shard_peers.end(), ',') + 1;
       shard_count > 1 && !shard_peers.empty() && peers != shard_count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shard_peers lists ", peers, " targets; shard_count is ", shard_count,
-                     ": one target per shard"));
+    return absl::InvalidArgumentError(absl::StrCat("shard_peers lists ", peers,
+                                                   " targets; shard_count is ", shard_count,
+                                                   ": one target per shard"));
   }
   if (compute_nice < 0 || compute_nice > 19 || malloc_trim_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("need 0 <= compute_nice <= 19 and malloc_trim_interval >= 0");
