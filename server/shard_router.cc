@@ -401,6 +401,7 @@ void ShardRouter::Call::Finish() {
     std::vector<const Part*> by_shard(static_cast<size_t>(spec().count), nullptr);
     for (const Part& part : parts_) by_shard[static_cast<size_t>(part.shard)] = &part;
     const size_t row = static_cast<size_t>(row_bytes_);
+    if (row == 0) return Answer(absl::OkStatus());  // rows of no bytes: nothing to copy
     uint8_t* dst = out.data.data();
     for (int32_t shard : rows_.shard_of_row) {
       const Part& part = *by_shard[static_cast<size_t>(shard)];
@@ -421,7 +422,9 @@ void ShardRouter::Call::Finish() {
     if (!part.answer.empty()) std::memcpy(dst, part.answer.data(), part.answer.size());
     dst += part.answer.size();
   }
-  if (bags_.padding_slot >= 0) std::memset(dst, 0, static_cast<size_t>(row_bytes_));
+  if (bags_.padding_slot >= 0 && row_bytes_ > 0) {
+    std::memset(dst, 0, static_cast<size_t>(row_bytes_));
+  }
   fetched_indices_ = core::Tensor::FromValues<int64_t>(
       core::DataType::kInt64, request_.indices.shape, absl::MakeConstSpan(bags_.indices));
   ComputeRequest pool;

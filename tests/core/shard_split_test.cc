@@ -124,7 +124,8 @@ TEST(ShardSplitTest, GatherRowsReassembleToTheUnshardedOutput) {
     ASSERT_OK_AND_ASSIGN(const Tensor want, Gather(table.view(), indices.view(), 0, 0));
     const std::vector<uint8_t> got = Reassemble(table, split, dim * 4);
     ASSERT_EQ(got.size(), want.bytes().size());
-    EXPECT_EQ(0, std::memcmp(got.data(), want.bytes().data(), got.size())) << trial;
+    EXPECT_TRUE(got.empty() || std::memcmp(got.data(), want.bytes().data(), got.size()) == 0)
+        << trial;
   }
 }
 
@@ -243,7 +244,8 @@ TEST(ShardSplitTest, PooledLookupsOverFetchedRowsAreTheUnshardedBytes) {
     ASSERT_OK(ExecuteEmbeddingBag(fetched_plan, rows_table.view(), renumbered.view(), &offsets_view,
                                   weights_ptr, out));
     ASSERT_EQ(got.bytes().size(), want.bytes().size());
-    EXPECT_EQ(0, std::memcmp(got.bytes().data(), want.bytes().data(), got.bytes().size()))
+    EXPECT_TRUE(got.bytes().empty() ||
+                std::memcmp(got.bytes().data(), want.bytes().data(), got.bytes().size()) == 0)
         << "trial " << trial;
   }
 }
