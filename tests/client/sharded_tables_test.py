@@ -256,6 +256,22 @@ class ShardedTablesTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 2, proc.stderr)
         self.assertIn("--shards 3 needs --targets with 3", proc.stderr)
 
+    def test_bad_shard_descriptions_are_refused_before_storing(self):
+        rows = np.zeros((10, 4), np.float32)
+        for shard, words in (((3, 3, 30), "shard index 3 is not in [0, 3)"),
+                             ((0, 0, 30), "shard count 0 is not in [1, 4096]"),
+                             ((0, 5000, 30), "shard count 5000"),
+                             ((0, 3, -1), "is negative"),
+                             ((1, 3, 40), "holds rows [14, 28), 14 rows, but 10 were given")):
+            with self.assertRaises(TensorComputeError) as e:
+                _clients["s1"].put_tensor("bad", rows, shard=shard)
+            self.assertEqual(e.exception.code.name, "INVALID_ARGUMENT", shard)
+            self.assertIn(words, e.exception.message)
+        with self.assertRaises(TensorComputeError) as e:
+            _clients["s1"].put_tensor("bad", np.array(["a", "b"], dtype=object), shard=(0, 1, 2))
+        self.assertIn("DT_STRING tables are not sharded", e.exception.message)
+        self.assertNotIn("bad", [info.name for info in _clients["s1"].list_tensors()])
+
     def test_other_axes_are_refused(self):
         with self.assertRaises(TensorComputeError) as e:
             _clients["s1"].gather(None, np.array([0, 1]), axis=1, params_name="T")
