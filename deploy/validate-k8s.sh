@@ -12,6 +12,12 @@
 #      for deploy/k8s (CPU), deploy/k8s/gpu, deploy/k8s/secure (TLS and tokens from
 #      Secrets, probes on the plaintext health port) and deploy/k8s/sharded (a StatefulSet of
 #      one pod per shard of a table); without it, says "skipped".
+#   4. deploy/monitoring: the Prometheus Operator CRDs kept in deploy/monitoring/crds pass
+#      kubernetes-validate (they are CustomResourceDefinitions), and the ServiceMonitor and
+#      PrometheusRule are valid against those CRDs' openAPIV3Schema, unknown fields refused
+#      (tests/deploy/validate_custom_resources.py, with jsonschema); with kubectl, the same for
+#      what `kubectl kustomize deploy/monitoring` renders, its ConfigMap through
+#      kubernetes-validate. (tests/deploy/monitoring_test.py checks their PromQL.)
 #
 # kubernetes-validate: $KUBERNETES_VALIDATE, else <repo>/.venv/bin/kubernetes-validate
 # (tools/install-deps.sh installs it there). Missing: exit 77, which ctest reports as skipped.
@@ -289,6 +295,30 @@ validate "deploy/k8s manifests" "${manifests[@]}"
 mapfile -t base < <(find "$k8s_dir/base" -name '*.yaml' ! -name kustomization.yaml | sort)
 check_invariants "deploy/k8s/base manifests" "${base[@]}"
 
+monitoring_dir=$repo/deploy/monitoring
+validate_crs=$repo/tests/deploy/validate_custom_resources.py
+validate "deploy/monitoring/crds" "$monitoring_dir"/crds/*.yaml
+
+# custom_resources LABEL FILE...: the custom resources against the CRDs in
+# deploy/monitoring/crds, and the documents of other kinds through kubernetes-validate.
+custom_resources() {
+  local label=$1
+  shift
+  rm -f "$tmp/rest.yaml"
+  if "${python[@]}" "$validate_crs" --crds "$monitoring_dir/crds" --rest "$tmp/rest.yaml" "$@"; then
+    echo "ok: $label: custom resources valid against deploy/monitoring/crds"
+  else
+    echo "FAILED: $label: custom resources (against deploy/monitoring/crds)"
+    failed=1
+  fi
+  if [[ -f $tmp/rest.yaml ]] && grep -q '^kind:' "$tmp/rest.yaml"; then
+    validate "$label (other kinds)" "$tmp/rest.yaml"
+  fi
+}
+mapfile -t monitoring < <(find "$monitoring_dir" -maxdepth 1 -name '*.yaml' \
+                            ! -name kustomization.yaml | sort)
+custom_resources "deploy/monitoring" "${monitoring[@]}"
+
 render=()
 if command -v kubectl >/dev/null 2>&1; then
   render=(kubectl kustomize)
@@ -297,7 +327,7 @@ elif command -v kustomize >/dev/null 2>&1; then
 fi
 if ((${#render[@]} == 0)); then
   echo "skipped: kubectl not found: the kustomize renderings of deploy/k8s, deploy/k8s/gpu," \
-       "deploy/k8s/secure and deploy/k8s/sharded are not validated"
+       "deploy/k8s/secure, deploy/k8s/sharded and deploy/monitoring are not validated"
 else
   for variant in "" gpu secure sharded; do
     dir=deploy/k8s${variant:+/$variant}
@@ -310,6 +340,12 @@ else
       failed=1
     fi
   done
+  if "${render[@]}" "$monitoring_dir" >"$tmp/rendered-monitoring.yaml"; then
+    custom_resources "${render[*]} deploy/monitoring" "$tmp/rendered-monitoring.yaml"
+  else
+    echo "FAILED: ${render[*]} deploy/monitoring"
+    failed=1
+  fi
 fi
 
 if ((failed)); then
