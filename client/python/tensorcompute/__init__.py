@@ -14,15 +14,17 @@ gRPC server.
         client.gather(None, [3, 1], params_name="emb")                   # only indices travel
         client.embedding_bag(None, [3, 1, 7], offsets=[0, 2], params_name="emb")  # 2 bags
 
-See tensorcompute.client for the details (dtypes, errors, retries).
+tensorcompute.aio.Client is the same client for asyncio (`await client.gather(...)`). See
+tensorcompute.client for the details (dtypes, errors, retries, compression).
 """
 
+from tensorcompute import aio
 from tensorcompute.client import (STORAGE_KINDS, Client, Shard, TensorComputeError, TensorInfo,
                                   shard_rows)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo", "__version__",
+    "Client", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo", "__version__", "aio",
     "shard_rows"
 ]

@@ -1,0 +1,604 @@
+"""What the sync client (tensorcompute.client) and the asyncio one (tensorcompute.aio) share:
+every rule of the wire and of the calls, written once, with no I/O of its own.
+
+  - the public types (TensorComputeError, TensorInfo, Shard, shard_rows, STORAGE_KINDS);
+  - numpy <-> tensorcompute.v1.Tensor, and each RPC's request built from a method's arguments
+    (argument errors are raised here, before any RPC) and its answer decoded;
+  - ClientBase: the constructor's arguments checked and turned into channels (grpc or
+    grpc.aio, the subclass says which), metadata, the retry policy (Attempts) and the
+    all_targets outcome.
+
+The two clients only send: `response = self._call(method, request)` or `await ...`.
+"""
+
+import collections
+import datetime
+import json
+import operator
+import os
+import random
+import sys
+import time
+
+import grpc
+import numpy as np
+
+from tensorcompute.v1 import tensorcompute_pb2 as pb
+from tensorcompute.v1 import tensorcompute_pb2_grpc as pb_grpc
+
+DEFAULT_CHUNK_BYTES = 1 << 20
+
+TensorInfo = collections.namedtuple(
+    "TensorInfo",
+    ["name", "dtype", "shape", "bytes", "device", "version", "created", "storage", "shard"],
+    defaults=["as-is", None], module="tensorcompute")
+TensorInfo.__doc__ = """A resident tensor as the server describes it.
+
+name (str); dtype (str: "float32", "string", ... as numpy names it; "bfloat16": for a compact
+table what lookups return, "float32"); shape (tuple of ints; a compact table's [rows, dim]);
+bytes (int: what it holds, counted against the server's --max_resident_bytes); device (str:
+"cpu" or "gpu:N"); version (int: 1 for a name's first tensor, one more per replacement);
+created (datetime.datetime, UTC: when this version became visible); storage (str: one of
+STORAGE_KINDS, how it is stored); shard (None, or a Shard: which rows of a table sharded by
+row ranges it holds; shape is then the whole table's).
+"""
+
+Shard = collections.namedtuple("Shard", ["index", "count", "total_rows"], module="tensorcompute")
+Shard.__doc__ = """Shard `index` of `count` of a table of `total_rows` rows: it holds rows
+[index * ceil(total_rows / count), min(total_rows, (index + 1) * ceil(total_rows / count))).
+"""
+
+
+def shard_rows(total_rows, count, index):
+    """The rows [begin, end) that shard `index` of `count` of a table of total_rows holds."""
+    per = max(1, -(-total_rows // count))
+    begin = min(total_rows, index * per)
+    return begin, min(total_rows, begin + per)
+
+
+shard_rows.__module__ = "tensorcompute"
+
+# How put_tensor may store a table (tensorcompute.proto, TableStorage): the wire value of each.
+STORAGE_KINDS = {
+    "as-is": 0,
+    "float16": 1,
+    "int8-rowwise": 2,
+    "int8-rowwise-prequantized": 3,
+}
+_STORAGE_NAMES = {v: k for k, v in STORAGE_KINDS.items()}
+
+# The compression argument -> grpc.Compression (None: none).
+COMPRESSIONS = {
+    "none": grpc.Compression.NoCompression,
+    "gzip": grpc.Compression.Gzip,
+    "deflate": grpc.Compression.Deflate,
+}
+
+_INITIAL_BACKOFF_S = 0.1
+_MAX_BACKOFF_S = 5.0
+# round_robin over every address the target resolves to, skipping servers whose health
+# (grpc.health.v1, client-side health checking) is not SERVING: a draining replica stops
+# getting calls as soon as it says so, before it closes its connections.
+_SERVICE_CONFIG = {
+    "loadBalancingConfig": [{"round_robin": {}}],
+    "healthCheckConfig": {"serviceName": "tensorcompute.v1.TensorCompute"},
+}
+
+# (numpy kind, itemsize) -> wire dtype, for the fixed-size numeric types.
+_NUMERIC_TO_WIRE = {
+    ("b", 1): pb.DT_BOOL,
+    ("i", 1): pb.DT_INT8,
+    ("i", 2): pb.DT_INT16,
+    ("i", 4): pb.DT_INT32,
+    ("i", 8): pb.DT_INT64,
+    ("u", 1): pb.DT_UINT8,
+    ("u", 2): pb.DT_UINT16,
+    ("u", 4): pb.DT_UINT32,
+    ("u", 8): pb.DT_UINT64,
+    ("f", 2): pb.DT_FLOAT16,
+    ("f", 4): pb.DT_FLOAT32,
+    ("f", 8): pb.DT_FLOAT64,
+    ("c", 8): pb.DT_COMPLEX64,
+    ("c", 16): pb.DT_COMPLEX128,
+}
+
+_WIRE_TO_NUMPY = {
+    pb.DT_BOOL: np.dtype(np.bool_),
+    pb.DT_INT8: np.dtype(np.int8),
+    pb.DT_INT16: np.dtype(np.int16),
+    pb.DT_INT32: np.dtype(np.int32),
+    pb.DT_INT64: np.dtype(np.int64),
+    pb.DT_UINT8: np.dtype(np.uint8),
+    pb.DT_UINT16: np.dtype(np.uint16),
+    pb.DT_UINT32: np.dtype(np.uint32),
+    pb.DT_UINT64: np.dtype(np.uint64),
+    pb.DT_FLOAT16: np.dtype(np.float16),
+    pb.DT_FLOAT32: np.dtype(np.float32),
+    pb.DT_FLOAT64: np.dtype(np.float64),
+    pb.DT_COMPLEX64: np.dtype(np.complex64),
+    pb.DT_COMPLEX128: np.dtype(np.complex128),
+}
+
+# embedding_bag's mode argument -> EmbeddingBagRequest.Mode.
+_EMBEDDING_BAG_MODES = {
+    "sum": pb.EmbeddingBagRequest.SUM,
+    "mean": pb.EmbeddingBagRequest.MEAN,
+    "max": pb.EmbeddingBagRequest.MAX,
+    "sqrtn": pb.EmbeddingBagRequest.SQRTN,
+}
+
+_ELEMENT_SIZES = {wire: dtype.itemsize for wire, dtype in _WIRE_TO_NUMPY.items()}
+_ELEMENT_SIZES[pb.DT_BFLOAT16] = 2
+
+_SUPPORTED = ("bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, "
+              "float32, float64, complex64, complex128, ml_dtypes.bfloat16, and bytes/str "
+              "(numpy 'S'/'U' or object arrays of str/bytes)")
+
+
+class TensorComputeError(Exception):
+    """A failed RPC: `.code` is the grpc.StatusCode, `.message` the server's message."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.message = message if message is not None else ""
+        super().__init__(f"{code.name}: {self.message}")
+
+
+TensorComputeError.__module__ = "tensorcompute"
+
+
+# --- numpy <-> tensorcompute.v1.Tensor ------------------------------------------------------
+
+def _bfloat16_dtype():
+    """ml_dtypes.bfloat16 as a numpy dtype, or None when ml_dtypes is not installed."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def _string_entries(array, name):
+    """The elements of a 'S', 'U' or object array as a row-major list of bytes."""
+    entries = []
+    for i, item in enumerate(array.ravel(order="C").tolist()):
+        if isinstance(item, bytes):
+            entries.append(item)
+        elif isinstance(item, str):
+            entries.append(item.encode("utf-8"))
+        else:
+            raise TypeError(
+                f"{name}: an object array must hold only str or bytes, but element {i} (row-major) "
+                f"is {type(item).__name__}; supported element types: {_SUPPORTED}")
+    return entries
+
+
+def to_tensor(value, name, default_dtype=None):
+    """Converts anything np.asarray accepts to a tensorcompute.v1.Tensor."""
+    array = np.asarray(value)
+    if default_dtype is not None and array.size == 0 and not isinstance(value, np.ndarray):
+        array = array.astype(default_dtype)  # np.asarray([]) is float64
+    dtype = array.dtype
+    tensor = pb.Tensor(shape=array.shape)
+    if dtype.kind in "SUO":
+        tensor.dtype = pb.DT_STRING
+        tensor.strings.extend(_string_entries(array, name))
+        return tensor
+    wire = _NUMERIC_TO_WIRE.get((dtype.kind, dtype.itemsize))
+    if wire is not None:
+        little = np.ascontiguousarray(array.astype(dtype.newbyteorder("<"), copy=False))
+        tensor.dtype = wire
+        tensor.data = little.tobytes()
+        return tensor
+    if dtype.kind == "V" and dtype.name == "bfloat16" and dtype == _bfloat16_dtype():
+        bits = np.ascontiguousarray(array).view(np.uint16).astype("<u2", copy=False)
+        tensor.dtype = pb.DT_BFLOAT16
+        tensor.data = bits.tobytes()
+        return tensor
+    raise TypeError(f"{name}: unsupported dtype {dtype}; supported: {_SUPPORTED}")
+
+
+def from_tensor(tensor):
+    """Converts a response Tensor to a writable numpy array (strings: object array of bytes)."""
+    shape = tuple(tensor.shape)
+    count = 1
+    for d in shape:
+        count *= d
+    if tensor.dtype == pb.DT_STRING:
+        if len(tensor.strings) != count:
+            raise TensorComputeError(
+                grpc.StatusCode.INTERNAL,
+                f"malformed response: {len(tensor.strings)} strings for shape {list(shape)}")
+        out = np.empty(count, dtype=object)
+        out[:] = list(tensor.strings)
+        return out.reshape(shape)
+    if tensor.dtype == pb.DT_BFLOAT16:
+        dtype = _bfloat16_dtype()
+        if dtype is None:
+            raise ImportError("the server returned a bfloat16 tensor; install ml_dtypes "
+                              "(pip install 'tensorcompute[bfloat16]') to receive it")
+        bits = np.frombuffer(bytearray(tensor.data), dtype="<u2")
+        if sys.byteorder != "little":
+            bits = bits.astype(np.uint16)
+        out = bits.view(dtype)
+    elif tensor.dtype in _WIRE_TO_NUMPY:
+        native = _WIRE_TO_NUMPY[tensor.dtype]
+        out = np.frombuffer(bytearray(tensor.data), dtype=native.newbyteorder("<"))
+        out = out.astype(native, copy=False)  # a no-op on little-endian machines
+    else:
+        raise TensorComputeError(grpc.StatusCode.INTERNAL,
+                                 f"malformed response: unknown dtype {tensor.dtype}")
+    if out.size != count:
+        raise TensorComputeError(
+            grpc.StatusCode.INTERNAL,
+            f"malformed response: {len(tensor.data)} data bytes for shape {list(shape)}")
+    return out.reshape(shape)
+
+
+_WIRE_NAMES = {value: pb.DataType.Name(value)[3:].lower() for value in pb.DataType.values()}
+
+
+def tensor_info(info):
+    """A TensorInfo from a tensorcompute.v1.TensorInfo message."""
+    created = datetime.datetime.fromtimestamp(info.created.seconds, tz=datetime.timezone.utc)
+    created += datetime.timedelta(microseconds=info.created.nanos // 1000)
+    return TensorInfo(name=info.name, dtype=_WIRE_NAMES.get(info.dtype, str(info.dtype)),
+                      shape=tuple(info.shape), bytes=info.bytes, device=info.device,
+                      version=info.version, created=created,
+                      storage=_STORAGE_NAMES.get(info.storage, str(info.storage)),
+                      shard=Shard(info.shard.index, info.shard.count, info.shard.total_rows)
+                      if info.HasField("shard") else None)
+
+
+# --- requests from a method's arguments -----------------------------------------------------
+
+def _set_params(request, params, params_name):
+    """Sets exactly one of request.params and request.params_name."""
+    if (params is None) == (params_name is None):
+        raise ValueError("expected exactly one of params and params_name")
+    if params_name is not None:
+        request.params_name = params_name
+    else:
+        request.params.CopyFrom(to_tensor(params, "params"))
+
+
+def gather_request(params, indices, axis, batch_dims, params_name):
+    """Client.gather's GatherRequest."""
+    request = pb.GatherRequest(
+        indices=to_tensor(indices, "indices", default_dtype=np.int64),
+        batch_dims=operator.index(batch_dims))
+    _set_params(request, params, params_name)
+    if axis is not None:
+        request.axis = operator.index(axis)
+    return request
+
+
+def gather_nd_request(params, indices, batch_dims, params_name):
+    """Client.gather_nd's GatherNdRequest."""
+    request = pb.GatherNdRequest(
+        indices=to_tensor(indices, "indices", default_dtype=np.int64),
+        batch_dims=operator.index(batch_dims))
+    _set_params(request, params, params_name)
+    return request
+
+
+def embedding_bag_request(params, indices, offsets, per_sample_weights, mode,
+                          include_last_offset, padding_idx, params_name):
+    """Client.embedding_bag's EmbeddingBagRequest."""
+    wire_mode = _EMBEDDING_BAG_MODES.get(str(mode).lower()) if isinstance(mode, str) else None
+    if wire_mode is None:
+        raise ValueError(f"mode must be one of {', '.join(_EMBEDDING_BAG_MODES)}, "
+                         f"got {mode!r}")
+    request = pb.EmbeddingBagRequest(
+        indices=to_tensor(indices, "indices", default_dtype=np.int64), mode=wire_mode,
+        include_last_offset=bool(include_last_offset))
+    _set_params(request, params, params_name)
+    if offsets is not None:
+        request.offsets.CopyFrom(to_tensor(offsets, "offsets", default_dtype=np.int64))
+    if per_sample_weights is not None:
+        if not isinstance(per_sample_weights, np.ndarray):
+            per_sample_weights = np.asarray(per_sample_weights, dtype=np.float32)
+        request.per_sample_weights.CopyFrom(
+            to_tensor(per_sample_weights, "per_sample_weights"))
+    if padding_idx is not None:
+        request.padding_idx = operator.index(padding_idx)
+    return request
+
+
+def output(response):
+    """The output tensor of a Gather, GatherNd or EmbeddingBag response, as numpy."""
+    return from_tensor(response.output)
+
+
+def put_uploads(name, array, device, replace, chunk_bytes, storage, shard):
+    """Client.put_tensor's upload: a function that makes a fresh iterator over its
+    PutTensorRequests (one per attempt: a retried upload starts over)."""
+    if shard is not None:
+        shard = Shard(*shard)
+    wire_storage = STORAGE_KINDS.get(str(storage).lower().replace("_", "-"))
+    if wire_storage is None:
+        raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, got {storage!r}")
+    chunk_bytes = operator.index(chunk_bytes)
+    if chunk_bytes <= 0:
+        raise ValueError(f"chunk_bytes must be > 0, got {chunk_bytes}")
+    tensor = to_tensor(array, "array")
+    return lambda: _put_requests(name, tensor, device, bool(replace), chunk_bytes, wire_storage,
+                                 shard)
+
+
+def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=None):
+    """The messages of a PutTensor upload of `tensor` (a tensorcompute.v1.Tensor), lazily.
+
+    The first one describes the tensor; each carries the next chunk: at most chunk_bytes bytes
+    of data, in whole elements, at byte `offset`; or for strings consecutive elements whose wire
+    size (bytes + tag + length) stays within chunk_bytes (one larger string alone), `offset`
+    being the element index of the first. An empty tensor is the description alone.
+    """
+    first = pb.PutTensorRequest(name=name, dtype=tensor.dtype, shape=tensor.shape,
+                                device=device, replace=replace, storage=storage)
+    if shard is not None:
+        first.shard.CopyFrom(pb.ShardSpec(index=shard.index, count=shard.count,
+                                          total_rows=shard.total_rows))
+    if tensor.dtype == pb.DT_STRING:
+        strings = tensor.strings
+        total = len(strings)
+        begin = 0
+        message = first
+        while begin < total or message is first:
+            end, size = begin, 0
+            while end < total:
+                item = 1 + _varint_size(len(strings[end])) + len(strings[end])
+                if end > begin and size + item > chunk_bytes:
+                    break
+                size += item
+                end += 1
+            if end > begin:
+                message.offset = begin
+                message.strings.extend(strings[begin:end])
+            yield message
+            begin = end
+            message = pb.PutTensorRequest()
+        return
+    data = tensor.data
+    element = _ELEMENT_SIZES[tensor.dtype]
+    chunk = max(element, chunk_bytes // element * element)
+    first.offset = 0
+    first.data = data[:chunk]
+    yield first
+    for begin in range(chunk, len(data), chunk):
+        yield pb.PutTensorRequest(offset=begin, data=data[begin:begin + chunk])
+
+
+def _varint_size(value):
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def delete_request(name):
+    return pb.DeleteTensorRequest(name=name)
+
+
+def list_request():
+    return pb.ListTensorsRequest()
+
+
+def tensor_infos(response):
+    """ListTensors' answer: a list of TensorInfo."""
+    return [tensor_info(t) for t in response.tensors]
+
+
+def put_or_delete_info(response):
+    """PutTensor's or DeleteTensor's answer: the TensorInfo."""
+    return tensor_info(response.tensor)
+
+
+def health_request(service):
+    from grpc_health.v1 import health_pb2
+
+    return health_pb2.HealthCheckRequest(service=service)
+
+
+def health_status(response):
+    """A HealthCheckResponse's status by name: "SERVING", "NOT_SERVING", ..."""
+    from grpc_health.v1 import health_pb2
+
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+
+
+# --- targets, channels, retries -------------------------------------------------------------
+
+def _replica_targets(target):
+    """The addresses of an "ipv4:a,b" / "ipv6:a,b" target, one target each; else [target]."""
+    for scheme in ("ipv4:", "ipv6:"):
+        if target.startswith(scheme):
+            addresses = [a.strip() for a in target[len(scheme):].split(",") if a.strip()]
+            return [scheme + a for a in addresses] or [target]
+    return [target]
+
+
+def _pem(value, name):
+    """PEM bytes as they are; a str or os.PathLike names a file to read; None stays None."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        with open(value, "rb") as f:
+            return f.read()
+    raise TypeError(f"{name}: expected PEM bytes or a file path, got {type(value).__name__}")
+
+
+def _compression(value):
+    """The compression argument as a grpc.Compression; ValueError for an unknown one."""
+    if value is None:
+        return grpc.Compression.NoCompression
+    if isinstance(value, grpc.Compression):
+        return value
+    compression = COMPRESSIONS.get(value.lower()) if isinstance(value, str) else None
+    if compression is None:
+        raise ValueError(f"compression must be None, one of {', '.join(COMPRESSIONS)} or a "
+                         f"grpc.Compression, got {value!r}")
+    return compression
+
+
+class Attempts:
+    """One call's retry policy: its deadline, and the backoff before each further attempt."""
+
+    def __init__(self, retries, timeout):
+        self._retries = retries
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._attempt = 0
+
+    def remaining(self):
+        """The timeout for the next attempt: what is left of the call's (None: no deadline)."""
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def backoff(self, rpc_error):
+        """After an attempt failed with rpc_error (a grpc.RpcError): the seconds to sleep
+        before the next one. Raises the failure as TensorComputeError when there is none: the
+        code is not UNAVAILABLE, no retry is left, or the sleep would pass the deadline."""
+        error = TensorComputeError(rpc_error.code(), rpc_error.details())
+        if rpc_error.code() != grpc.StatusCode.UNAVAILABLE or self._attempt >= self._retries:
+            raise error from None
+        self._attempt += 1
+        backoff = min(_INITIAL_BACKOFF_S * 2 ** (self._attempt - 1), _MAX_BACKOFF_S)
+        sleep = backoff * random.uniform(0.5, 1.0)
+        if self._deadline is not None and time.monotonic() + sleep >= self._deadline:
+            raise error from None
+        return sleep
+
+
+def all_targets_outcome(what, name, outcomes):
+    """The result of put/delete with all_targets from [(target, TensorInfo or
+    TensorComputeError)], one per address: the first TensorInfo when every address succeeded;
+    else a TensorComputeError naming each failure and each success is raised."""
+    failures = [(t, e) for t, e in outcomes if isinstance(e, TensorComputeError)]
+    succeeded = [t for t, e in outcomes if not isinstance(e, TensorComputeError)]
+    if not failures:
+        return outcomes[0][1]
+    detail = "; ".join(f"{t}: {e.code.name}: {e.message}" for t, e in failures)
+    done = f"succeeded on: {', '.join(succeeded)}" if succeeded else "succeeded on none"
+    raise TensorComputeError(
+        failures[0][1].code,
+        f"{what} {name}: failed on {len(failures)} of {len(outcomes)} targets: {detail}; "
+        f"{done}")
+
+
+class ClientBase:
+    """The channels and settings of a client; the subclass sets _grpc (grpc or grpc.aio) and
+    sends the calls."""
+
+    _grpc = None
+    _repr_name = None
+
+    def __init__(self, target="localhost:50051", timeout=30.0, max_message_bytes=64 << 20,
+                 retries=0, tls=False, root_certificates=None, certificate_chain=None,
+                 private_key=None, tls_server_name=None, auth_token=None, admin_token=None,
+                 compression=None):
+        """target: "host:port" or a gRPC target URI (dns:///h:p, ipv4:a:p,b:p, unix:path).
+        timeout: default seconds per call, retries included (None = no deadline).
+        max_message_bytes: largest message sent or received.
+        retries: extra attempts on UNAVAILABLE, with exponential backoff and jitter (0 = off).
+        tls, root_certificates, certificate_chain, private_key, tls_server_name, auth_token,
+        admin_token: see "TLS and tokens" in tensorcompute.client's docstring.
+        compression: None (the default) or "none", "gzip", "deflate" (or a grpc.Compression):
+        how this client compresses what it sends; see "Compression" there. An unknown one is
+        ValueError.
+        """
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        wire_compression = _compression(compression)
+        root_certificates = _pem(root_certificates, "root_certificates")
+        certificate_chain = _pem(certificate_chain, "certificate_chain")
+        private_key = _pem(private_key, "private_key")
+        if (certificate_chain is None) != (private_key is None):
+            raise ValueError("mTLS needs both certificate_chain and private_key")
+        tls = bool(tls or root_certificates or certificate_chain or tls_server_name)
+        if auth_token is not None and ("\n" in auth_token or "\r" in auth_token):
+            raise ValueError("auth_token must be one line")
+        if admin_token is not None and ("\n" in admin_token or "\r" in admin_token):
+            raise ValueError("admin_token must be one line")
+        self._metadata = (("authorization", f"Bearer {auth_token}"),) if auth_token else None
+        self._admin_metadata = ((("authorization", f"Bearer {admin_token}"),) if admin_token
+                                else self._metadata)
+        self.target = target
+        self.timeout = timeout
+        self.retries = int(retries)
+        self.compression = compression
+        options = [
+            ("grpc.max_send_message_length", int(max_message_bytes)),
+            ("grpc.max_receive_message_length", int(max_message_bytes)),
+            ("grpc.service_config", json.dumps(_SERVICE_CONFIG)),
+        ]
+        if self.retries:
+            # With retries the channel also reconnects sooner, so that a retry after a refused
+            # connection really tries the connection again.
+            backoff_ms = int(_INITIAL_BACKOFF_S * 1000)
+            options += [
+                ("grpc.initial_reconnect_backoff_ms", backoff_ms),
+                ("grpc.min_reconnect_backoff_ms", backoff_ms),
+                ("grpc.max_reconnect_backoff_ms", int(_MAX_BACKOFF_S * 1000)),
+            ]
+        if tls_server_name:
+            options.append(("grpc.ssl_target_name_override", tls_server_name))
+        credentials = (grpc.ssl_channel_credentials(root_certificates, private_key,
+                                                    certificate_chain) if tls else None)
+
+        def make_channel(to, opts):
+            if credentials is not None:
+                return self._grpc.secure_channel(to, credentials, options=opts,
+                                                 compression=wire_compression)
+            return self._grpc.insecure_channel(to, options=opts, compression=wire_compression)
+
+        self._closed = False
+        self._channel = make_channel(target, options)
+        self._stub = pb_grpc.TensorComputeStub(self._channel)
+        # put_tensor/delete_tensor(all_targets=True): one channel per address of the target,
+        # made on first use.
+        self._make_channel = make_channel
+        self._options = options
+        self._replica_channels = None
+        # health() asks on a channel of its own that does not watch health: the call channel
+        # would not call a server that is not SERVING (UNAVAILABLE, not "NOT_SERVING").
+        # (Channels connect lazily: this one costs nothing until health() is called.)
+        health_options = [
+            (key, json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
+             if key == "grpc.service_config" else value) for key, value in options]
+        self._health_channel = make_channel(target, health_options)
+        self._health_stub = None
+
+    def _health_check(self):
+        """The health service's Check method, on the health channel."""
+        from grpc_health.v1 import health_pb2_grpc
+
+        if self._health_stub is None:
+            self._health_stub = health_pb2_grpc.HealthStub(self._health_channel)
+        return self._health_stub.Check
+
+    def _replica_stubs(self):
+        """[(address, stub)] for all_targets, one per address of the target; None when the
+        target is one address (then this client's own stub serves)."""
+        if self._replica_channels is None:
+            self._replica_channels = [
+                (target, self._make_channel(target, self._options))
+                for target in _replica_targets(self.target)]
+        if len(self._replica_channels) == 1:
+            return None
+        return [(target, pb_grpc.TensorComputeStub(channel))
+                for target, channel in self._replica_channels]
+
+    def _channels_to_close(self):
+        """Every channel this client made; marks it closed (later calls raise ValueError)."""
+        self._closed = True
+        return [self._channel, self._health_channel,
+                *(channel for _, channel in self._replica_channels or [])]
+
+    def _check_open(self):
+        if self._closed:
+            raise ValueError("Cannot invoke RPC on closed channel!")
+
+    def __repr__(self):
+        compression = "" if self.compression is None else f", compression={self.compression!r}"
+        return (f"{self._repr_name}(target={self.target!r}, timeout={self.timeout!r}, "
+                f"retries={self.retries}{compression})")
