@@ -2,12 +2,14 @@
 
 The stubs (tensorcompute/v1/tensorcompute_pb2.py, tensorcompute_pb2_grpc.py) are written only
 into the build directory, never into the source tree. The proto folder is found at ../../proto
-relative to this file, so build from a repository checkout: `pip install ./client/python`
-(pip >= 21.3 builds in place).
+relative to this file, so build from a repository checkout: `pip install ./client/python`, or
+`pip wheel ./client/python` for a wheel that installs anywhere without the checkout (pip >= 21.3
+builds in place).
 """
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,6 +53,10 @@ def _requirements():
     tensorcompute_pb2 refuses a protobuf runtime older than the protoc that made it (or of
     another major version), and tensorcompute_pb2_grpc a grpcio older than grpcio-tools. The
     stubs are generated once into a scratch folder to read both versions off.
+    grpcio-health-checking (health()) is asked for at the stubs' gRPC release too: its own
+    stubs then need the protobuf and grpcio that ours do. numpy >= 1.23: the oldest numpy the
+    client's tests (tests/client/python_*_test.py) were run with, by hand, beside grpcio,
+    protobuf and grpcio-health-checking at these lower bounds.
     """
     with tempfile.TemporaryDirectory() as scratch:
         generated = _protoc(scratch)
@@ -63,17 +69,23 @@ def _requirements():
     if match:
         major = int(match.group(1))
         protobuf = f"protobuf>={'.'.join(match.groups())},<{major + 1}"
-    grpcio = "grpcio"
+    grpcio, health = "grpcio", "grpcio-health-checking"
     match = re.search(r"^GRPC_GENERATED_VERSION = '([0-9.]+)'", pb2_grpc, re.MULTILINE)
     if match:
         grpcio = f"grpcio>={match.group(1)}"
-    return ["numpy", grpcio, protobuf, "grpcio-health-checking"]
+        health = f"grpcio-health-checking>={match.group(1)}"
+    return ["numpy>=1.23", grpcio, protobuf, health]
 
 
 class BuildPyWithStubs(build_py):
-    """build_py that also generates the gRPC stubs into build_lib."""
+    """build_py that also generates the gRPC stubs into build_lib.
+
+    The package is copied into build_lib afresh: a module left there by an earlier build
+    (build/lib in the source tree, where pip builds) would otherwise ship in the wheel.
+    """
 
     def run(self):
+        shutil.rmtree(os.path.join(self.build_lib, "tensorcompute"), ignore_errors=True)
         super().run()
         generated = _protoc(self.build_lib)
         self.announce(f"generated gRPC stubs in {generated}", level=2)
