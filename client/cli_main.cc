@@ -21,7 +21,8 @@
 // Every subcommand also takes --tls, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
 // --tls-server-name NAME (TLS and mTLS), --auth-token-file FILE (or $TENSORCOMPUTE_TOKEN) and
 // --admin-token-file FILE (or $TENSORCOMPUTE_ADMIN_TOKEN; sent by put and delete instead of
-// the auth token, for a server with --admin_token_file).
+// the auth token, for a server with --admin_token_file) and --compression none|gzip|deflate
+// (the messages the client sends; ClientOptions::compression).
 //
 // Resident tensors (put, delete, list; client/cli_tensors.h): every replica holds its own
 // copy. put and delete reach the first target, or every target with --all-targets; list asks
@@ -75,6 +76,7 @@ struct CommonFlags {
   int64_t max_message_bytes = int64_t{64} << 20;
   int retries = 0;
   int connections = 1;
+  std::string compression = "none";
   bool tls = false;
   std::string tls_ca, tls_cert, tls_key, tls_server_name, auth_token_file, admin_token_file;
 };
@@ -137,6 +139,9 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
   options.max_message_bytes = f.max_message_bytes;
   options.connections_per_target = f.connections;
   options.retry.max_attempts = 1 + f.retries;
+  absl::StatusOr<grpc_compression_algorithm> compression = ParseCompression(f.compression);
+  if (!compression.ok()) return compression.status();
+  options.compression = *compression;
   return Client::Create(options);
 }
 
@@ -206,6 +211,11 @@ absl::StatusOr<core::Shape> ParseShape(const std::string& text) {
 }
 
 int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
+  if (f.protocol == "kserve-http" && common.compression != "none") {
+    std::fprintf(stderr,
+                 "error: --compression is gRPC's; --protocol kserve-http sends plain HTTP\n");
+    return kUsage;
+  }
   LoadRequestSpec spec;
   spec.op = f.op == "gather-nd"       ? LoadOp::kGatherNd
             : f.op == "embedding-bag" ? LoadOp::kEmbeddingBag
@@ -336,6 +346,11 @@ void AddCommonFlags(CLI::App* app, CommonFlags* f) {
   app->add_option("--connections", f->connections, "connections per target")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app->add_option("--compression", f->compression,
+                  "compress the messages sent: none, gzip or deflate (gRPC's per-message "
+                  "compression; the server decompresses them)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "gzip", "deflate"}));
   app->add_flag("--tls", f->tls, "TLS (implied by any --tls-* option)");
   app->add_option("--tls-ca", f->tls_ca,
                   "PEM CA certificate(s) to verify the server (default: "

@@ -112,6 +112,14 @@ absl::StatusOr<std::vector<std::string>> SplitTargets(absl::string_view target) 
   return targets;
 }
 
+absl::StatusOr<grpc_compression_algorithm> ParseCompression(absl::string_view name) {
+  if (name == "none") return GRPC_COMPRESS_NONE;
+  if (name == "gzip") return GRPC_COMPRESS_GZIP;
+  if (name == "deflate") return GRPC_COMPRESS_DEFLATE;
+  return absl::InvalidArgumentError(
+      absl::StrCat("compression '", name, "' is not one of none, gzip, deflate"));
+}
+
 constexpr char kServiceConfig[] = R"({
   "loadBalancingConfig": [{"round_robin": {}}],
   "healthCheckConfig": {"serviceName": "tensorcompute.v1.TensorCompute"}
@@ -124,7 +132,8 @@ constexpr char kServiceConfigWithoutHealthChecking[] = R"({
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
                                            int index, bool health_checking,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,
-                                           const std::string& server_name) {
+                                           const std::string& server_name,
+                                           grpc_compression_algorithm compression) {
   grpc::ChannelArguments args;
   const int limit = static_cast<int>(std::min<int64_t>(max_message_bytes, INT32_MAX));
   args.SetMaxReceiveMessageSize(limit);
@@ -137,6 +146,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t ma
   // argument per index keeps each of them on its own.
   args.SetInt("tensorcompute.client_channel", index);
   if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
+  if (compression != GRPC_COMPRESS_NONE) args.SetCompressionAlgorithm(compression);
   if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
   return grpc::CreateCustomChannel(target, credentials, args);
 }
@@ -159,6 +169,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("timeout must be > 0 (or infinite)");
   }
+  if (options.compression != GRPC_COMPRESS_NONE && options.compression != GRPC_COMPRESS_GZIP &&
+      options.compression != GRPC_COMPRESS_DEFLATE) {
+    return absl::InvalidArgumentError("compression must be none, gzip or deflate");
+  }
   if (options.auth_token.find_first_of("\r\n") != std::string::npos ||
       options.admin_token.find_first_of("\r\n") != std::string::npos) {
     return absl::InvalidArgumentError("auth_token and admin_token must be one line each");
@@ -170,8 +184,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   for (const std::string& target : targets) {
     for (int i = 0; i < options.connections_per_target; ++i) {
       channels.push_back(MakeChannel(target, options.max_message_bytes, next_index++,
-                                     /*health_checking=*/true, credentials,
-                                     options.tls.server_name));
+                                     /*health_checking=*/true, credentials, options.tls.server_name,
+                                     options.compression));
     }
   }
   return std::unique_ptr<Client>(new Client(std::move(options), std::move(targets),
@@ -326,9 +340,9 @@ absl::StatusOr<std::string> Client::Health(int target_index, const std::string& 
   // Not the call channels: they watch health, so they would not call a server that is not
   // SERVING (UNAVAILABLE instead of the answer "NOT_SERVING"). Health checks are rare: a
   // channel of their own each time.
-  const std::shared_ptr<grpc::Channel> channel =
-      MakeChannel(targets_[target_index], options_.max_message_bytes, /*index=*/-1,
-                  /*health_checking=*/false, credentials_, options_.tls.server_name);
+  const std::shared_ptr<grpc::Channel> channel = MakeChannel(
+      targets_[target_index], options_.max_message_bytes, /*index=*/-1,
+      /*health_checking=*/false, credentials_, options_.tls.server_name, options_.compression);
   grpc::ClientContext context;
   Authorize(&context);  // health needs none, but a proxy in front may
   const absl::Duration timeout = call.timeout.value_or(options_.timeout);

@@ -31,6 +31,10 @@
 // targets and put with all_targets. A gather by name that reaches a replica without the table
 // fails with NOT_FOUND.
 //
+// Compression: ClientOptions::compression (gzip or deflate) is every channel's default
+// compression algorithm, so each message the client sends (the load tester's too, on
+// channels()) is compressed; the server decompresses it and answers as it is configured.
+//
 // Errors are the server's status (code and message) verbatim, or gRPC's own (DEADLINE_EXCEEDED,
 // UNAVAILABLE "failed to connect ..."), as absl::Status.
 // Thread-safety: a Client is thread-safe; share one across threads.
@@ -48,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "grpc/compression.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
@@ -103,6 +108,11 @@ struct ClientOptions {
   // Sent instead of auth_token on PutTensor and DeleteTensor, as "authorization: Bearer
   // <admin_token>" (the server's --admin_token_file); empty: those calls send auth_token.
   std::string admin_token;
+  // How the messages sent are compressed: GRPC_COMPRESS_NONE (default), GRPC_COMPRESS_GZIP or
+  // GRPC_COMPRESS_DEFLATE (ParseCompression reads the names); others are INVALID_ARGUMENT.
+  // Worth it for compressible requests (inline params with repeats, zeros) on a slow link;
+  // it costs client and server CPU on every call.
+  grpc_compression_algorithm compression = GRPC_COMPRESS_NONE;
 };
 
 // Per-call overrides.
@@ -290,6 +300,10 @@ class Client {
 // entry (spaces trimmed, empty parts dropped). Returns INVALID_ARGUMENT when nothing is left.
 absl::StatusOr<std::vector<std::string>> SplitTargets(absl::string_view target);
 
+// "none", "gzip" or "deflate" as the algorithm ClientOptions::compression takes, or
+// INVALID_ARGUMENT naming the three.
+absl::StatusOr<grpc_compression_algorithm> ParseCompression(absl::string_view name);
+
 // Channel credentials for `tls`: insecure when it is not enabled, else SSL with its files
 // read. INVALID_ARGUMENT naming the file when one cannot be read, or when only one of
 // cert_file and key_file is set.
@@ -299,11 +313,13 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 // A channel to `target` with the client's message limits and the round_robin policy, which
 // with `health_checking` (gRPC client-side health checking) skips servers whose health is not
 // SERVING. Channels made with different `index` values never share a connection.
-// `credentials` null means plaintext; `server_name` is TlsOptions::server_name.
+// `credentials` null means plaintext; `server_name` is TlsOptions::server_name; `compression`
+// is the channel's default compression algorithm (ClientOptions::compression).
 std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& target, int64_t max_message_bytes, int index, bool health_checking = true,
     std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
-    const std::string& server_name = "");
+    const std::string& server_name = "",
+    grpc_compression_algorithm compression = GRPC_COMPRESS_NONE);
 
 }  // namespace tensorcompute::client
 

@@ -899,6 +899,37 @@ class LoadTest(CliCase):
                 self.assertExit(proc, EXIT_USAGE)
 
 
+# --- --compression ----------------------------------------------------------------------
+
+class CompressionTest(CliCase):
+
+    def test_gather_with_every_compression_gives_the_same_answer(self):
+        params = np.tile(np.arange(64, dtype=np.float32), (512, 1))  # compressible
+        np.save(tmp_path("cparams.npy"), params)
+        np.save(tmp_path("cindices.npy"), np.array([511, 0, -1, 7], dtype=np.int64))
+        outputs = {}
+        for compression in ("none", "gzip", "deflate"):
+            out = tmp_path(f"cout_{compression}.npy")
+            self.run_ok("gather", "--target", SERVER.target, "--params", tmp_path("cparams.npy"),
+                        "--indices", tmp_path("cindices.npy"), "--compression", compression,
+                        "--out", out)
+            with open(out, "rb") as f:
+                outputs[compression] = f.read()
+        self.assertEqual(outputs["gzip"], outputs["none"])
+        self.assertEqual(outputs["deflate"], outputs["none"])
+        self.assertTensorEqual(np.load(tmp_path("cout_gzip.npy")),
+                               np.take(params, [511, 0, -1, 7], axis=0), exact_bits=True)
+
+    def test_load_native_and_kserve_with_gzip(self):
+        for protocol in ("native", "kserve"):
+            with self.subTest(protocol=protocol):
+                proc = self.run_ok("load", "--target", SERVER.target, "--warmup", 0,
+                                   "--requests", 40, "--concurrency", 2, "--compression", "gzip",
+                                   "--protocol", protocol, "--json", "-", timeout=120)
+                r = json.loads(proc.stdout)
+                self.assertEqual(r["by_code"], {"OK": 40}, describe(proc))
+
+
 # --- Resident tensors: put, delete, list, --params-name ---------------------------------
 
 class ResidentTensorsTest(CliCase):
