@@ -17,6 +17,8 @@
 //   tensorcompute load      --target HOST:PORT [--op gather|gather-nd|embedding-bag]
 //                           [--bag-size N] [--params-name NAME] [shape, loop and report
 //                           flags; see --help]
+//                           [--sweep-concurrency 1,2,4,... | --sweep-rate R1,R2,...]
+//                           [--csv FILE] [--json FILE]   (sweeps: client/load_sweep.h)
 //
 // Every subcommand also takes --tls, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
 // --tls-server-name NAME (TLS and mTLS), --auth-token-file FILE (or $TENSORCOMPUTE_TOKEN) and
@@ -61,6 +63,7 @@
 #include "client/cli_embedding_bag.h"
 #include "client/cli_tensors.h"
 #include "client/client.h"
+#include "client/load_sweep.h"
 #include "client/load_tester.h"
 #include "client/tensor_io.h"
 #include "core/dtype.h"
@@ -90,6 +93,7 @@ struct GatherFlags {
 struct LoadFlags {
   std::string op = "gather", dtype = "float32", index_dtype = "int32", params_shape, json;
   std::string params_name, protocol = "native";
+  std::string sweep_concurrency, sweep_rate, csv;  // client/load_sweep.h
   int64_t rows = 1024, slice = 64, indices = 16, index_depth = 1, bag_size = 8, requests = 0;
   int64_t distinct = 16, max_outstanding = 10000;
   double invalid_fraction = 0, rate = 0, duration_s = 10, warmup_s = 1, progress_interval_s = 1;
@@ -210,7 +214,66 @@ absl::StatusOr<core::Shape> ParseShape(const std::string& text) {
   return shape;
 }
 
+// Writes `text` to `path` (the flag `flag`'s value); false, after saying so, when it cannot.
+bool WriteTextFile(const char* flag, const std::string& path, const std::string& text) {
+  FILE* file = std::fopen(path.c_str(), "w");
+  const bool ok = file != nullptr && std::fputs(text.c_str(), file) >= 0;
+  if ((file != nullptr && std::fclose(file) != 0) || !ok) {
+    std::fprintf(stderr, "error: %s %s: cannot write\n", flag, path.c_str());
+    return false;
+  }
+  return true;
+}
+
+// Writes the points to --csv and --json ("-": stdout). Returns the exit code.
+int EmitSweep(const LoadFlags& f, const std::vector<SweepPoint>& points) {
+  const SweepLabels labels{f.op, f.protocol};
+  if (!f.csv.empty()) {
+    absl::StatusOr<std::string> csv = SweepCsv(points, labels);
+    if (!csv.ok()) {
+      std::fprintf(stderr, "error: --csv: %s\n", std::string(csv.status().message()).c_str());
+      return kUsage;
+    }
+    if (f.csv == "-") {
+      std::printf("%s", csv->c_str());
+    } else if (!WriteTextFile("--csv", f.csv, *csv)) {
+      return kIoError;
+    }
+  }
+  if (!f.json.empty()) {
+    const std::string json = SweepJson(points, labels) + "\n";
+    if (f.json == "-") {
+      std::printf("%s", json.c_str());
+    } else if (!WriteTextFile("--json", f.json, json)) {
+      return kIoError;
+    }
+  }
+  return kOk;
+}
+
 int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
+  // A sweep (client/load_sweep.h): its values, checked before anything is sent.
+  std::optional<Sweep> sweep;
+  if (!f.sweep_concurrency.empty() || !f.sweep_rate.empty()) {
+    const SweepKind kind = f.sweep_rate.empty() ? SweepKind::kConcurrency : SweepKind::kRate;
+    absl::StatusOr<std::vector<double>> values =
+        ParseSweepList(kind, kind == SweepKind::kRate ? f.sweep_rate : f.sweep_concurrency);
+    if (!values.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(values.status().message()).c_str());
+      return kUsage;
+    }
+    sweep = Sweep{kind, *std::move(values)};
+    if (kind == SweepKind::kRate && f.protocol == "kserve-http") {
+      std::fprintf(stderr,
+                   "error: --sweep-rate: --protocol kserve-http is closed loop only; use "
+                   "--sweep-concurrency\n");
+      return kUsage;
+    }
+  }
+  if (f.csv == "-" && f.json == "-") {
+    std::fprintf(stderr, "error: --csv - and --json - cannot both write to stdout\n");
+    return kUsage;
+  }
   if (f.protocol == "kserve-http" && common.compression != "none") {
     std::fprintf(stderr,
                  "error: --compression is gRPC's; --protocol kserve-http sends plain HTTP\n");
@@ -305,26 +368,55 @@ int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
   std::fprintf(stderr, "load: %s to %s, %d requests of ~%d bytes\n", requests->method.c_str(),
                common.target.c_str(), static_cast<int>(requests->valid.size()),
                static_cast<int>(requests->request_bytes));
-  auto report = spec.http ? RunHttpLoad((*client)->targets(), *requests, options)
-                          : RunLoad((*client)->channels(), *requests, options);
-  if (tty) std::fprintf(stderr, "\r\033[K");
+  const int targets = static_cast<int>((*client)->targets().size());
+  const RunPointFn run_point = [&](const LoadOptions& o) -> absl::StatusOr<LoadReport> {
+    absl::StatusOr<LoadReport> report = spec.http ? RunHttpLoad((*client)->targets(), *requests, o)
+                                                  : RunLoad((*client)->channels(), *requests, o);
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (report.ok()) report->targets = targets;
+    return report;
+  };
+  if (sweep.has_value()) {
+    SweepCallbacks callbacks;
+    callbacks.on_point_start = [](int index, int count, const LoadOptions& o) {
+      const std::string what = o.rate > 0 ? absl::StrFormat("rate %g", o.rate)
+                                          : absl::StrFormat("concurrency %d", o.concurrency);
+      std::fprintf(stderr, "sweep: point %d of %d: %s\n", index + 1, count, what.c_str());
+    };
+    if (f.csv != "-" && f.json != "-") {  // stdout is free: a line per point as it ends
+      callbacks.on_point_done = [](const SweepPoint& p) {
+        std::printf("%s\n", SweepPointSummary(p).c_str());
+        std::fflush(stdout);
+      };
+    }
+    absl::StatusOr<std::vector<SweepPoint>> points =
+        RunSweep(*sweep, options, run_point, callbacks);
+    if (!points.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(points.status().message()).c_str());
+      return kUsage;
+    }
+    return EmitSweep(f, *points);
+  }
+  auto report = run_point(options);
   if (!report.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(report.status().message()).c_str());
     return kUsage;
   }
-  report->targets = static_cast<int>((*client)->targets().size());
+  if (!f.csv.empty()) {
+    // One run is a sweep of one point; --json keeps its one object.
+    const SweepPoint point{f.rate > 0 ? SweepKind::kRate : SweepKind::kConcurrency,
+                           f.rate > 0 ? f.rate : static_cast<double>(f.concurrency), *report};
+    LoadFlags csv_only = f;
+    csv_only.json.clear();
+    if (int code = EmitSweep(csv_only, {point}); code != kOk) return code;
+  }
   if (f.json == "-") {
     std::printf("%s\n", report->ToJson().c_str());
     return kOk;
   }
-  std::printf("%s", report->ToText().c_str());
-  if (!f.json.empty()) {
-    FILE* file = std::fopen(f.json.c_str(), "w");
-    if (file == nullptr || std::fprintf(file, "%s\n", report->ToJson().c_str()) < 0 ||
-        std::fclose(file) != 0) {
-      std::fprintf(stderr, "error: --json %s: cannot write\n", f.json.c_str());
-      return kIoError;
-    }
+  if (f.csv != "-") std::printf("%s", report->ToText().c_str());
+  if (!f.json.empty() && !WriteTextFile("--json", f.json, report->ToJson() + "\n")) {
+    return kIoError;
   }
   return kOk;
 }
@@ -515,12 +607,37 @@ int Main(int argc, char** argv) {
   load_cmd->add_option("--distinct", load.distinct, "distinct requests, generated up front")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  load_cmd->add_option("--concurrency", load.concurrency, "closed loop: calls in flight")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  load_cmd->add_option("--rate", load.rate, "open loop: calls per second (0: closed loop)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  CLI::Option* concurrency =
+      load_cmd->add_option("--concurrency", load.concurrency, "closed loop: calls in flight")
+          ->capture_default_str()
+          ->check(CLI::Range(1, kMaxLoadConcurrency));
+  CLI::Option* rate =
+      load_cmd->add_option("--rate", load.rate, "open loop: calls per second (0: closed loop)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+  CLI::Option* sweep_concurrency =
+      load_cmd
+          ->add_option("--sweep-concurrency", load.sweep_concurrency,
+                       absl::StrFormat("closed loop at each of these concurrencies in turn, e.g. "
+                                       "1,2,4,8 (integers in [1, %d], at most %d), each point "
+                                       "with the same --duration/--requests and --warmup",
+                                       kMaxLoadConcurrency, kMaxSweepPoints))
+          ->excludes(concurrency)
+          ->excludes(rate);
+  load_cmd
+      ->add_option("--sweep-rate", load.sweep_rate,
+                   absl::StrFormat("open loop at each of these rates (calls per second) in turn, "
+                                   "e.g. 100,1000,5000 (at most %d points)",
+                                   kMaxSweepPoints))
+      ->excludes(concurrency)
+      ->excludes(rate)
+      ->excludes(sweep_concurrency);
+  load_cmd->add_option(
+      "--csv", load.csv,
+      "write one CSV row per point (a single run: one row) to FILE, or - for stdout: mode, "
+      "value, op, protocol, sent, not_sent, ok, errors, seconds, throughput_rps, "
+      "sent_bytes_per_s, received_bytes_per_s, p50_us, p90_us, p99_us, p999_us, max_us "
+      "(client/load_sweep.h; tools/plot_load.py plots it)");
   load_cmd
       ->add_option("--max-outstanding", load.max_outstanding,
                    "open loop: most calls in flight; beyond it calls are not sent")
@@ -539,7 +656,9 @@ int Main(int argc, char** argv) {
                    "seconds between progress lines when stderr is not a terminal")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  load_cmd->add_option("--json", load.json, "write the report as JSON to FILE, or - for stdout");
+  load_cmd->add_option("--json", load.json,
+                       "write the report as JSON to FILE, or - for stdout (a sweep: an array of "
+                       "reports, each with its sweep, value, op and protocol)");
   load_cmd->add_option("--params-name", load.params_name,
                        "gather from this resident tensor (only indices travel); its dtype and "
                        "shape replace --dtype, --rows, --slice and --params-shape");

@@ -56,12 +56,12 @@ fi
 # Debian's python3 (which python3-venv completes) is preferred over whatever is first on PATH.
 venv="$repo_root/.venv"
 # prometheus_client parses the server's /metrics in the tests; kubernetes-validate checks the
-# manifests in deploy/k8s against the Kubernetes API schemas, offline; jsonschema validates
-# deploy/monitoring's custom resources against the Prometheus Operator CRDs, and promql-parser
-# parses its PromQL (tests/deploy).
-python_modules="numpy, grpc, grpc_tools, grpc_health, ml_dtypes, setuptools, wheel, prometheus_client, kubernetes_validate, jsonschema, promql_parser"
+# manifests in deploy/k8s against the Kubernetes API schemas, offline; matplotlib draws load
+# sweeps (tools/plot_load.py); jsonschema validates deploy/monitoring's custom resources against
+# the Prometheus Operator CRDs, and promql-parser parses its PromQL (tests/deploy).
+python_modules="numpy, grpc, grpc_tools, grpc_health, ml_dtypes, setuptools, wheel, prometheus_client, kubernetes_validate, matplotlib, jsonschema, promql_parser"
 pip_packages=(numpy grpcio grpcio-tools protobuf grpcio-health-checking ml_dtypes setuptools wheel
-  prometheus_client kubernetes-validate jsonschema promql-parser)
+  prometheus_client kubernetes-validate matplotlib jsonschema promql-parser)
 
 if [ ! -x "$venv/bin/python3" ]; then
   system_python="python3"

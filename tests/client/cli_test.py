@@ -13,11 +13,13 @@ value by value.
 """
 
 import base64
+import csv
 import json
 import math
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -899,7 +901,135 @@ class LoadTest(CliCase):
                 self.assertExit(proc, EXIT_USAGE)
 
 
-# --- --compression ----------------------------------------------------------------------
+# --- Load sweeps (--sweep-concurrency, --sweep-rate, --csv) and tools/plot_load.py ----------
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLOT_LOAD = os.path.join(REPO, "tools", "plot_load.py")
+SWEEP_CSV_HEADER = ["mode", "value", "op", "protocol", "sent", "not_sent", "ok", "errors",
+                    "seconds", "throughput_rps", "sent_bytes_per_s", "received_bytes_per_s",
+                    "p50_us", "p90_us", "p99_us", "p999_us", "max_us"]
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+class LoadSweepTest(CliCase):
+
+    def test_concurrency_sweep_writes_csv_and_json_and_plots(self):
+        csv_path, json_path = tmp_path("sweep.csv"), tmp_path("sweep.json")
+        proc = self.run_ok("load", "--target", SERVER.target, "--sweep-concurrency", "1,2",
+                           "--duration", 0.5, "--warmup", 0.1, "--csv", csv_path,
+                           "--json", json_path, timeout=120)
+        # Progress per point on stderr; a summary line per point on stdout.
+        self.assertIn("sweep: point 1 of 2: concurrency 1", proc.stderr, describe(proc))
+        self.assertIn("sweep: point 2 of 2: concurrency 2", proc.stderr, describe(proc))
+        self.assertRegex(proc.stdout, r"concurrency 1: [0-9.]+ QPS, p50 [0-9.]+ us")
+        self.assertRegex(proc.stdout, r"concurrency 2: [0-9.]+ QPS, p50 [0-9.]+ us")
+
+        rows = read_csv(csv_path)
+        self.assertEqual(rows[0], SWEEP_CSV_HEADER)
+        self.assertEqual(len(rows), 3, rows)
+        points = [dict(zip(rows[0], r)) for r in rows[1:]]
+        for want_value, p in zip(("1", "2"), points):
+            self.assertEqual((p["mode"], p["value"], p["op"], p["protocol"]),
+                             ("closed", want_value, "gather", "native"))
+            self.assertGreater(int(p["sent"]), 0)
+            self.assertEqual(int(p["ok"]), int(p["sent"]))
+            self.assertEqual(int(p["errors"]), 0)
+            self.assertGreater(float(p["throughput_rps"]), 0)
+            self.assertGreater(float(p["received_bytes_per_s"]), 0)
+            lat = [float(p[k]) for k in ("p50_us", "p90_us", "p99_us", "p999_us", "max_us")]
+            self.assertEqual(lat, sorted(lat))
+            self.assertGreater(lat[0], 0)
+
+        with open(json_path) as f:
+            reports = json.load(f)
+        self.assertIsInstance(reports, list)
+        self.assertEqual([r["value"] for r in reports], [1, 2])
+        for r, p in zip(reports, points):
+            for key in LOAD_KEYS:
+                self.assertIn(key, r)
+            self.assertEqual((r["sweep"], r["op"], r["protocol"]),
+                             ("concurrency", "gather", "native"))
+            self.assertEqual(r["sent"], int(p["sent"]))
+            self.assertEqual(r["by_code"], {"OK": r["sent"]})
+
+        # tools/plot_load.py draws both files (same sweep, so two line pairs) into a PNG.
+        png = tmp_path("sweep.png")
+        plot = subprocess.run([sys.executable, PLOT_LOAD, csv_path, json_path, "--label", "csv",
+                               "--label", "json", "--title", "cli_test", "--out", png],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(plot.returncode, 0,
+                         f"plot_load.py failed (matplotlib missing? run tools/install-deps.sh)"
+                         f"\nstdout: {plot.stdout}\nstderr: {plot.stderr}")
+        with open(png, "rb") as f:
+            data = f.read()
+        self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(len(data), 10000)
+
+    def test_plot_load_help_and_bad_input(self):
+        proc = subprocess.run([sys.executable, PLOT_LOAD, "--help"], capture_output=True,
+                              text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for word in ("throughput", "p50", "p99", "--label", "--out"):
+            self.assertIn(word, proc.stdout)
+        bad = tmp_path("bad.csv")
+        with open(bad, "w") as f:
+            f.write("mode,value,throughput_rps,p50_us,p99_us\nclosed,1,fast,1,2\n")
+        proc = subprocess.run([sys.executable, PLOT_LOAD, bad, "--out", tmp_path("bad.png")],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("throughput_rps = 'fast' is not a number", proc.stderr)
+
+    def test_rate_sweep_and_csv_to_stdout(self):
+        proc = self.run_ok("load", "--target", SERVER.target, "--sweep-rate", "50,100",
+                           "--duration", 0.4, "--warmup", 0, "--csv", "-", timeout=120)
+        rows = list(csv.reader(proc.stdout.splitlines()))
+        self.assertEqual(rows[0], SWEEP_CSV_HEADER, describe(proc))
+        self.assertEqual([(r[0], r[1]) for r in rows[1:]], [("open", "50"), ("open", "100")])
+        for r in rows[1:]:
+            self.assertGreater(int(r[4]), 0)
+            self.assertEqual(r[7], "0")
+
+    def test_single_run_csv_is_one_row(self):
+        path = tmp_path("single.csv")
+        proc = self.run_ok("load", "--target", SERVER.target, "--warmup", 0, "--requests", 30,
+                           "--concurrency", 3, "--csv", path, timeout=120)
+        self.assertIn("QPS", proc.stdout)  # the text report stays
+        rows = read_csv(path)
+        self.assertEqual(rows[0], SWEEP_CSV_HEADER)
+        self.assertEqual(len(rows), 2)
+        self.assertEqual(rows[1][:5], ["closed", "3", "gather", "native", "30"])
+
+    def test_sweep_usage_errors(self):
+        cases = [
+            (["--sweep-concurrency", "0"], r"--sweep-concurrency 0: entry 1: concurrency 0"),
+            (["--sweep-concurrency", "1,,2"], r"entry 2 \(''\) is not an integer"),
+            (["--sweep-concurrency", "1,x"], r"entry 2 \('x'\) is not an integer"),
+            (["--sweep-concurrency", "20000"], r"not an integer in \[1, 10000\]"),
+            (["--sweep-concurrency", ",".join(["1"] * 65)], "at most 64 per sweep"),
+            (["--sweep-rate=-3"], r"--sweep-rate -3: entry 1: rate -3"),
+            (["--sweep-rate", "10,nan"], "--sweep-rate"),
+            (["--sweep-rate", "10", "--protocol", "kserve-http"], "closed loop only"),
+            (["--sweep-concurrency", "1", "--csv", "-", "--json", "-"], "both write to stdout"),
+            (["--compression", "gzip", "--protocol", "kserve-http"], "plain HTTP"),
+        ]
+        for args, pattern in cases:
+            with self.subTest(args=args):
+                proc = run_cli("load", "--target", SERVER.target, "--requests", 1, *args)
+                self.assertExit(proc, EXIT_USAGE)
+                self.assertErrorLine(proc, pattern)
+        # CLI11 refuses these itself (its own message).
+        for args in (["--sweep-concurrency", "1,2", "--concurrency", "4"],
+                     ["--sweep-rate", "10", "--rate", "5"],
+                     ["--sweep-rate", "10", "--sweep-concurrency", "1"],
+                     ["--concurrency", "10001"], ["--compression", "zstd"]):
+            with self.subTest(args=args):
+                proc = run_cli("load", "--target", SERVER.target, "--requests", 1, *args)
+                self.assertExit(proc, EXIT_USAGE)
+
 
 class CompressionTest(CliCase):
 
