@@ -137,6 +137,7 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
                        "); delete it first or put with replace = true"));
     }
     held->entry.version = ++last_version_[name];
+    held->entry.stats = it != entries_.end() ? it->second->stats : std::make_shared<RequestStats>();
     if (it != entries_.end()) {
       old = std::move(it->second);
       it->second = entry;

@@ -37,6 +37,7 @@
 #include "absl/types/span.h"
 
 #include "core/dtype.h"
+#include "core/request_stats.h"
 #include "core/shard_spec.h"
 #include "core/table_storage.h"
 #include "core/tensor.h"
@@ -68,6 +69,9 @@ struct ResidentTensor {
   absl::Time created;
   int64_t bytes = 0;               // what it counts against max_resident_bytes
   std::optional<ShardSpec> shard;  // set for one shard of a table
+  // What requests on this name were served (core/request_stats.h): one object for the name,
+  // kept by Put across replacements and dropped with Delete. Never null in the registry.
+  std::shared_ptr<RequestStats> stats;
 
   TableEncoding encoding() const { return EncodingOf(storage); }
   bool compact() const { return storage != TableStorage::kAsIs; }

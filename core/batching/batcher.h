@@ -163,6 +163,9 @@ class Batcher {
 
   // Tasks waiting in the queue now (not counting those on the executor).
   int64_t queue_depth() const;
+  // The most requests the queue holds (BatcherOptions::queue_capacity).
+  int64_t queue_capacity() const { return options_.queue_capacity; }
+  const BatcherOptions& options() const { return options_; }
 
   // Batches handed to the executor and not yet finished.
   int64_t inflight_batches() const;

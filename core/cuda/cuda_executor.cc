@@ -124,6 +124,7 @@ absl::Status CudaExecutor::Impl::Init(const std::vector<int>& ordinals) {
   hooks.on_sticky_error = [this](DeviceState& device, const absl::Status& error) {
     DeviceLost(device, error);
   };
+  hooks.on_batch_stages = options_.on_batch_stages;
   std::vector<std::string> names;
   for (int ordinal : ordinals) {
     TC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), absl::StrCat("selecting device ", ordinal));

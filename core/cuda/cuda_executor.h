@@ -51,12 +51,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 #include "core/batching/executor.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
 
 namespace tensorcompute::cuda {
+
+// A batch's stages on a GPU (CudaExecutorOptions::on_batch_stages).
+struct GpuBatchStages {
+  absl::Duration copy_in;
+  absl::Duration kernel;
+  absl::Duration copy_out;
+};
 
 struct CudaExecutorOptions {
   // Devices to use (CUDA ordinals); empty (default) means every visible device.
@@ -76,6 +84,12 @@ struct CudaExecutorOptions {
   // Called once per device that a sticky CUDA error took out of service (from a worker
   // thread); `healthy()` is false once no device is left.
   std::function<void(int device, const absl::Status& error)> on_device_lost;
+  // Optional: called after every batch the device computed (from a worker thread), with the
+  // time its stages took on the stream, measured with CUDA events: copy_in (staging and
+  // host-to-device copies of the inputs), kernel (the flags reset and the launch) and copy_out
+  // (device-to-host copies, each task's output handed over as its bytes arrive). Must not
+  // block: it delays the slot's next batch.
+  std::function<void(int device, const GpuBatchStages& stages)> on_batch_stages;
 };
 
 // Visible CUDA devices; 0 when there is no driver, no device, or no CUDA in this build.

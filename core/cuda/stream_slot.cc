@@ -52,6 +52,11 @@ absl::StatusOr<std::unique_ptr<StreamSlot>> StreamSlot::Create(DeviceState* devi
     TC_ASSIGN_OR_RETURN(half.buffer, PinnedBuffer::Allocate(slot->half_bytes_));
     TC_ASSIGN_OR_RETURN(half.idle, EventHandle::Create(kEventFlags));
   }
+  if (slot->hooks_.on_batch_stages != nullptr) {
+    for (EventHandle& mark : slot->marks_) {
+      TC_ASSIGN_OR_RETURN(mark, EventHandle::Create(cudaEventBlockingSync));
+    }
+  }
   slot->worker_ = std::thread([s = slot.get()] { s->Loop(); });
   return slot;
 }
@@ -237,12 +242,36 @@ absl::Status StreamSlot::Execute(batching::Batch& tasks) {
   uint8_t* input = buffers->data();
   uint8_t* output = input + output_at;
 
+  bool timed = Mark(0);
   TC_RETURN_IF_ERROR(CopyIn(pass, input));
+  timed = timed && Mark(1);
   TC_RETURN_IF_ERROR(
       CudaError(cudaMemsetAsync(output + pass.flags_offset, 0xff, n * sizeof(uint64_t), stream),
                 "resetting the bad-index flags"));
   TC_RETURN_IF_ERROR(pass.launch(input, output, device_->sm_count, stream));
-  return CopyOut(pass, tasks, output);
+  timed = timed && Mark(2);
+  TC_RETURN_IF_ERROR(CopyOut(pass, tasks, output));
+  // CopyOut waited for the last copy: the stream is idle, so the last mark is reached at once.
+  if (timed && Mark(3)) ReportStages();
+  return absl::OkStatus();
+}
+
+bool StreamSlot::Mark(int i) {
+  if (hooks_.on_batch_stages == nullptr) return false;
+  return cudaEventRecord(marks_[i].get(), stream_.get()) == cudaSuccess;
+}
+
+void StreamSlot::ReportStages() {
+  if (cudaEventSynchronize(marks_[3].get()) != cudaSuccess) return;
+  float ms[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    if (cudaEventElapsedTime(&ms[i], marks_[i].get(), marks_[i + 1].get()) != cudaSuccess) return;
+  }
+  GpuBatchStages stages;
+  stages.copy_in = absl::Microseconds(static_cast<int64_t>(ms[0] * 1000.0f));
+  stages.kernel = absl::Microseconds(static_cast<int64_t>(ms[1] * 1000.0f));
+  stages.copy_out = absl::Microseconds(static_cast<int64_t>(ms[2] * 1000.0f));
+  hooks_.on_batch_stages(device_->ordinal, stages);
 }
 
 // The input buffer is sent in windows of one staging half: every piece (tables, params,

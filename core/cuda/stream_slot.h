@@ -42,6 +42,7 @@
 
 #include "core/batching/executor.h"
 #include "core/cuda/bag_batch.h"
+#include "core/cuda/cuda_executor.h"
 #include "core/cuda/device_buffer.h"
 #include "core/cuda/gather_batch.h"
 
@@ -76,6 +77,8 @@ class StreamSlot {
     // Called, from the worker thread, for every sticky error seen on the device, before
     // the device is marked lost.
     std::function<void(DeviceState& device, const absl::Status& error)> on_sticky_error;
+    // Optional: each computed batch's stages (CudaExecutorOptions::on_batch_stages).
+    std::function<void(int device, const GpuBatchStages& stages)> on_batch_stages;
   };
 
   // A slot on `device` (not owned; outlives the slot) with `staging_bytes` of pinned staging
@@ -117,6 +120,10 @@ class StreamSlot {
   // each one whose output arrived. Returns OK once every task was answered, or the error that
   // stopped it (the tasks not yet answered are still in `tasks`).
   absl::Status Execute(batching::Batch& tasks);
+  // Records stage mark `i` on the stream (only with on_batch_stages); false if it failed.
+  bool Mark(int i);
+  // Reports the marks' intervals once the last is reached (on_batch_stages).
+  void ReportStages();
   // The pass of a batch of gathers (gather_batch.h) or of pooled lookups (bag_batch.h).
   DevicePass GatherPass(const batching::Batch& tasks) const;
   DevicePass BagPass(const batching::Batch& tasks) const;
@@ -130,6 +137,9 @@ class StreamSlot {
   const Hooks hooks_;
   StreamHandle stream_;
   Half halves_[2];
+  // Timing events of a batch's stages: before copy-in, after it, after the kernel, after
+  // copy-out (only with on_batch_stages).
+  EventHandle marks_[4];
   uint64_t half_bytes_ = 0;
   int next_half_ = 0;  // the half the next input chunk goes through
   std::atomic<int64_t> load_{0};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -36,6 +37,27 @@ std::shared_ptr<const ResidentTensor> PutOrDie(TensorRegistry& registry, const s
   auto entry = registry.Put(name, Filled(value, n), DeviceCopy{}, replace, *std::move(reservation));
   EXPECT_THAT(entry.status(), IsOk());
   return entry.ok() ? *entry : nullptr;
+}
+
+TEST(TensorRegistryTest, StatisticsFollowTheNameAcrossReplacementsUntilDeleted) {
+  TensorRegistry registry(1 << 20);
+  auto first = PutOrDie(registry, "t", 1, 4);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(first->stats, nullptr);
+  RequestStages stages;
+  stages.total = absl::Milliseconds(1);
+  first->stats->Record(stages, /*ok=*/true, absl::Now());
+  auto second = PutOrDie(registry, "t", 2, 4, /*replace=*/true);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->stats, first->stats);
+  EXPECT_EQ(second->stats->success().count(), 1);
+  auto other = PutOrDie(registry, "u", 3, 4);
+  EXPECT_NE(other->stats, first->stats);
+  ASSERT_THAT(registry.Delete("t").status(), IsOk());
+  auto again = PutOrDie(registry, "t", 4, 4);
+  ASSERT_NE(again->stats, nullptr);
+  EXPECT_NE(again->stats, first->stats);
+  EXPECT_EQ(again->stats->success().count(), 0);
 }
 
 TEST(TensorRegistryTest, PutFindListDelete) {

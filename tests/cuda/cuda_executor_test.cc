@@ -384,6 +384,43 @@ TEST_F(CudaExecutorTest, TasksLargerThanTheStagingBufferAreChunked) {
   for (const std::unique_ptr<Case>& c : cases) ASSERT_TRUE(AgreesWithCpuAndReference(*c));
 }
 
+TEST_F(CudaExecutorTest, EveryBatchReportsItsStagesWithinItsTime) {
+  absl::Mutex mu;
+  std::vector<std::pair<int, GpuBatchStages>> reported;
+  CudaExecutorOptions options;
+  options.streams_per_device = 1;
+  options.staging_bytes = int64_t{64} << 10;  // several windows each way
+  options.on_batch_stages = [&](int device, const GpuBatchStages& stages) {
+    absl::MutexLock lock(&mu);
+    reported.emplace_back(device, stages);
+  };
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  Rng rng(11);
+  for (int b = 0; b < 3; ++b) {
+    std::vector<std::unique_ptr<Case>> cases;
+    GatherRequest r;
+    r.params = RandomTensor(core::DataType::kFloat32, {4096, 16}, rng);
+    r.indices = RandomIndices(core::DataType::kInt32, {2048}, {4096}, rng);
+    r.axis = 0;
+    cases.push_back(MakeCase(std::move(r)));
+    const absl::Time start = absl::Now();
+    RunBatch(*executor, cases);
+    const absl::Duration wall = absl::Now() - start;
+    ASSERT_TRUE(AgreesWithCpuAndReference(*cases[0]));
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(reported.size(), static_cast<size_t>(b + 1));
+    const auto& [device, stages] = reported.back();
+    EXPECT_EQ(device, 0);
+    // 256 KiB of params in and 128 KiB out through 32 KiB halves: both copies take time, and
+    // the three stages lie within the batch's own time.
+    EXPECT_GT(stages.copy_in, absl::ZeroDuration());
+    EXPECT_GT(stages.copy_out, absl::ZeroDuration());
+    EXPECT_GE(stages.kernel, absl::ZeroDuration());
+    EXPECT_LE(stages.copy_in + stages.kernel + stages.copy_out, wall);
+  }
+}
+
 TEST_F(CudaExecutorTest, CancelledAndExpiredTasksAreNotComputed) {
   std::unique_ptr<CudaExecutor> executor = MakeExecutor();
   ASSERT_NE(executor, nullptr);

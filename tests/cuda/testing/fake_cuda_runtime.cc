@@ -7,11 +7,12 @@
 // What it fakes: one device ("Fake CUDA device", 4 SMs, memory pools supported); streams that
 // run their work in order on a thread of their own, each operation after a random delay of up
 // to 200 us, so that the host races ahead of the "device" as it does on a GPU; events that
-// mark a point in a stream; pinned and device memory from the host heap (device memory filled
-// with garbage; resident tables' cudaMalloc/cudaMemcpy/cudaFree too); and LaunchGatherBatch /
-// LaunchBagBatch, which run RunBatchOnHost (gather_batch.h) / RunBagBatchOnHost (bag_batch.h),
-// the kernels' per-unit code on the CPU, on the stream's timeline. Faults are injected through
-// fake_cuda_runtime.h: a sticky launch failure and out-of-memory.
+// mark a point in a stream (and stamp when the stream reached it, for cudaEventElapsedTime);
+// pinned and device memory from the host heap (device memory filled with garbage; resident
+// tables' cudaMalloc/cudaMemcpy/cudaFree too); and LaunchGatherBatch / LaunchBagBatch, which
+// run RunBatchOnHost (gather_batch.h) / RunBagBatchOnHost (bag_batch.h), the kernels' per-unit
+// code on the CPU, on the stream's timeline. Faults are injected through fake_cuda_runtime.h:
+// a sticky launch failure and out-of-memory.
 //
 // What it cannot prove: real asynchronous semantics (copies and kernels of one stream never
 // overlap here, and a missing synchronisation may go unnoticed when the delays are kind),
@@ -124,6 +125,8 @@ class FakeStream {
 struct FakeEvent {
   FakeStream* stream = nullptr;
   uint64_t position = 0;
+  // When the stream reached the event (ns since the epoch); 0 before.
+  std::atomic<int64_t> reached_ns{0};
 };
 
 FakeStream* AsStream(cudaStream_t s) { return reinterpret_cast<FakeStream*>(s); }
@@ -349,8 +352,20 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  AsEvent(event)->stream = AsStream(stream);
-  AsEvent(event)->position = AsStream(stream)->enqueued();
+  FakeEvent* e = AsEvent(event);
+  e->stream = AsStream(stream);
+  e->reached_ns.store(0);
+  // An op of its own, so that the stream stamps the time it reached the event.
+  e->position =
+      AsStream(stream)->Push([e] { e->reached_ns.store(absl::ToUnixNanos(absl::Now())); });
+  return StickyOr(cudaSuccess);
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  const int64_t from = AsEvent(start)->reached_ns.load();
+  const int64_t to = AsEvent(end)->reached_ns.load();
+  if (from == 0 || to == 0) return cudaErrorNotReady;
+  *ms = static_cast<float>(to - from) / 1e6f;
   return StickyOr(cudaSuccess);
 }
 
