@@ -21,9 +21,12 @@ absl::Status CallGate::Admit(const grpc::CallbackServerContext& context, bool ne
   return Admit(tokens ? AuthorizationOf(context) : std::nullopt, needs_admin);
 }
 
-void CallGate::Answer(Rpc rpc, absl::Time start, const absl::Status& status) {
-  metrics_->CountRequest(rpc, status.code(), absl::Now() - start);
-  if (!status.ok()) errors_->Log(RpcName(rpc), status);
+void CallGate::Answer(Rpc rpc, const CallRecord& record, const absl::Status& status) {
+  const absl::Time now = absl::Now();
+  const core::RequestStages stages = record.Stages(now);
+  metrics_->CountRequest(rpc, status.code(), stages, now);
+  if (record.model != nullptr) record.model->Record(stages, status.ok(), now);
+  if (!status.ok()) errors_->Log(RpcName(rpc), status, record.request_id);
 }
 
 absl::Status CallGate::DrainingError() {

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
+#include "server/call_record.h"
 #include "server/error_log.h"
 #include "server/metrics.h"
 #include "server/token_auth.h"
@@ -37,7 +38,8 @@ class CallGate {
   CallGate(const CallGate&) = delete;
   CallGate& operator=(const CallGate&) = delete;
 
-  // A call came in: it is in flight until its Answer (or Abandon). Returns its start time.
+  // A call came in: it is in flight until its Answer (or Abandon). Returns its start time
+  // (a CallRecord's `arrived`).
   absl::Time Arrive() {
     metrics_->RequestStarted();
     return absl::Now();
@@ -52,9 +54,14 @@ class CallGate {
   absl::Status Admit(std::optional<absl::string_view> authorization, bool needs_admin) const;
   absl::Status Admit(const grpc::CallbackServerContext& context, bool needs_admin) const;
 
-  // The call was answered with `status`: counted under `rpc` with the time since `start` (from
-  // Arrive), and logged when not OK. Call exactly once per Arrive, or Abandon instead.
-  void Answer(Rpc rpc, absl::Time start, const absl::Status& status);
+  // The call was answered with `status`: counted under `rpc` with its stages (call_record.h)
+  // in the RPC's statistics and, when it was submitted to compute, its model's; logged with its
+  // request id when not OK. Call exactly once per Arrive, or Abandon instead.
+  void Answer(Rpc rpc, const CallRecord& record, const absl::Status& status);
+  // The same for a call that computes nothing, arrived at `start` (from Arrive).
+  void Answer(Rpc rpc, absl::Time start, const absl::Status& status) {
+    Answer(rpc, CallRecord(start), status);
+  }
 
   // A call that gRPC ended before its message arrived (cancelled by its client, or its message
   // refused by gRPC's own size limit): no longer in flight, and not counted, as gRPC's own

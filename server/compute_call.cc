@@ -28,6 +28,7 @@ namespace {
 // The views (params already in `out`) and the plan each request asks for.
 absl::Status DecodeOp(const v1::GatherRequest& request, const ComputeService& compute,
                       ComputeRequest* out) {
+  out->builtin = BuiltinModel::kGather;
   TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
   const std::optional<int64_t> axis =
       request.has_axis() ? std::optional<int64_t>(request.axis()) : std::nullopt;
@@ -38,6 +39,7 @@ absl::Status DecodeOp(const v1::GatherRequest& request, const ComputeService& co
 
 absl::Status DecodeOp(const v1::GatherNdRequest& request, const ComputeService& compute,
                       ComputeRequest* out) {
+  out->builtin = BuiltinModel::kGatherNd;
   TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
   TC_ASSIGN_OR_RETURN(out->plan, PlanGatherNdOn(out->table.get(), out->params, out->indices,
                                                 request.batch_dims(), compute.plan_options()));
@@ -46,6 +48,7 @@ absl::Status DecodeOp(const v1::GatherNdRequest& request, const ComputeService& 
 
 absl::Status DecodeOp(const v1::EmbeddingBagRequest& request, const ComputeService& compute,
                       ComputeRequest* out) {
+  out->builtin = BuiltinModel::kEmbeddingBag;
   TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
   if (request.has_offsets()) {
     TC_ASSIGN_OR_RETURN(out->offsets, proto::ViewTensor(request.offsets(), "offsets"));

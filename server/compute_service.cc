@@ -19,6 +19,16 @@ ComputeService::ComputeService(batching::Batcher* batcher, ByteBudget* budget, M
 
 void ComputeService::Submit(ComputeRequest request, ByteBudget::Reservation* reservation,
                             Done done) {
+  if (CallRecord* record = request.record; record != nullptr) {
+    record->submitted = absl::Now();
+    record->model = request.table != nullptr && request.table->stats != nullptr
+                        ? request.table->stats
+                        : metrics_->model_stats(request.builtin);
+    done = [record, done = std::move(done)](absl::Status status) mutable {
+      record->computed = absl::Now();
+      std::move(done)(std::move(status));
+    };
+  }
   if (request.table != nullptr) metrics_->CountLookup(request.table->name);
   if (request.table != nullptr && request.table->shard.has_value()) {
     if (router_ == nullptr) {
@@ -51,6 +61,7 @@ void ComputeService::SubmitCharged(ComputeRequest request, Done done) {
   task->deadline = request.deadline;
   if (request.cancel != nullptr) task->cancel = std::move(request.cancel);
   task->make_output = std::move(request.make_output);
+  if (request.record != nullptr) task->batch_start = &request.record->batch_start;
   task->done = std::move(done);
   absl::Status scheduled = batcher_->Schedule(task);
   if (!scheduled.ok()) std::move(task->done)(std::move(scheduled));  // the task stayed with us

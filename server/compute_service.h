@@ -11,6 +11,7 @@
 //            UNAVAILABLE) -> an executor computes it -> `done` answers.
 //            A request on one shard of a table goes to the shard router instead
 //            (shard_router.h), which splits it by shard and submits its own part here.
+//            The request's CallRecord, when it has one, gets the times of its stages.
 //
 // It never blocks and never takes a lock that compute holds. Small requests that find the
 // server idle are computed on the calling thread before Submit returns (the CPU executor's
@@ -35,6 +36,7 @@
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
 #include "server/byte_budget.h"
+#include "server/call_record.h"
 #include "server/metrics.h"
 
 namespace tensorcompute::server {
@@ -61,6 +63,11 @@ struct ComputeRequest {
   absl::AnyInvocable<core::MutableTensorView() &&> make_output;
   // A shard router's sub-call (server/shard_router.h): served from this server's rows only.
   bool from_router = false;
+  // The front end's account of the call (call_record.h), or null: Submit stamps `submitted`,
+  // has the batch stamp `batch_start` and its done stamp `computed`, and sets `model` to the
+  // table's statistics, or else `builtin`'s. It must outlive `done`'s call.
+  CallRecord* record = nullptr;
+  BuiltinModel builtin = BuiltinModel::kGather;
 };
 
 class ShardRouter;
@@ -109,6 +116,8 @@ class ComputeService {
   }
   const core::TensorRegistry* registry() const { return registry_; }
   ByteBudget& budget() { return *budget_; }
+  // How requests are batched (ModelConfig reports it).
+  const batching::BatcherOptions& batching() const { return batcher_->options(); }
 
  private:
   batching::Batcher* const batcher_;

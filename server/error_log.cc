@@ -3,11 +3,13 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tensorcompute::server {
 
-void ErrorLog::Log(absl::string_view rpc, const absl::Status& status) {
+void ErrorLog::Log(absl::string_view rpc, const absl::Status& status,
+                   absl::string_view request_id) {
   int64_t suppressed = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -26,11 +28,12 @@ void ErrorLog::Log(absl::string_view rpc, const absl::Status& status) {
   }
   // Logged without the lock: spdlog has its own.
   const std::string code = absl::StatusCodeToString(status.code());
+  const std::string id = request_id.empty() ? "" : absl::StrCat(request_id, " ");
   if (suppressed > 0) {
-    spdlog::warn("rpc={} code={} message=\"{}\" (and {} more errors not logged)", std::string(rpc),
-                 code, std::string(status.message()), suppressed);
+    spdlog::warn("{}rpc={} code={} message=\"{}\" (and {} more errors not logged)", id,
+                 std::string(rpc), code, std::string(status.message()), suppressed);
   } else {
-    spdlog::warn("rpc={} code={} message=\"{}\"", std::string(rpc), code,
+    spdlog::warn("{}rpc={} code={} message=\"{}\"", id, std::string(rpc), code,
                  std::string(status.message()));
   }
 }

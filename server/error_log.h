@@ -1,8 +1,8 @@
 // File: server/error_log.h
 //
-// Logs each failed RPC once (RPC, code, message) through spdlog, at most `per_second` lines a
-// second, so a flood of bad requests cannot fill a disk; lines over the rate are counted and
-// reported in the next line that gets through.
+// Logs each failed RPC once (its caller's request id, RPC, code, message) through spdlog, at most
+// `per_second` lines a second, so a flood of bad requests cannot fill a disk; lines over the rate
+// are counted and reported in the next line that gets through.
 //
 // Thread-safety: Log may be called from any thread.
 
@@ -23,8 +23,10 @@ class ErrorLog {
  public:
   explicit ErrorLog(int64_t per_second) : per_second_(per_second) {}
 
+  // Logs `status` of an `rpc`, prefixed with the caller's `request_id` (CallRecord's
+  // "trace_id=..." or "request_id=...") when it sent one.
   // REQUIRES: !status.ok().
-  void Log(absl::string_view rpc, const absl::Status& status);
+  void Log(absl::string_view rpc, const absl::Status& status, absl::string_view request_id = {});
 
  private:
   const int64_t per_second_;

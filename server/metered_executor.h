@@ -22,7 +22,8 @@ namespace tensorcompute::server {
 // An Executor that passes every batch to `inner` and counts, for metrics, the batches it ran
 // and their time on it: from Run to batch_done, summed over batches (so with batches running
 // side by side it grows faster than the clock; divide by the executor's slots for a
-// utilisation). `inner` is not owned and must outlive this.
+// utilisation). It also stamps each task's batch_start (batching::Task) with the batch's
+// start, unless an executor before it did. `inner` is not owned and must outlive this.
 class MeteredExecutor final : public batching::Executor {
  public:
   explicit MeteredExecutor(batching::Executor* inner) : inner_(inner) {}

@@ -40,18 +40,34 @@ const char* RpcName(Rpc rpc) {
       return "ModelMetadata";
     case Rpc::kEmbeddingBag:
       return "EmbeddingBag";
+    case Rpc::kModelConfig:
+      return "ModelConfig";
+    case Rpc::kModelStatistics:
+      return "ModelStatistics";
   }
   return "?";
 }
 
-void Metrics::CountRequest(Rpc rpc, absl::StatusCode code, absl::Duration latency) {
+const char* BuiltinModelName(BuiltinModel model) {
+  switch (model) {
+    case BuiltinModel::kGather:
+      return "gather";
+    case BuiltinModel::kGatherNd:
+      return "gather_nd";
+    case BuiltinModel::kEmbeddingBag:
+      return "embedding_bag";
+  }
+  return "?";
+}
+
+Metrics::Metrics() {
+  for (auto& stats : model_stats_) stats = std::make_shared<core::RequestStats>();
+}
+
+void Metrics::CountRequest(Rpc rpc, absl::StatusCode code, const core::RequestStages& stages,
+                           absl::Time answered) {
   requests_[Index(rpc, code)].fetch_add(1, std::memory_order_relaxed);
-  const int r = static_cast<int>(rpc);
-  latency_ns_[r].fetch_add(absl::ToInt64Nanoseconds(latency), std::memory_order_relaxed);
-  const double seconds = absl::ToDoubleSeconds(latency);
-  int bucket = 0;
-  while (bucket < kLatencyBuckets && seconds > kLatencyBounds[bucket]) ++bucket;
-  latency_buckets_[r][bucket].fetch_add(1, std::memory_order_relaxed);
+  rpc_stats_[static_cast<int>(rpc)].Record(stages, code == absl::StatusCode::kOk, answered);
   inflight_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -77,15 +93,14 @@ std::vector<std::pair<std::string, int64_t>> Metrics::lookups() const {
 }
 
 void Metrics::CountShardCall(int32_t shard, absl::StatusCode code, absl::Duration latency) {
-  const double seconds = absl::ToDoubleSeconds(latency);
-  int bucket = 0;
-  while (bucket < kLatencyBuckets && seconds > kLatencyBounds[bucket]) ++bucket;
   const int c = static_cast<int>(code);
   absl::MutexLock lock(&shard_calls_mu_);
   ShardCalls& calls = shard_calls_[shard];
   ++calls.by_code[c >= 0 && c < kNumCodes ? c : static_cast<int>(absl::StatusCode::kUnknown)];
-  ++calls.latency_buckets[bucket];
-  calls.latency_total += latency;
+  if (calls.latency == nullptr) {
+    calls.latency = std::make_shared<core::Histogram>(core::DurationBounds());
+  }
+  calls.latency->ObserveDuration(latency);
 }
 
 std::vector<std::pair<int32_t, Metrics::ShardCalls>> Metrics::shard_calls() const {

@@ -1,8 +1,10 @@
 // File: server/metrics.h
 //
 // What an operator (and an autoscaler, and the tests) sees of load, latency and batching:
-// requests by RPC and status code, requests in flight, a latency histogram per RPC, batches
-// and their sizes (a histogram), and lookups by resident tensor. The time batches spent on
+// requests by RPC and status code, requests in flight, each RPC's stage histograms (queue,
+// compute, total) and sizes, the built-in models' statistics (a resident table's are its own,
+// core::ResidentTensor::stats), batches and their sizes (a histogram), and lookups by
+// resident tensor. The time batches spent on
 // each executor is metered_executor.h's. Queue depth and batches in flight are read live from the
 // batcher at scrape time. prometheus_metrics.h serves all of it in the Prometheus text format.
 //
@@ -18,6 +20,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +31,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
+#include "core/request_stats.h"
 
 namespace tensorcompute::server {
 
@@ -45,21 +50,28 @@ enum class Rpc {
   kServerMetadata = 9,
   kModelMetadata = 10,
   kEmbeddingBag = 11,
+  // Triton's extensions of KServe v2, over gRPC and HTTP.
+  kModelConfig = 12,
+  kModelStatistics = 13,
 };
-inline constexpr int kNumRpcs = 12;
+inline constexpr int kNumRpcs = 14;
 inline constexpr int kNumCodes = 17;  // absl::StatusCode 0..16
 
 const char* RpcName(Rpc rpc);
 
+// The built-in models: an op whose params come inline. A request on a resident table joins the
+// table's statistics instead (core::ResidentTensor::stats).
+enum class BuiltinModel { kGather = 0, kGatherNd = 1, kEmbeddingBag = 2 };
+inline constexpr int kNumBuiltinModels = 3;
+// "gather", "gather_nd", "embedding_bag": the KServe model names.
+const char* BuiltinModelName(BuiltinModel model);
+
 class Metrics {
  public:
+  Metrics();
+
   // Batch sizes are counted in buckets of upper bounds 1, 2, 4, ..., 2^(kBuckets-1), +inf.
   static constexpr int kBuckets = 12;
-  // Request latency bucket upper bounds, in seconds (then +inf): 100 us to 10 s.
-  static constexpr std::array<double, 16> kLatencyBounds = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-      0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0,  10.0};
-  static constexpr int kLatencyBuckets = static_cast<int>(kLatencyBounds.size());
 
   // An RPC was accepted: in flight until its CountRequest.
   void RequestStarted() { inflight_.fetch_add(1, std::memory_order_relaxed); }
@@ -67,8 +79,10 @@ class Metrics {
   // message refused by gRPC's own size limit): no longer in flight, and not counted, as gRPC's
   // own answers are not.
   void RequestAbandoned() { inflight_.fetch_sub(1, std::memory_order_relaxed); }
-  // An RPC was answered with `code`, `latency` after it arrived.
-  void CountRequest(Rpc rpc, absl::StatusCode code, absl::Duration latency);
+  // An RPC was answered with `code` at `answered`, its stages as given: counted by code, and its
+  // stages recorded in the RPC's statistics (rpc_stats).
+  void CountRequest(Rpc rpc, absl::StatusCode code, const core::RequestStages& stages,
+                    absl::Time answered);
   void CountBatch(int64_t size);
   // A connection was closed as soon as it was accepted because a listener had as many open as
   // it serves (the KServe HTTP front end's http_max_connections).
@@ -90,11 +104,18 @@ class Metrics {
   void CountShardCall(int32_t shard, absl::StatusCode code, absl::Duration latency);
   struct ShardCalls {
     std::array<int64_t, kNumCodes> by_code{};
-    std::array<int64_t, kLatencyBuckets + 1> latency_buckets{};  // as latency_bucket()'s
-    absl::Duration latency_total;
+    std::shared_ptr<core::Histogram> latency;  // seconds, core::DurationBounds()
   };
   // By shard index, for every shard routed to so far.
   std::vector<std::pair<int32_t, ShardCalls>> shard_calls() const;
+
+  // What each RPC's answers took, stage by stage, and their sizes.
+  const core::RequestStats& rpc_stats(Rpc rpc) const { return rpc_stats_[static_cast<int>(rpc)]; }
+  // The statistics of a built-in model (requests with params inline); shared so that a call
+  // record may hold them like a table's.
+  const std::shared_ptr<core::RequestStats>& model_stats(BuiltinModel model) const {
+    return model_stats_[static_cast<int>(model)];
+  }
 
   int64_t requests(Rpc rpc, absl::StatusCode code) const;
   int64_t requests_total() const;
@@ -110,18 +131,6 @@ class Metrics {
   int64_t max_batch_size() const { return max_batch_size_.load(); }
   // Batches whose size is <= 2^bucket and > 2^(bucket-1) (the last bucket: everything larger).
   int64_t batch_size_bucket(int bucket) const { return batch_buckets_[bucket].load(); }
-  // Answers of `rpc` whose latency is <= kLatencyBounds[bucket] and above the bound before
-  // (bucket kLatencyBuckets: everything slower).
-  int64_t latency_bucket(Rpc rpc, int bucket) const {
-    return latency_buckets_[static_cast<int>(rpc)][bucket].load(std::memory_order_relaxed);
-  }
-  absl::Duration latency_total(Rpc rpc) const {
-    return absl::Nanoseconds(latency_ns_[static_cast<int>(rpc)].load(std::memory_order_relaxed));
-  }
-  absl::Duration latency_total() const {
-    return latency_total(Rpc::kGather) + latency_total(Rpc::kGatherNd) +
-           latency_total(Rpc::kEmbeddingBag);
-  }
 
  private:
   mutable absl::Mutex shard_calls_mu_;
@@ -130,8 +139,8 @@ class Metrics {
   absl::flat_hash_map<std::string, int64_t> lookups_ ABSL_GUARDED_BY(lookups_mu_);
   std::array<std::atomic<int64_t>, kNumRpcs * kNumCodes> requests_{};
   std::atomic<int64_t> inflight_{0};
-  std::array<std::atomic<int64_t>, kNumRpcs> latency_ns_{};
-  std::array<std::array<std::atomic<int64_t>, kLatencyBuckets + 1>, kNumRpcs> latency_buckets_{};
+  std::array<core::RequestStats, kNumRpcs> rpc_stats_;
+  std::array<std::shared_ptr<core::RequestStats>, kNumBuiltinModels> model_stats_;
   std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> rejected_connections_{0};
   std::atomic<int64_t> idle_connections_closed_{0};

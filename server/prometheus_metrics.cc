@@ -58,11 +58,20 @@ ClientMetric Histogram(const std::vector<double>& bounds, const std::vector<int6
   return metric;
 }
 
+ClientMetric Histogram(const core::Histogram& h, std::vector<ClientMetric::Label> labels) {
+  return Histogram({h.bounds().begin(), h.bounds().end()}, h.buckets(), h.sum(), std::move(labels));
+}
+
+// The compute RPCs: the ones with queue and compute stages.
+bool Computes(Rpc rpc) {
+  return rpc == Rpc::kGather || rpc == Rpc::kGatherNd || rpc == Rpc::kEmbeddingBag ||
+         rpc == Rpc::kModelInfer;
+}
+
 }  // namespace
 
 MetricsCollector::MetricsCollector(const Metrics* metrics, const batching::Batcher* batcher,
-                                   const ByteBudget* budget,
-                                   std::vector<const MeteredExecutor*> executors,
+                                   const ByteBudget* budget, std::vector<ExecutorGauges> executors,
                                    std::string device, std::string device_description)
     : metrics_(metrics),
       batcher_(batcher),
@@ -95,18 +104,82 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   MetricFamily latency =
       Family("tensorcompute_request_duration_seconds",
              "Time from an RPC's arrival to its answer, by method", MetricType::Histogram);
-  const std::vector<double> latency_bounds(Metrics::kLatencyBounds.begin(),
-                                           Metrics::kLatencyBounds.end());
+  MetricFamily queue_wait = Family(
+      "tensorcompute_queue_duration_seconds",
+      "Time from a compute RPC's submission to compute (its message read and decoded) to the "
+      "start of the batch that computes it, by method",
+      MetricType::Histogram);
+  MetricFamily compute = Family("tensorcompute_compute_duration_seconds",
+                                "Time from a compute RPC's batch start to its output written, "
+                                "by method",
+                                MetricType::Histogram);
+  MetricFamily request_size =
+      Family("tensorcompute_request_size_bytes",
+             "Compute RPCs' request messages (HTTP: bodies), by method", MetricType::Histogram);
+  MetricFamily response_size =
+      Family("tensorcompute_response_size_bytes",
+             "Compute RPCs' OK answers (HTTP: bodies), by method", MetricType::Histogram);
   for (Rpc rpc : rpcs) {
-    std::vector<int64_t> counts;
-    for (int b = 0; b <= Metrics::kLatencyBuckets; ++b) {
-      counts.push_back(metrics_->latency_bucket(rpc, b));
-    }
-    latency.metric.push_back(Histogram(latency_bounds, counts,
-                                       absl::ToDoubleSeconds(metrics_->latency_total(rpc)),
-                                       {{"rpc", RpcName(rpc)}}));
+    const core::RequestStats& stats = metrics_->rpc_stats(rpc);
+    latency.metric.push_back(Histogram(stats.total(), {{"rpc", RpcName(rpc)}}));
+    if (!Computes(rpc)) continue;
+    queue_wait.metric.push_back(Histogram(stats.queue(), {{"rpc", RpcName(rpc)}}));
+    compute.metric.push_back(Histogram(stats.compute(), {{"rpc", RpcName(rpc)}}));
+    request_size.metric.push_back(Histogram(stats.request_bytes(), {{"rpc", RpcName(rpc)}}));
+    response_size.metric.push_back(Histogram(stats.response_bytes(), {{"rpc", RpcName(rpc)}}));
   }
   families.push_back(std::move(latency));
+  families.push_back(std::move(queue_wait));
+  families.push_back(std::move(compute));
+  families.push_back(std::move(request_size));
+  families.push_back(std::move(response_size));
+
+  // By model: the built-in ones, then every resident table.
+  std::vector<std::pair<std::string, std::shared_ptr<const core::RequestStats>>> models;
+  for (int m = 0; m < kNumBuiltinModels; ++m) {
+    const auto model = static_cast<BuiltinModel>(m);
+    models.emplace_back(BuiltinModelName(model), metrics_->model_stats(model));
+  }
+  if (registry_ != nullptr) {
+    for (const auto& table : registry_->List()) {
+      if (table->stats != nullptr) models.emplace_back(table->name, table->stats);
+    }
+  }
+  MetricFamily model_total =
+      Family("tensorcompute_model_request_duration_seconds",
+             "Time from a compute request's arrival to its answer, by model (a resident table, "
+             "or the built-in gather, gather_nd or embedding_bag with params sent)",
+             MetricType::Histogram);
+  MetricFamily model_queue =
+      Family("tensorcompute_model_queue_duration_seconds",
+             "Time from submission to compute to batch start, by model", MetricType::Histogram);
+  MetricFamily model_compute =
+      Family("tensorcompute_model_compute_duration_seconds",
+             "Time from batch start to output written, by model", MetricType::Histogram);
+  for (const auto& [name, stats] : models) {
+    model_total.metric.push_back(Histogram(stats->total(), {{"model", name}}));
+    model_queue.metric.push_back(Histogram(stats->queue(), {{"model", name}}));
+    model_compute.metric.push_back(Histogram(stats->compute(), {{"model", name}}));
+  }
+  families.push_back(std::move(model_total));
+  families.push_back(std::move(model_queue));
+  families.push_back(std::move(model_compute));
+
+  if (gpu_stages_ != nullptr) {
+    MetricFamily stages = Family("tensorcompute_gpu_stage_duration_seconds",
+                                 "Time of each stage of a GPU batch on its stream (CUDA events): "
+                                 "copy_in, kernel, copy_out, by device",
+                                 MetricType::Histogram);
+    for (const GpuStageMetrics::Device* device : gpu_stages_->active()) {
+      stages.metric.push_back(
+          Histogram(device->copy_in, {{"device", device->name}, {"stage", "copy_in"}}));
+      stages.metric.push_back(
+          Histogram(device->kernel, {{"device", device->name}, {"stage", "kernel"}}));
+      stages.metric.push_back(
+          Histogram(device->copy_out, {{"device", device->name}, {"stage", "copy_out"}}));
+    }
+    families.push_back(std::move(stages));
+  }
 
   if (registry_ != nullptr) {
     std::map<std::string, int64_t> bytes_by_device = {{"cpu", 0}};
@@ -155,9 +228,9 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
             Counter(static_cast<double>(counts.by_code[c]),
                     {{"code", absl::StatusCodeToString(code)}, {"shard", label}}));
       }
-      seconds.metric.push_back(
-          Histogram(latency_bounds, {counts.latency_buckets.begin(), counts.latency_buckets.end()},
-                    absl::ToDoubleSeconds(counts.latency_total), {{"shard", label}}));
+      if (counts.latency != nullptr) {
+        seconds.metric.push_back(Histogram(*counts.latency, {{"shard", label}}));
+      }
     }
     families.push_back(std::move(calls));
     families.push_back(std::move(seconds));
@@ -200,6 +273,11 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
                                 "Requests waiting in the batcher's queue", MetricType::Gauge);
     queue.metric.push_back(Gauge(static_cast<double>(batcher_->queue_depth())));
     families.push_back(std::move(queue));
+    MetricFamily capacity =
+        Family("tensorcompute_queue_capacity",
+               "The most requests the batcher's queue holds (--queue_capacity)", MetricType::Gauge);
+    capacity.metric.push_back(Gauge(static_cast<double>(batcher_->queue_capacity())));
+    families.push_back(std::move(capacity));
     MetricFamily batches = Family("tensorcompute_inflight_batches",
                                   "Batches running on the executors now", MetricType::Gauge);
     batches.metric.push_back(Gauge(static_cast<double>(batcher_->inflight_batches())));
@@ -225,14 +303,38 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
       Family("tensorcompute_executor_busy_seconds_total",
              "Time batches spent on each executor, summed over batches (batches run side by side)",
              MetricType::Counter);
-  for (const MeteredExecutor* executor : executors_) {
-    const std::string device(executor->name());
+  MetricFamily slots =
+      Family("tensorcompute_executor_slots",
+             "Batches each executor runs at once (pool threads, GPU streams in service): its "
+             "busy fraction is rate(tensorcompute_executor_busy_seconds_total) / this",
+             MetricType::Gauge);
+  MetricFamily up =
+      Family("tensorcompute_device_up",
+             "1 while an executor is in service, 0 once its GPUs are all lost", MetricType::Gauge);
+  for (const ExecutorGauges& executor : executors_) {
+    const std::string device(executor.metered->name());
     executor_batches.metric.push_back(
-        Counter(static_cast<double>(executor->batches()), {{"device", device}}));
-    busy.metric.push_back(Counter(absl::ToDoubleSeconds(executor->busy()), {{"device", device}}));
+        Counter(static_cast<double>(executor.metered->batches()), {{"device", device}}));
+    busy.metric.push_back(
+        Counter(absl::ToDoubleSeconds(executor.metered->busy()), {{"device", device}}));
+    if (executor.slots) {
+      slots.metric.push_back(Gauge(static_cast<double>(executor.slots()), {{"device", device}}));
+    }
+    up.metric.push_back(Gauge(!executor.up || executor.up() ? 1 : 0, {{"device", device}}));
   }
   families.push_back(std::move(executor_batches));
   families.push_back(std::move(busy));
+  families.push_back(std::move(slots));
+  families.push_back(std::move(up));
+
+  if (serving_) {
+    MetricFamily serving =
+        Family("tensorcompute_serving",
+               "1 while health is SERVING; 0 while preloading, draining or after a lost GPU",
+               MetricType::Gauge);
+    serving.metric.push_back(Gauge(serving_() ? 1 : 0));
+    families.push_back(std::move(serving));
+  }
 
   MetricFamily info =
       Family("tensorcompute_device_info", "Where gathers run (1): device and its description",

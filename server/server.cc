@@ -166,11 +166,19 @@ absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& c
   }
   if (!options_.metrics_listen.empty()) {
     // Before the gRPC port opens, so that a bad metrics address fails Start with nothing served.
-    std::vector<const MeteredExecutor*> metered = {metered_cpu_.get()};
-    if (metered_gpu_ != nullptr) metered.insert(metered.begin(), metered_gpu_.get());
-    auto collector = std::make_shared<MetricsCollector>(
-        &metrics_, batcher_.get(), budget_.get(), std::move(metered), device_, device_description_);
+    std::vector<ExecutorGauges> executors = {
+        {metered_cpu_.get(), [pool = pool_.get()] { return pool->size(); }, nullptr}};
+    if (metered_gpu_ != nullptr) {
+      cuda::CudaExecutor* gpu = cuda_executor_.get();
+      executors.insert(executors.begin(), {metered_gpu_.get(), [gpu] { return gpu->slots(); },
+                                           [gpu] { return gpu->healthy(); }});
+    }
+    auto collector =
+        std::make_shared<MetricsCollector>(&metrics_, batcher_.get(), budget_.get(),
+                                           std::move(executors), device_, device_description_);
     collector->set_registry(registry_.get());
+    collector->set_gpu_stages(gpu_stages_.get());
+    collector->set_serving([this] { return ready_.load(); });
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(options_.metrics_listen, std::move(collector));
     if (!endpoint.ok()) return endpoint.status();
@@ -289,6 +297,11 @@ absl::Status Server::SetUpGpu() {
     gpu_options.fallback = metered_cpu_.get();
     gpu_options.on_device_lost = [this](int ordinal, const absl::Status& error) {
       OnDeviceLost(ordinal, error);
+    };
+    gpu_stages_ = std::make_unique<GpuStageMetrics>(cuda::CudaDeviceCount());
+    gpu_options.on_batch_stages = [stages = gpu_stages_.get()](int ordinal,
+                                                               const cuda::GpuBatchStages& times) {
+      stages->Record(ordinal, times);
     };
     absl::StatusOr<std::unique_ptr<cuda::CudaExecutor>> gpu =
         cuda::CudaExecutor::Create(gpu_options);

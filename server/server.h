@@ -47,6 +47,7 @@
 #include "server/compute_service.h"
 #include "server/error_log.h"
 #include "server/front_end.h"
+#include "server/gpu_stage_metrics.h"
 #include "server/health_listener.h"
 #include "server/memory_trimmer.h"
 #include "server/metered_executor.h"
@@ -160,6 +161,8 @@ class Server {
   bool gpu_lost_ ABSL_GUARDED_BY(health_mu_) = false;  // with device "gpu": stay NOT_SERVING
   // Destroyed after the batcher (which hands it batches) and before the CPU executor and pool
   // (its fallback).
+  // Before the executor that reports to it, so that it outlives the executor's workers.
+  std::unique_ptr<GpuStageMetrics> gpu_stages_;
   std::unique_ptr<cuda::CudaExecutor> cuda_executor_;
   std::unique_ptr<MeteredExecutor> metered_gpu_;  // cuda_executor_ counted, when there is one
   std::unique_ptr<batching::Batcher> batcher_;

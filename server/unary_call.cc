@@ -19,9 +19,16 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
 
 UnaryCall::UnaryCall(CallGate* gate, ComputeService* compute, grpc::CallbackServerContext* context,
                      Rpc rpc)
-    : gate_(*gate), compute_(*compute), context_(*context), rpc_(rpc), start_(gate->Arrive()) {}
+    : gate_(*gate), compute_(*compute), context_(*context), rpc_(rpc), record_(gate->Arrive()) {}
 
 void UnaryCall::Begin() {
+  const auto& metadata = context_.client_metadata();
+  const auto value = [&metadata](const char* key) {
+    const auto it = metadata.find(key);
+    return it == metadata.end() ? absl::string_view()
+                                : absl::string_view(it->second.data(), it->second.size());
+  };
+  SetRequestId(value(kTraceparentKey), value(kRequestIdKey), &record_);
   if (absl::Status admitted = gate_.Admit(context_, /*needs_admin=*/false); !admitted.ok()) {
     return Answer(admitted);
   }
@@ -46,6 +53,7 @@ void UnaryCall::OnReadDone(bool ok) {
     return Finish(ToGrpcStatus(NoMessageError()));
   }
   const int64_t message_bytes = static_cast<int64_t>(message_.Length());
+  record_.request_bytes = message_bytes;
   if (!ReserveDecoded()) return;
   const bool parsed = Parse(&message_);
   reservation_.Shrink(message_bytes);  // parsing frees the received bytes
@@ -94,7 +102,7 @@ void UnaryCall::OnDone() {
     if (context_.IsCancelled()) {
       gate_.Abandon();
     } else {
-      gate_.Answer(rpc_, start_, NoMessageError());
+      gate_.Answer(rpc_, record_, NoMessageError());
     }
   }
   delete this;
@@ -103,15 +111,32 @@ void UnaryCall::OnDone() {
 void UnaryCall::Submit(ComputeRequest request) {
   request.deadline = DeadlineOf(context_);
   request.cancel = cancel_;
+  request.record = &record_;
   compute_.Submit(std::move(request), &reservation_,
                   [this](absl::Status status) { Answer(status); });
 }
 
 void UnaryCall::Answer(const absl::Status& status) {
-  gate_.Answer(rpc_, start_, status);
-  if (!status.ok()) return Finish(ToGrpcStatus(status));
-  grpc::Status written = WriteReply(&reply_);
-  if (!written.ok()) return Finish(written);
+  absl::Status outcome = status;
+  if (outcome.ok()) {
+    const grpc::Status written = WriteReply(&reply_);
+    if (!written.ok()) {
+      outcome = absl::Status(static_cast<absl::StatusCode>(written.error_code()),
+                             written.error_message());
+    }
+    record_.response_bytes = static_cast<int64_t>(reply_.Length());
+  }
+  gate_.Answer(rpc_, record_, outcome);
+  for (const auto& [key, value] : record_.TimingTrailers(absl::Now())) {
+    context_.AddTrailingMetadata(key, value);
+  }
+  if (!outcome.ok()) {
+    if (!record_.request_id.empty()) {
+      context_.AddTrailingMetadata(record_.request_id_header.first,
+                                   record_.request_id_header.second);
+    }
+    return Finish(ToGrpcStatus(outcome));
+  }
   StartWriteAndFinish(&reply_, grpc::WriteOptions(), grpc::Status::OK);
 }
 

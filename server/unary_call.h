@@ -18,8 +18,11 @@
 //              received bytes, freed by parsing, leave the reservation.
 //   Run        the subclass decodes and calls Submit (ComputeService::Submit, with the call's
 //              deadline, cancel flag and reservation), or Answer with its error.
-//   Answer     exactly once on every path: CallGate::Answer (metrics, error log), then Finish
-//              with the error, or WriteReply and the reply.
+//   Answer     exactly once on every path: WriteReply when OK, then CallGate::Answer (metrics,
+//              statistics, error log) with the call's record (call_record.h), then its timing
+//              as trailing metadata (tc-queue-us, tc-compute-us, tc-server-us) and, for an
+//              error, the caller's traceparent or x-request-id echoed; then Finish with the
+//              error, or the reply.
 //
 // Why read after admission: Gather, GatherNd and ModelInfer are unary on the wire, but the
 // services register them as streamed (Service::MarkMethodStreamed), so gRPC calls the handler
@@ -55,6 +58,7 @@
 #include "core/batching/task.h"
 #include "server/byte_budget.h"
 #include "server/call_gate.h"
+#include "server/call_record.h"
 #include "server/compute_service.h"
 #include "server/metrics.h"
 
@@ -81,8 +85,8 @@ class UnaryCall : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
   // to take should be freed here once serialized, so that it is held once, not twice.
   virtual grpc::Status WriteReply(grpc::ByteBuffer* reply) = 0;
 
-  // Computes `request` with this call's deadline, cancel flag and reservation; its outcome is
-  // the answer.
+  // Computes `request` with this call's deadline, cancel flag, reservation and record; its
+  // outcome is the answer. `request.builtin` names the model of params sent inline.
   void Submit(ComputeRequest request);
   // Answers the call. Called exactly once.
   void Answer(const absl::Status& status);
@@ -111,7 +115,7 @@ class UnaryCall : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuf
   ComputeService& compute_;
   grpc::CallbackServerContext& context_;
   const Rpc rpc_;
-  const absl::Time start_;
+  CallRecord record_;
   const std::shared_ptr<batching::CancelFlag> cancel_ = std::make_shared<batching::CancelFlag>();
   grpc::ByteBuffer message_;
   grpc::ByteBuffer reply_;

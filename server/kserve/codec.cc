@@ -20,23 +20,11 @@ using core::DataType;
 using inference::InferParameter;
 using inference::ModelInferRequest;
 
-// The built-in model or table a request names.
-enum class ModelKind { kGather, kGatherNd, kEmbeddingBag, kTable };
+// What a request computes: the built-in model's operation, or a table's `op`, named as the
+// built-in model of that operation.
+using Op = BuiltinModel;
 
-// What a request computes: the built-in model's operation, or a table's `op`.
-enum class Op { kGather, kGatherNd, kEmbeddingBag };
-
-constexpr absl::string_view OpName(Op op) {
-  switch (op) {
-    case Op::kGather:
-      return "gather";
-    case Op::kGatherNd:
-      return "gather_nd";
-    case Op::kEmbeddingBag:
-      return "embedding_bag";
-  }
-  return "";
-}
+absl::string_view OpName(Op op) { return BuiltinModelName(op); }
 
 // The parameters of the operations, and which operations take each.
 struct OpParameter {
@@ -59,10 +47,7 @@ bool Takes(const OpParameter& parameter, Op op) {
   return false;
 }
 
-struct Model {
-  ModelKind kind = ModelKind::kGather;
-  std::shared_ptr<const core::ResidentTensor> table;
-};
+}  // namespace
 
 absl::StatusOr<Model> FindModel(absl::string_view name, absl::string_view version,
                                 const core::TensorRegistry* registry) {
@@ -89,6 +74,8 @@ absl::StatusOr<Model> FindModel(absl::string_view name, absl::string_view versio
   }
   return model;
 }
+
+namespace {
 
 // Checks that every request parameter is one this model knows: a built-in model's operation's
 // parameters; for a table, `op` and those of every operation. Triton's own request parameters
@@ -233,6 +220,7 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
   }
   absl::StatusOr<Op> op = FindOp(parameters, model->kind);
   if (!op.ok()) return op.status();
+  job->op = *op;
 
   // The inputs: params (or a table's tensor) and indices, and a lookup's optional ones.
   const bool table = model->kind == ModelKind::kTable;
@@ -319,6 +307,7 @@ void FillComputeRequest(const InferJob& job, ComputeRequest* request) {
   request->offsets = job.offsets;
   request->weights = job.weights;
   request->table = job.table;
+  request->builtin = job.op;
 }
 
 core::MutableTensorView PrepareInferOutput(InferJob* job, inference::ModelInferResponse* response) {

@@ -70,9 +70,24 @@ inline constexpr absl::string_view kOutputName = "output";
 absl::StatusOr<core::DataType> ParseDatatype(absl::string_view datatype, absl::string_view what);
 
 // One inference request, decoded: what a batching::Task needs, and the storage its views use.
+// The built-in model or table a request names.
+enum class ModelKind { kGather, kGatherNd, kEmbeddingBag, kTable };
+
+struct Model {
+  ModelKind kind = ModelKind::kGather;
+  std::shared_ptr<const core::ResidentTensor> table;  // set for kTable
+};
+
+// The model `name` names ('gather', 'gather_nd', 'embedding_bag', or a resident table of
+// `registry`, which may be null) at `version` ("" or "1"). NOT_FOUND for an unknown model
+// ("model 'x' not found: the models are ...") or version.
+absl::StatusOr<Model> FindModel(absl::string_view name, absl::string_view version,
+                                const core::TensorRegistry* registry);
+
 struct InferJob {
   std::string model_name;
-  batching::TaskPlan plan;  // a gather's, or an embedding_bag's
+  BuiltinModel op = BuiltinModel::kGather;  // the operation (a table's `op` parameter)
+  batching::TaskPlan plan;                  // a gather's, or an embedding_bag's
   core::TensorView params;
   core::TensorView indices;
   core::TensorView offsets;  // embedding_bag's, when sent

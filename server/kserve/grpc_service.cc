@@ -9,6 +9,8 @@
 
 #include "server/grpc_status.h"
 #include "server/kserve/codec.h"
+#include "server/kserve/model_config.h"
+#include "server/kserve/model_statistics.h"
 #include "server/unary_call.h"
 
 namespace tensorcompute::server::kserve {
@@ -146,6 +148,40 @@ grpc::ServerUnaryReactor* GrpcService::ModelMetadata(grpc::CallbackServerContext
     }
   }
   return Done(context, Rpc::kModelMetadata, start, status);
+}
+
+grpc::ServerUnaryReactor* GrpcService::ModelConfig(grpc::CallbackServerContext* context,
+                                                   const inference::ModelConfigRequest* request,
+                                                   inference::ModelConfigResponse* response) {
+  const absl::Time start = gate_->Arrive();
+  absl::Status status = gate_->Admit(*context, /*needs_admin=*/false);
+  if (status.ok()) {
+    absl::StatusOr<inference::ModelConfigResponse> config = kserve::ModelConfig(
+        request->name(), request->version(), compute_->registry(), compute_->batching());
+    if (config.ok()) {
+      *response = *std::move(config);
+    } else {
+      status = config.status();
+    }
+  }
+  return Done(context, Rpc::kModelConfig, start, status);
+}
+
+grpc::ServerUnaryReactor* GrpcService::ModelStatistics(
+    grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
+    inference::ModelStatisticsResponse* response) {
+  const absl::Time start = gate_->Arrive();
+  absl::Status status = gate_->Admit(*context, /*needs_admin=*/false);
+  if (status.ok()) {
+    absl::StatusOr<inference::ModelStatisticsResponse> stats = kserve::ModelStatistics(
+        request->name(), request->version(), compute_->registry(), gate_->metrics());
+    if (stats.ok()) {
+      *response = *std::move(stats);
+    } else {
+      status = stats.status();
+    }
+  }
+  return Done(context, Rpc::kModelStatistics, start, status);
 }
 
 }  // namespace tensorcompute::server::kserve

@@ -15,6 +15,8 @@
 //                  draining). No token needed.
 //   ModelReady     NOT_FOUND for an unknown model or version; ready as kserve::ModelReady.
 //   ServerMetadata, ModelMetadata   as codec.h.
+//   ModelConfig    Triton's: as model_config.h.
+//   ModelStatistics  Triton's: as model_statistics.h (an empty name: every model).
 //
 // Every RPC but ServerLive and ServerReady is admitted by the CallGate like the native service
 // (UNAUTHENTICATED, or UNAVAILABLE while draining); every RPC is answered through it (counted
@@ -55,6 +57,12 @@ class GrpcService final : public inference::GRPCInferenceService::CallbackServic
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
                                           const inference::ModelMetadataRequest* request,
                                           inference::ModelMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
+                                        const inference::ModelConfigRequest* request,
+                                        inference::ModelConfigResponse* response) override;
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
+                                            const inference::ModelStatisticsRequest* request,
+                                            inference::ModelStatisticsResponse* response) override;
 
  private:
   // Counts `status` for `rpc` and finishes the call with it.

@@ -4,6 +4,8 @@
 
 #include "server/kserve/codec.h"
 #include "server/kserve/json.h"
+#include "server/kserve/model_config.h"
+#include "server/kserve/model_statistics.h"
 
 namespace tensorcompute::server::kserve {
 namespace {
@@ -64,6 +66,26 @@ HttpReply HttpEndpoints::Serve(const Route& route, absl::Time start) {
         reply = ReadyReply(*ready && ready_());
       } else {
         status = ready.status();
+      }
+      break;
+    }
+    case Endpoint::kModelConfig: {
+      absl::StatusOr<inference::ModelConfigResponse> config =
+          ModelConfig(route.model, route.version, compute_.registry(), compute_.batching());
+      if (config.ok()) {
+        reply = JsonReply(ModelConfigJson(config->config()));
+      } else {
+        status = config.status();
+      }
+      break;
+    }
+    case Endpoint::kModelStatistics: {
+      absl::StatusOr<inference::ModelStatisticsResponse> stats =
+          ModelStatistics(route.model, route.version, compute_.registry(), gate_.metrics());
+      if (stats.ok()) {
+        reply = JsonReply(ModelStatisticsJson(*stats));
+      } else {
+        status = stats.status();
       }
       break;
     }

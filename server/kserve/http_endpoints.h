@@ -1,6 +1,7 @@
 // File: server/kserve/http_endpoints.h
 //
-// The KServe v2 REST endpoints that answer at once (health, readiness, metadata), and the
+// The KServe v2 REST endpoints that answer at once (health, readiness, metadata, and Triton's
+// model configuration and statistics), and the
 // admission every endpoint but /v2/health/* passes first (the bearer token, draining; the
 // CallGate's). The infer endpoint computes: http_infer_call.h.
 //

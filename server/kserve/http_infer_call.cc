@@ -11,8 +11,10 @@
 
 namespace tensorcompute::server::kserve {
 
-void HttpInferCall::Begin(absl::Time start, ByteBudget::Reservation reservation) {
-  start_ = start;
+void HttpInferCall::Begin(absl::Time start, ByteBudget::Reservation reservation,
+                          absl::string_view traceparent, absl::string_view request_id) {
+  record_ = CallRecord(start);
+  SetRequestId(traceparent, request_id, &record_);
   reservation_ = std::move(reservation);
   cancel_ = std::make_shared<batching::CancelFlag>();
   body_.clear();
@@ -22,6 +24,7 @@ void HttpInferCall::Begin(absl::Time start, ByteBudget::Reservation reservation)
 void HttpInferCall::Start(absl::string_view model, absl::string_view version,
                           std::optional<absl::string_view> header_length, Done done) {
   call_bytes_ = body_.size();
+  record_.request_bytes = static_cast<int64_t>(body_.size());
   // Submit calls `done` once it has taken the request; before that a failure is answered here.
   if (absl::Status submitted = Submit(model, version, header_length, &done); !submitted.ok()) {
     std::move(done)(std::move(submitted));
@@ -65,6 +68,7 @@ absl::Status HttpInferCall::Submit(absl::string_view model, absl::string_view ve
                                  : absl::InfiniteFuture();
   compute_request.cancel = cancel_;
   compute_request.make_output = [this] { return PrepareInferOutput(&job_, &response_); };
+  compute_request.record = &record_;
   compute_.Submit(std::move(compute_request), &reservation_, std::move(*done));
   return absl::OkStatus();
 }
@@ -76,24 +80,30 @@ void HttpInferCall::Cancel() {
 }
 
 HttpReply HttpInferCall::Answer(const absl::Status& status) {
-  if (!status.ok()) {
-    gate_.Answer(Rpc::kModelInfer, start_, status);
-    return StatusReply(status);
-  }
-  CompleteInferResponse(request_, &job_, &response_);
-  gate_.Answer(Rpc::kModelInfer, start_, absl::OkStatus());
-  size_t output_bytes = 0;
-  for (const std::string& raw : response_.raw_output_contents()) output_bytes += raw.size();
-  call_bytes_ = std::max(call_bytes_, output_bytes);
   HttpReply reply;
-  HttpBody body = WriteHttpInferResponse(response_, options_.binary_output,
-                                         /*append_binary=*/false);
-  reply.body = std::move(body.body);
-  if (options_.binary_output) {
-    reply.content_type = "application/octet-stream";
-    reply.header_length = body.header_length;
-    reply.binary = std::move(body.binary);
+  if (!status.ok()) {
+    gate_.Answer(Rpc::kModelInfer, record_, status);
+    reply = StatusReply(status);
+    if (!record_.request_id.empty()) reply.headers.push_back(record_.request_id_header);
+  } else {
+    CompleteInferResponse(request_, &job_, &response_);
+    size_t output_bytes = 0;
+    for (const std::string& raw : response_.raw_output_contents()) output_bytes += raw.size();
+    call_bytes_ = std::max(call_bytes_, output_bytes);
+    HttpBody body = WriteHttpInferResponse(response_, options_.binary_output,
+                                           /*append_binary=*/false);
+    reply.body = std::move(body.body);
+    if (options_.binary_output) {
+      reply.content_type = "application/octet-stream";
+      reply.header_length = body.header_length;
+      reply.binary = std::move(body.binary);
+    }
+    size_t reply_bytes = reply.body.size();
+    for (absl::string_view part : reply.binary) reply_bytes += part.size();
+    record_.response_bytes = static_cast<int64_t>(reply_bytes);
+    gate_.Answer(Rpc::kModelInfer, record_, absl::OkStatus());
   }
+  reply.headers.emplace_back("Server-Timing", record_.ServerTiming(absl::Now()));
   return reply;
 }
 

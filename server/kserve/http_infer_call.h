@@ -56,13 +56,15 @@ class HttpInferCall {
   // Not owned; each must outlive this.
   HttpInferCall(CallGate* gate, ComputeService* compute) : gate_(*gate), compute_(*compute) {}
 
-  // A new call, arrived at `start` (gate->Arrive), holding `reservation` (its body's bytes).
-  void Begin(absl::Time start, ByteBudget::Reservation reservation);
+  // A new call, arrived at `start` (gate->Arrive), holding `reservation` (its body's bytes),
+  // with the request's traceparent and x-request-id header values (empty: none).
+  void Begin(absl::Time start, ByteBudget::Reservation reservation, absl::string_view traceparent,
+             absl::string_view request_id);
 
   // Where the session reads the body; empty after Begin, its capacity kept.
   std::string& body() { return body_; }
   ByteBudget::Reservation& reservation() { return reservation_; }
-  absl::Time start() const { return start_; }
+  absl::Time start() const { return record_.arrived; }
 
   // Decodes body() for model `model` (version `version`, empty: any) and submits it. What the
   // decode holds beside the body (json.h's held bytes) and what the BYTES inputs become
@@ -79,8 +81,9 @@ class HttpInferCall {
   void Cancel();
 
   // Answers the call with `status` (`done`'s, or a failure before Start): counted through the
-  // gate, and the reply to write. An OK reply views the response's bytes (binary output): keep
-  // this call unchanged until it is written.
+  // gate with its record (call_record.h), and the reply to write, with a Server-Timing header
+  // and, for an error, the caller's traceparent or x-request-id echoed. An OK reply views the
+  // response's bytes (binary output): keep this call unchanged until it is written.
   HttpReply Answer(const absl::Status& status);
 
   // The reply was written (or dropped): the reservation is given back, large buffers released.
@@ -92,7 +95,7 @@ class HttpInferCall {
 
   CallGate& gate_;
   ComputeService& compute_;
-  absl::Time start_;
+  CallRecord record_;
   ByteBudget::Reservation reservation_;
   std::shared_ptr<batching::CancelFlag> cancel_;
   std::string body_;

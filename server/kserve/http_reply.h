@@ -2,8 +2,8 @@
 //
 // One HTTP response of the KServe v2 REST front end, as the endpoints (http_endpoints.h) and
 // the infer call (http_infer_call.h) produce it and a session (http_session.h) writes it:
-// status line, Content-Type, Content-Length, the JSON body and, for binary output, the
-// outputs' bytes after it, viewed where they lie (no copy).
+// status line, Content-Type, Content-Length, other fields (Server-Timing), the JSON body and, for
+// binary output, the outputs' bytes after it, viewed where they lie (no copy).
 //
 // Thread-safety: a plain value; the storage `binary` views must outlive the write.
 
@@ -34,6 +34,8 @@ struct HttpReply {
   std::vector<absl::string_view> binary;
   // Close the connection after this response (the request's body was not read, or a limit).
   bool close = false;
+  // More header fields (name, value), e.g. Server-Timing: values free of CR and LF.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // {"error": `message`} with `status`.

@@ -52,6 +52,10 @@ Route MatchRoute(absl::string_view method, absl::string_view target) {
     return route;
   }
   if (parts.size() < 3 || parts[1] != "models" || parts[2].empty()) return route;
+  if (parts.size() == 3 && parts[2] == "stats") {
+    if (get) route.endpoint = Endpoint::kModelStatistics;  // every model: an empty name
+    return route;
+  }
   size_t next = 3;
   std::string version;
   if (parts.size() >= 5 && parts[3] == "versions" && !parts[4].empty()) {
@@ -65,6 +69,10 @@ Route MatchRoute(absl::string_view method, absl::string_view target) {
     if (get) endpoint = Endpoint::kModelReady;
   } else if (parts.size() == next + 1 && parts[next] == "infer") {
     if (method == "POST") endpoint = Endpoint::kInfer;
+  } else if (parts.size() == next + 1 && parts[next] == "config") {
+    if (get) endpoint = Endpoint::kModelConfig;
+  } else if (parts.size() == next + 1 && parts[next] == "stats") {
+    if (get) endpoint = Endpoint::kModelStatistics;
   }
   if (endpoint == Endpoint::kNone) return route;
   route.endpoint = endpoint;
@@ -85,6 +93,10 @@ Rpc RpcOf(Endpoint endpoint) {
       return Rpc::kModelMetadata;
     case Endpoint::kModelReady:
       return Rpc::kModelReady;
+    case Endpoint::kModelConfig:
+      return Rpc::kModelConfig;
+    case Endpoint::kModelStatistics:
+      return Rpc::kModelStatistics;
     case Endpoint::kInfer:
     case Endpoint::kNone:
       break;
@@ -93,9 +105,10 @@ Rpc RpcOf(Endpoint endpoint) {
 }
 
 std::string NoSuchEndpointError(absl::string_view method, absl::string_view target) {
-  return absl::StrCat("no such endpoint: ", method, " ", PathOf(target),
-                      " (KServe v2 REST: /v2, /v2/health/{live,ready}, "
-                      "/v2/models/{name}[/versions/{v}][/ready|/infer])");
+  return absl::StrCat(
+      "no such endpoint: ", method, " ", PathOf(target),
+      " (KServe v2 REST: /v2, /v2/health/{live,ready}, "
+      "/v2/models/{name}[/versions/{v}][/ready|/infer|/config|/stats], /v2/models/stats)");
 }
 
 }  // namespace tensorcompute::server::kserve

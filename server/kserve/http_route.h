@@ -8,6 +8,11 @@
 //   GET  /v2/models/{name}[/versions/{v}]             kModelMetadata
 //   GET  /v2/models/{name}[/versions/{v}]/ready       kModelReady
 //   POST /v2/models/{name}[/versions/{v}]/infer       kInfer
+//   GET  /v2/models/{name}[/versions/{v}]/config      kModelConfig (Triton's extension)
+//   GET  /v2/models/{name}[/versions/{v}]/stats       kModelStatistics (Triton's extension)
+//   GET  /v2/models/stats                             kModelStatistics of every model (an
+//                                                     empty name; as Triton, this hides the
+//                                                     metadata of a model named "stats")
 //
 // anything else (another method included) is kNone, answered 404 with NoSuchEndpointError.
 // {name} and {v} have their %XX escapes decoded.
@@ -26,7 +31,17 @@
 
 namespace tensorcompute::server::kserve {
 
-enum class Endpoint { kNone, kLive, kReady, kServerMetadata, kModelMetadata, kModelReady, kInfer };
+enum class Endpoint {
+  kNone,
+  kLive,
+  kReady,
+  kServerMetadata,
+  kModelMetadata,
+  kModelReady,
+  kInfer,
+  kModelConfig,
+  kModelStatistics,
+};
 
 struct Route {
   Endpoint endpoint = Endpoint::kNone;
@@ -41,7 +56,7 @@ Route MatchRoute(absl::string_view method, absl::string_view target);
 Rpc RpcOf(Endpoint endpoint);
 
 // "no such endpoint: GET /v3 (KServe v2 REST: /v2, /v2/health/{live,ready},
-// /v2/models/{name}[/versions/{v}][/ready|/infer])".
+// /v2/models/{name}[/versions/{v}][/ready|/infer|/config|/stats], /v2/models/stats)".
 std::string NoSuchEndpointError(absl::string_view method, absl::string_view target);
 
 }  // namespace tensorcompute::server::kserve

@@ -219,7 +219,9 @@ class Session final : public std::enable_shared_from_this<Session<Stream>>,
       return Write(StatusReply(refused), body_pending);
     }
     infer_ = context_.infer_calls->Take();
-    infer_->Begin(start, *std::move(reservation));
+    infer_->Begin(start, *std::move(reservation),
+                  FieldOf(parser_->get(), kTraceparentKey).value_or(absl::string_view()),
+                  FieldOf(parser_->get(), kRequestIdKey).value_or(absl::string_view()));
     parser_->get().body().swap(infer_->body());  // read into the call's buffer, capacity kept
     parser_->body_limit(static_cast<uint64_t>(max_body));
     // Beast reads as much as the buffer has room for (at least 512 bytes): 64 KiB reads, not
@@ -351,6 +353,9 @@ class Session final : public std::enable_shared_from_this<Session<Stream>>,
                          "\r\n");
     if (reply_.header_length.has_value()) {
       absl::StrAppend(&head_, kHeaderLengthField, ": ", *reply_.header_length, "\r\n");
+    }
+    for (const auto& [name, value] : reply_.headers) {
+      absl::StrAppend(&head_, name, ": ", value, "\r\n");
     }
     if (close_after_) {
       absl::StrAppend(&head_, "Connection: close\r\n");

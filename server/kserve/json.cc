@@ -170,6 +170,72 @@ std::string ModelMetadataJson(const inference::ModelMetadataResponse& metadata) 
                {"outputs", tensors(metadata.outputs())}});
 }
 
+std::string ModelConfigJson(const inference::ModelConfig& config) {
+  Json inputs = Json::array();
+  for (const inference::ModelInput& input : config.input()) {
+    inputs.push_back({{"name", input.name()},
+                      {"data_type", inference::DataType_Name(input.data_type())},
+                      {"format", "FORMAT_NONE"},
+                      {"dims", List(input.dims())},
+                      {"optional", input.optional()}});
+  }
+  Json outputs = Json::array();
+  for (const inference::ModelOutput& output : config.output()) {
+    outputs.push_back({{"name", output.name()},
+                       {"data_type", inference::DataType_Name(output.data_type())},
+                       {"dims", List(output.dims())}});
+  }
+  Json parameters = Json::object();
+  for (const auto& [name, parameter] : config.parameters()) {
+    parameters[name] = {{"string_value", parameter.string_value()}};
+  }
+  Json root = {{"name", config.name()},
+               {"platform", config.platform()},
+               {"backend", config.backend()},
+               {"max_batch_size", config.max_batch_size()},
+               {"input", std::move(inputs)},
+               {"output", std::move(outputs)},
+               {"parameters", std::move(parameters)}};
+  if (config.has_dynamic_batching()) {
+    const inference::ModelDynamicBatching& batching = config.dynamic_batching();
+    root["dynamic_batching"] = {
+        {"preferred_batch_size", List(batching.preferred_batch_size())},
+        {"max_queue_delay_microseconds", batching.max_queue_delay_microseconds()}};
+  }
+  return Dump(root);
+}
+
+std::string ModelStatisticsJson(const inference::ModelStatisticsResponse& response) {
+  auto duration = [](const inference::StatisticDuration& d) {
+    return Json{{"count", d.count()}, {"ns", d.ns()}};
+  };
+  Json models = Json::array();
+  for (const inference::ModelStatistics& m : response.model_stats()) {
+    const inference::InferStatistics& s = m.inference_stats();
+    Json memory = Json::array();
+    for (const inference::MemoryUsage& u : m.memory_usage()) {
+      memory.push_back({{"type", u.type()}, {"id", u.id()}, {"byte_size", u.byte_size()}});
+    }
+    models.push_back({{"name", m.name()},
+                      {"version", m.version()},
+                      {"last_inference", m.last_inference()},
+                      {"inference_count", m.inference_count()},
+                      {"execution_count", m.execution_count()},
+                      {"inference_stats",
+                       {{"success", duration(s.success())},
+                        {"fail", duration(s.fail())},
+                        {"queue", duration(s.queue())},
+                        {"compute_input", duration(s.compute_input())},
+                        {"compute_infer", duration(s.compute_infer())},
+                        {"compute_output", duration(s.compute_output())},
+                        {"cache_hit", duration(s.cache_hit())},
+                        {"cache_miss", duration(s.cache_miss())}}},
+                      {"batch_stats", Json::array()},
+                      {"memory_usage", std::move(memory)}});
+  }
+  return Dump({{"model_stats", std::move(models)}});
+}
+
 std::string ErrorJson(absl::string_view message) { return Dump({{"error", std::string(message)}}); }
 
 }  // namespace tensorcompute::server::kserve

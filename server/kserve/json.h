@@ -115,6 +115,12 @@ HttpBody WriteHttpInferResponse(const inference::ModelInferResponse& response, b
 std::string ServerMetadataJson(const inference::ServerMetadataResponse& metadata);
 std::string ModelMetadataJson(const inference::ModelMetadataResponse& metadata);
 
+// Triton's JSON of a model's configuration (GET .../config: the ModelConfig message's fields by
+// their proto names, enums by name) and of models' statistics (GET .../stats: numbers, not
+// strings, for the 64-bit counters, as Triton writes them).
+std::string ModelConfigJson(const inference::ModelConfig& config);
+std::string ModelStatisticsJson(const inference::ModelStatisticsResponse& response);
+
 // {"error": "<message>"}.
 std::string ErrorJson(absl::string_view message);
 

@@ -29,6 +29,23 @@ TEST(HttpRoute, ModelEndpointsWithAndWithoutVersion) {
   EXPECT_EQ(infer.model, "gather_nd");
 }
 
+TEST(HttpRoute, TritonsConfigAndStatistics) {
+  const Route config = MatchRoute("GET", "/v2/models/emb/versions/1/config");
+  EXPECT_EQ(config.endpoint, Endpoint::kModelConfig);
+  EXPECT_EQ(config.model, "emb");
+  EXPECT_EQ(config.version, "1");
+  const Route stats = MatchRoute("GET", "/v2/models/gather/stats");
+  EXPECT_EQ(stats.endpoint, Endpoint::kModelStatistics);
+  EXPECT_EQ(stats.model, "gather");
+  const Route all = MatchRoute("GET", "/v2/models/stats");
+  EXPECT_EQ(all.endpoint, Endpoint::kModelStatistics);
+  EXPECT_EQ(all.model, "");
+  EXPECT_EQ(MatchRoute("POST", "/v2/models/gather/stats").endpoint, Endpoint::kNone);
+  EXPECT_EQ(MatchRoute("POST", "/v2/models/gather/config").endpoint, Endpoint::kNone);
+  EXPECT_EQ(RpcOf(Endpoint::kModelConfig), Rpc::kModelConfig);
+  EXPECT_EQ(RpcOf(Endpoint::kModelStatistics), Rpc::kModelStatistics);
+}
+
 TEST(HttpRoute, NameAndVersionAreUnescaped) {
   const Route route = MatchRoute("GET", "/v2/models/my%20table/versions/%31");
   EXPECT_EQ(route.endpoint, Endpoint::kModelMetadata);
@@ -52,7 +69,7 @@ TEST(HttpRoute, WrongMethodOrPathIsNone) {
 TEST(HttpRoute, NoSuchEndpointNamesTheRequestAndTheEndpoints) {
   EXPECT_EQ(NoSuchEndpointError("GET", "/v3/nothing?x=1"),
             "no such endpoint: GET /v3/nothing (KServe v2 REST: /v2, /v2/health/{live,ready}, "
-            "/v2/models/{name}[/versions/{v}][/ready|/infer])");
+            "/v2/models/{name}[/versions/{v}][/ready|/infer|/config|/stats], /v2/models/stats)");
 }
 
 }  // namespace
