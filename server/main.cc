@@ -98,6 +98,9 @@ ABSL_FLAG(int64_t, max_connection_age_s, 0,
           "over new replicas; 0 = never");
 ABSL_FLAG(int64_t, max_connection_age_grace_s, 30,
           "after that GOAWAY, how long the connection's RPCs in flight may take");
+ABSL_FLAG(std::string, grpc_compression, "none",
+          "compress gRPC answers for clients that accept it: none, gzip or deflate (requests "
+          "may always come compressed)");
 // Security (server_options.h; docs/deploy.md "TLS and tokens").
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS (with --tls_key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
@@ -287,6 +290,7 @@ int main(int argc, char** argv) {
   options.max_connection_idle = absl::Seconds(absl::GetFlag(FLAGS_max_connection_idle_s));
   options.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   options.max_connection_age_grace = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_s));
+  options.grpc_compression = absl::GetFlag(FLAGS_grpc_compression);
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);

@@ -19,6 +19,10 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("device must be auto, cpu or gpu, not \"", device, "\""));
   }
+  if (grpc_compression != "none" && grpc_compression != "gzip" && grpc_compression != "deflate") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grpc_compression must be none, gzip or deflate, not \"", grpc_compression, "\""));
+  }
   if (max_connection_age < absl::ZeroDuration() ||
       max_connection_age_grace < absl::ZeroDuration() || drain_notice < absl::ZeroDuration() ||
       max_connection_idle < absl::ZeroDuration()) {

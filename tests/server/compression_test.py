@@ -1,0 +1,84 @@
+"""gRPC compression on the real tensorcompute-server: --grpc_compression=gzip|deflate compresses
+answers for clients that accept it (counted on the wire through a TCP forwarder), the answers
+are the same bytes, compressed requests are accepted whatever the flag says, and a bad value
+stops the server at start.
+
+Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINARY set, after
+the Python client is installed into .venv.
+"""
+
+import os
+import subprocess
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+import tensorcompute
+from counting_proxy import CountingProxy
+from server_process import ServerProcess
+
+ROWS = 4096
+
+
+class CompressionTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="compression_test.")
+        cls.zeros = os.path.join(cls.tmp.name, "zeros.npy")
+        np.save(cls.zeros, np.zeros((ROWS, 64), np.float32))
+        cls.noise = np.random.default_rng(1).standard_normal((ROWS, 64)).astype(np.float32)
+        cls.noise_path = os.path.join(cls.tmp.name, "noise.npy")
+        np.save(cls.noise_path, cls.noise)
+        cls.indices = np.arange(ROWS, dtype=np.int64)[::-1].copy()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def received(self, flag, table, client_compression=None):
+        """The answer and the bytes the client received for one gather of every row."""
+        with ServerProcess(f"--grpc_compression={flag}",
+                           f"--preload=zeros={self.zeros},noise={self.noise_path}") as server:
+            with CountingProxy(server.target) as proxy:
+                with tensorcompute.Client(proxy.target, compression=client_compression) as c:
+                    for _ in range(100):  # until --preload is done
+                        try:
+                            out = c.gather(None, self.indices, params_name=table)
+                            break
+                        except tensorcompute.TensorComputeError:
+                            time.sleep(0.1)
+                    before = proxy.received
+                    out = c.gather(None, self.indices, params_name=table)
+                    return out, proxy.received - before
+
+    def test_answers_are_compressed_for_clients_that_accept_it(self):
+        answer_bytes = ROWS * 64 * 4
+        plain, plain_bytes = self.received("none", "zeros")
+        self.assertGreater(plain_bytes, answer_bytes)
+        for flag in ("gzip", "deflate"):
+            out, wire = self.received(flag, "zeros")
+            np.testing.assert_array_equal(out, plain)
+            self.assertLess(wire, answer_bytes // 20, flag)
+
+    def test_incompressible_answers_stay_the_same_bytes(self):
+        out, wire = self.received("gzip", "noise")
+        np.testing.assert_array_equal(out, self.noise[self.indices])
+        self.assertGreater(wire, ROWS * 64 * 4 * 0.85)
+
+    def test_compressed_requests_are_accepted_without_the_flag(self):
+        out, _ = self.received("none", "noise", client_compression="gzip")
+        np.testing.assert_array_equal(out, self.noise[self.indices])
+
+    def test_a_bad_value_stops_the_server_at_start(self):
+        result = subprocess.run([os.environ["TC_SERVER_BINARY"], "--listen=127.0.0.1:0",
+                                 "--metrics_listen=", "--grpc_compression=brotli"],
+                                capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn('grpc_compression must be none, gzip or deflate, not "brotli"',
+                      result.stdout + result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
