@@ -29,7 +29,6 @@ void ComputeService::Submit(ComputeRequest request, ByteBudget::Reservation* res
       std::move(done)(std::move(status));
     };
   }
-  if (request.table != nullptr) metrics_->CountLookup(request.table->name);
   if (request.table != nullptr && request.table->shard.has_value()) {
     if (router_ == nullptr) {
       return std::move(done)(absl::FailedPreconditionError(

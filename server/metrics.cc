@@ -82,16 +82,6 @@ void Metrics::CountBatch(int64_t size) {
   batch_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
 }
 
-void Metrics::CountLookup(absl::string_view name) {
-  absl::MutexLock lock(&lookups_mu_);
-  ++lookups_[name];
-}
-
-std::vector<std::pair<std::string, int64_t>> Metrics::lookups() const {
-  absl::MutexLock lock(&lookups_mu_);
-  return {lookups_.begin(), lookups_.end()};
-}
-
 void Metrics::CountShardCall(int32_t shard, absl::StatusCode code, absl::Duration latency) {
   const int c = static_cast<int>(code);
   absl::MutexLock lock(&shard_calls_mu_);

@@ -3,10 +3,9 @@
 // What an operator (and an autoscaler, and the tests) sees of load, latency and batching:
 // requests by RPC and status code, requests in flight, each RPC's stage histograms (queue,
 // compute, total) and sizes, the built-in models' statistics (a resident table's are its own,
-// core::ResidentTensor::stats), batches and their sizes (a histogram), and lookups by
-// resident tensor. The time batches spent on
-// each executor is metered_executor.h's. Queue depth and batches in flight are read live from the
-// batcher at scrape time. prometheus_metrics.h serves all of it in the Prometheus text format.
+// core::ResidentTensor::stats), and batches and their sizes (a histogram). The time batches spent
+// on each executor is metered_executor.h's. Queue depth and batches in flight are read live from
+// the batcher at scrape time. prometheus_metrics.h serves all of it in the Prometheus text format.
 //
 // The hot path only does relaxed atomic adds (no lock, no allocation): prometheus-cpp's own
 // Histogram takes a mutex on every Observe, so the counters live here and are converted to
@@ -92,11 +91,6 @@ class Metrics {
   void CountIdleConnectionClosed() {
     idle_connections_closed_.fetch_add(1, std::memory_order_relaxed);
   }
-  // A gather by params_name found resident tensor `name`. (Names are bounded by the tensors
-  // ever stored; a short lock, beside the request's own costs.)
-  void CountLookup(absl::string_view name);
-  // Lookups by tensor name, including names since deleted.
-  std::vector<std::pair<std::string, int64_t>> lookups() const;
 
   // A shard router's part (shard_router.h) for shard `shard` ended with `code` after
   // `latency`: a sub-call to a peer, or this server's own part. (A short lock, beside a
@@ -135,8 +129,6 @@ class Metrics {
  private:
   mutable absl::Mutex shard_calls_mu_;
   absl::flat_hash_map<int32_t, ShardCalls> shard_calls_ ABSL_GUARDED_BY(shard_calls_mu_);
-  mutable absl::Mutex lookups_mu_;
-  absl::flat_hash_map<std::string, int64_t> lookups_ ABSL_GUARDED_BY(lookups_mu_);
   std::array<std::atomic<int64_t>, kNumRpcs * kNumCodes> requests_{};
   std::atomic<int64_t> inflight_{0};
   std::array<core::RequestStats, kNumRpcs> rpc_stats_;

@@ -202,10 +202,15 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
                                MetricType::Gauge);
     held.metric.push_back(Gauge(static_cast<double>(registry_->resident_bytes())));
     families.push_back(std::move(held));
-    MetricFamily lookups = Family("tensorcompute_resident_lookups_total",
-                                  "Gathers by params_name, by tensor name", MetricType::Counter);
-    for (const auto& [name, n] : metrics_->lookups()) {
-      lookups.metric.push_back(Counter(static_cast<double>(n), {{"tensor", name}}));
+    MetricFamily lookups =
+        Family("tensorcompute_resident_lookups_total",
+               "Requests answered on each resident table (gathers and lookups by name, every "
+               "front end), since the name was first stored",
+               MetricType::Counter);
+    for (const auto& table : tables) {
+      if (table->stats == nullptr) continue;
+      lookups.metric.push_back(
+          Counter(static_cast<double>(table->stats->total().count()), {{"tensor", table->name}}));
     }
     families.push_back(std::move(lookups));
   }

@@ -40,7 +40,8 @@
 //   tensorcompute_resident_bytes{device}                gauge      resident tables' bytes
 //   tensorcompute_resident_tensors                      gauge      resident tables stored
 //   tensorcompute_resident_bytes_held                   gauge      of max_resident_bytes in use
-//   tensorcompute_resident_lookups_total{tensor}        counter    gathers by params_name
+//   tensorcompute_resident_lookups_total{tensor}        counter    requests answered on each
+//                                                                  resident table
 //   tensorcompute_shard_calls_total{shard,code}         counter    routed parts by shard, code
 //   tensorcompute_shard_call_duration_seconds{shard}    histogram  a routed part's time
 //

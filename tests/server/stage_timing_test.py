@@ -175,6 +175,7 @@ class StageTimingTest(unittest.TestCase):
                        "tensorcompute_model_request_duration_seconds"):
             self.assertEqual(delta(family + "_count", model="gather"), 3, family)
             self.assertEqual(delta(family + "_count", model="emb"), table_calls, family)
+        self.assertEqual(delta("tensorcompute_resident_lookups_total", tensor="emb"), table_calls)
         # The same counters as Triton's statistics: the table's requests over every protocol.
         status, _, body = self.http("/v2/models/emb/stats")
         self.assertEqual(status, 200)
