@@ -51,11 +51,6 @@ void ApplyBuilderOptions(const ServerOptions& options, grpc::ServerBuilder* buil
     builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                                 Milliseconds(options.max_connection_idle));
   }
-  if (options.grpc_compression == "gzip") {
-    builder->SetDefaultCompressionAlgorithm(GRPC_COMPRESS_GZIP);
-  } else if (options.grpc_compression == "deflate") {
-    builder->SetDefaultCompressionAlgorithm(GRPC_COMPRESS_DEFLATE);
-  }
   if (options.max_connection_age > absl::ZeroDuration()) {
     builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                                 Milliseconds(options.max_connection_age));

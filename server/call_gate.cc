@@ -29,6 +29,10 @@ void CallGate::Answer(Rpc rpc, const CallRecord& record, const absl::Status& sta
   if (!status.ok()) errors_->Log(RpcName(rpc), status, record.request_id);
 }
 
+void CallGate::Compress(grpc::CallbackServerContext& context) const {
+  if (compression_ != GRPC_COMPRESS_NONE) context.set_compression_algorithm(compression_);
+}
+
 absl::Status CallGate::DrainingError() {
   return absl::UnavailableError("server is draining; retry on another replica");
 }

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "grpc/compression.h"
 
 #include "server/call_record.h"
 #include "server/error_log.h"
@@ -75,6 +76,15 @@ class CallGate {
   // UNAVAILABLE "server is draining; retry on another replica".
   static absl::Status DrainingError();
 
+  // How the compute answers are compressed (--grpc_compression): set once, before serving.
+  // Per call, not the server's default, because Debian's gRPC 1.51 C++ client crashes when its
+  // client-side health check (grpc.health.v1 Watch) receives a compressed message: health
+  // answers stay plain.
+  void set_compression(grpc_compression_algorithm algorithm) { compression_ = algorithm; }
+  // Sets `context`'s answer compression to the configured algorithm (gRPC leaves it off for a
+  // client that does not accept it).
+  void Compress(grpc::CallbackServerContext& context) const;
+
   Metrics& metrics() { return *metrics_; }
 
  private:
@@ -85,6 +95,7 @@ class CallGate {
   const TokenAuth* const auth_;
   const TokenAuth* const admin_;
   std::atomic<bool> draining_{false};
+  grpc_compression_algorithm compression_ = GRPC_COMPRESS_NONE;
 };
 
 // The call's "authorization" metadata, if any.

@@ -123,6 +123,8 @@ absl::Status Server::SetUpCompute() {
   budget_ = std::make_unique<ByteBudget>(options_.max_inflight_bytes,
                                          2 * options_.max_message_bytes, options_.queue_capacity);
   gate_ = std::make_unique<CallGate>(&metrics_, &errors_, auth_.get(), admin_.get());
+  if (options_.grpc_compression == "gzip") gate_->set_compression(GRPC_COMPRESS_GZIP);
+  if (options_.grpc_compression == "deflate") gate_->set_compression(GRPC_COMPRESS_DEFLATE);
   compute_ = std::make_unique<ComputeService>(batcher_.get(), budget_.get(), &metrics_,
                                               registry_.get(), plan_options);
   ShardRouterOptions router_options;

@@ -130,11 +130,12 @@ struct ServerOptions {
   absl::Duration max_connection_age = absl::ZeroDuration();
   absl::Duration max_connection_age_grace = absl::Seconds(30);
 
-  // How gRPC answers are compressed: "none" (default), "gzip" or "deflate", for clients that
-  // accept it (gRPC negotiates: a client that does not gets them plain). Compressed requests
-  // are accepted whatever this says, and max_message_bytes bounds them decompressed.
-  // Compression costs CPU on both sides and pays only for compressible tables over slow
-  // networks (docs/performance.md).
+  // How the compute RPCs' answers (Gather, GatherNd, EmbeddingBag, ModelInfer) are compressed:
+  // "none" (default), "gzip" or "deflate", for clients that accept it (gRPC negotiates: a
+  // client that does not gets them plain). Health and the small metadata answers stay plain.
+  // Compressed requests are accepted whatever this says, and max_message_bytes bounds them
+  // decompressed. Compression costs CPU on both sides and pays only for compressible tables over
+  // slow networks (docs/performance.md).
   std::string grpc_compression = "none";
 
   // --- gRPC transport settings for production (each protects against one kind of client) ---

@@ -137,6 +137,7 @@ void UnaryCall::Answer(const absl::Status& status) {
     }
     return Finish(ToGrpcStatus(outcome));
   }
+  gate_.Compress(context_);
   StartWriteAndFinish(&reply_, grpc::WriteOptions(), grpc::Status::OK);
 }
 

@@ -11,8 +11,9 @@ sparse embeddings are), and "incompressible", standard normal noise. For each ta
 setting (none, gzip, deflate) it starts build/server/tensorcompute-server with
 --grpc_compression=SETTING and --preload of both, runs `tensorcompute load --params-name TABLE
 --indices N` (a Gather of N random rows by name: N * 256 B answers) with the client's
---compression the same, and reads the server's bytes written to its sockets from
-/proc/PID/io (wchar) around the run: bytes on the wire per answer. Prints the medians of QPS,
+--compression the same, and reads the loopback interface's transmitted bytes
+(/proc/net/dev) around the run: bytes on the wire per call, both ways, headers included
+(nothing else should use the loopback meanwhile). Prints the medians of QPS,
 p50 and wire bytes per answer, and QPS and bytes as ratios to the uncompressed run of the same
 table (the ceiling: the same bytes, uncompressed, through the same server). Client and server
 share this machine's cores: compression's CPU cost shows as lower QPS here; across a slow
@@ -42,12 +43,14 @@ def start(server_bin, flags):
     sys.exit(f"{server_bin} did not start")
 
 
-def written(pid):
-    with open(f"/proc/{pid}/io") as f:
+def loopback_bytes():
+    """Bytes sent over the loopback interface so far (each packet counted once)."""
+    with open("/proc/net/dev") as f:
         for line in f:
-            if line.startswith("wchar:"):
-                return int(line.split()[1])
-    raise RuntimeError("no wchar")
+            name, _, counters = line.partition(":")
+            if name.strip() == "lo":
+                return int(counters.split()[8])  # transmit bytes
+    raise RuntimeError("no loopback interface in /proc/net/dev")
 
 
 def main():
@@ -72,7 +75,7 @@ def main():
         tables[name] = path
     preload = ",".join(f"{name}={path}" for name, path in tables.items())
     print(f"{'table':15} {'compression':11} {'QPS':>8} {'ratio':>6} {'p50 us':>8} "
-          f"{'wire B/answer':>14} {'ratio':>6}   (medians of {args.repetitions} x "
+          f"{'wire B/call':>14} {'ratio':>6}   (medians of {args.repetitions} x "
           f"{args.seconds:g} s; {args.indices} rows of {DIM * 4} B per answer, concurrency "
           f"{args.concurrency})")
     for table in tables:
@@ -89,18 +92,18 @@ def main():
                     time.sleep(0.1)
                 runs = []
                 for _ in range(args.repetitions):
-                    before = written(process.pid)
+                    before = loopback_bytes()
                     out = subprocess.run(
                         [cli, "load", "--target", target, "--params-name", table,
                          "--indices", args.indices, "--concurrency", args.concurrency,
                          "--duration", str(args.seconds), "--warmup", "0", "--distinct", "64",
                          "--compression", setting, "--retries", "20", "--json", "-"],
                         capture_output=True, text=True, check=True).stdout
-                    wire = written(process.pid) - before
+                    wire = loopback_bytes() - before
                     report = json.loads(out.strip().splitlines()[-1])
                     if report["by_code"] != {"OK": report["sent"]}:
                         sys.exit(f"{table} {setting}: {report['by_code']}")
-                    # No warmup: every answer the server wrote is one of `sent`.
+                    # No warmup: every call on the wire is one of `sent`.
                     runs.append((report["qps"], report["latency_us_p50"],
                                  wire / max(1, report["sent"]), report))
             finally:

@@ -1,6 +1,7 @@
 """gRPC compression on the real tensorcompute-server: --grpc_compression=gzip|deflate compresses
-answers for clients that accept it (counted on the wire through a TCP forwarder), the answers
-are the same bytes, compressed requests are accepted whatever the flag says, and a bad value
+the compute answers for clients that accept it (counted on the wire through a TCP forwarder),
+the answers are the same bytes, the C++ CLI (Debian's gRPC 1.51, client-side health checking)
+works against it, compressed requests are accepted whatever the flag says, and a bad value
 stops the server at start.
 
 Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINARY set, after
@@ -70,6 +71,33 @@ class CompressionTest(unittest.TestCase):
     def test_compressed_requests_are_accepted_without_the_flag(self):
         out, _ = self.received("none", "noise", client_compression="gzip")
         np.testing.assert_array_equal(out, self.noise[self.indices])
+
+    def test_the_cpp_client_gets_compressed_answers_and_plain_health(self):
+        # Debian's gRPC 1.51 C++ client crashed when its client-side health check received a
+        # compressed message: the server compresses only the compute answers.
+        cli = os.environ.get("TC_CLI_BINARY")
+        if not cli:
+            self.skipTest("TC_CLI_BINARY not set")
+        indices = os.path.join(self.tmp.name, "indices.json")
+        with open(indices, "w") as f:
+            f.write('{"dtype": "int64", "values": %s}' % list(range(0, ROWS, 2)))
+        with ServerProcess("--grpc_compression=gzip", f"--preload=zeros={self.zeros}") as server:
+            for _ in range(100):
+                listed = subprocess.run([cli, "list", "--target", server.target],
+                                        capture_output=True, text=True, timeout=60)
+                self.assertEqual(listed.returncode, 0, listed.stderr)
+                if "zeros" in listed.stdout:
+                    break
+                time.sleep(0.1)
+            with CountingProxy(server.target) as proxy:
+                out = os.path.join(self.tmp.name, "out.npy")
+                got = subprocess.run([cli, "gather", "--target", proxy.target, "--params-name",
+                                      "zeros", "--indices", indices, "--out", out],
+                                     capture_output=True, text=True, timeout=60)
+                self.assertEqual(got.returncode, 0, got.stderr)
+                self.assertEqual(np.load(out).shape, (ROWS // 2, 64))
+                self.assertFalse(np.load(out).any())
+                self.assertLess(proxy.received, ROWS // 2 * 64 * 4 // 20)
 
     def test_a_bad_value_stops_the_server_at_start(self):
         result = subprocess.run([os.environ["TC_SERVER_BINARY"], "--listen=127.0.0.1:0",
