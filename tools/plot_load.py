@@ -20,6 +20,7 @@ the Agg backend, so no display is needed. Exit codes: 0 written, 2 bad arguments
 import argparse
 import csv
 import json
+import math
 import os
 import sys
 
@@ -27,6 +28,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (after the backend is chosen)
+from matplotlib import ticker  # noqa: E402
 
 
 class InputError(Exception):
@@ -92,6 +94,16 @@ def read_points(path):
     return points, label
 
 
+def _latency_label(value, _position=None):
+    """A log axis' tick as a plain number (0.2, 1, 50), and only at 1, 2 and 5 per decade."""
+    if value <= 0:
+        return ""
+    mantissa = value / 10 ** math.floor(math.log10(value) + 1e-9)
+    if min(abs(mantissa - m) for m in (1, 2, 5)) > 1e-6:
+        return ""
+    return f"{value:g}"
+
+
 def _value_text(value):
     if value is None:
         return ""
@@ -119,6 +131,14 @@ def plot(series, out, title=None, linear=False, annotate=True, width=8.0, height
     ax.set_ylabel("latency (ms)")
     if not linear:
         ax.set_yscale("log")
+        latencies = [p[k] for _, points in series for p in points for k in ("p50_ms", "p99_ms")
+                     if p[k] > 0]
+        # Over a narrow range every minor tick gets a label, else only 1, 2 and 5 per decade.
+        narrow = latencies and max(latencies) < 5 * min(latencies)
+        label = ticker.FuncFormatter(lambda v, _: f"{v:g}") if narrow else \
+            ticker.FuncFormatter(_latency_label)
+        ax.yaxis.set_major_formatter(label)
+        ax.yaxis.set_minor_formatter(label)
     ax.set_xlim(left=0)
     ax.grid(True, which="major", alpha=0.4)
     ax.grid(True, which="minor", alpha=0.15)
