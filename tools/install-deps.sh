@@ -11,8 +11,9 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 packages=(
   # toolchain
   g++ cmake ninja-build pkg-config
-  # cpack -G DEB computes the package's Depends with dpkg-shlibdeps (tests/package)
-  dpkg-dev
+  # cpack -G DEB computes the package's Depends with dpkg-shlibdeps, and finds the binaries
+  # to scan with `file` (tests/package)
+  dpkg-dev file
   # libraries
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc libspdlog-dev
   nlohmann-json3-dev libcli11-dev prometheus-cpp-dev
