@@ -158,6 +158,29 @@ class KserveStatisticsTest(unittest.TestCase):
             self.http.get_model_config("nope")
         self.assertEqual(config_error.exception.status(), "404")
 
+    def test_a_token_is_needed_first_on_both_protocols(self):
+        tokens = os.path.join(self.tmp.name, "tokens")
+        with open(tokens, "w") as f:
+            f.write("s3cret\n")
+        auth = {"authorization": "Bearer s3cret"}
+        with ServerProcess(f"--auth_token_file={tokens}", "--http_listen=127.0.0.1:0") as server:
+            grpc_client = tcgrpc.InferenceServerClient(server.target)
+            http_client = tchttp.InferenceServerClient(f"127.0.0.1:{server.http_port}")
+            try:
+                for call in (lambda c, **kw: c.get_inference_statistics("gather", **kw),
+                             lambda c, **kw: c.get_model_config("gather", **kw)):
+                    with self.assertRaises(InferenceServerException) as refused:
+                        call(grpc_client)
+                    self.assertEqual(refused.exception.status(), "StatusCode.UNAUTHENTICATED")
+                    with self.assertRaises(InferenceServerException) as refused:
+                        call(http_client)
+                    self.assertEqual(refused.exception.status(), "401")
+                    call(grpc_client, headers=auth)
+                    call(http_client, headers=auth)
+            finally:
+                grpc_client.close()
+                http_client.close()
+
     def test_model_config_describes_the_models(self):
         grpc_config = self.grpc.get_model_config("emb", as_json=True)["config"]
         http_config = self.http.get_model_config("emb")
