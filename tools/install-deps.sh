@@ -33,6 +33,9 @@ packages=(
   curl patch xz-utils
   # the Python client and its tests (the packages themselves go into .venv, below)
   python3-venv python3-pip
+  # the edge (deploy/edge): Debian's nginx, which tests/deploy/edge_test.py runs in front of
+  # the server (its own service is neither started nor enabled, below)
+  nginx
 )
 
 missing=()
@@ -48,8 +51,23 @@ else
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   echo "install-deps: installing ${missing[*]}"
   $sudo apt-get update -qq
+  # Packages with a daemon (nginx) must not start it: policy-rc.d says no (exit 101) while
+  # apt runs, the way Debian's container images do, unless the machine has one already.
+  policy=/usr/sbin/policy-rc.d
+  made_policy=0
+  if [ ! -e $policy ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee $policy >/dev/null
+    $sudo chmod 755 $policy
+    made_policy=1
+  fi
+  rc=0
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
+    "${missing[@]}" >/dev/null || rc=$?
+  if [ $made_policy = 1 ]; then $sudo rm -f $policy; fi
+  [ $rc -eq 0 ] || exit $rc
+  if [[ " ${missing[*]} " == *" nginx "* ]] && [ -d /run/systemd/system ]; then
+    $sudo systemctl disable --quiet nginx || true
+  fi
   echo "install-deps: done"
 fi
 

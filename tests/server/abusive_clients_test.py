@@ -39,6 +39,8 @@ import urllib.request
 
 import grpc
 
+from h2_frames import (ACK, DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, SETTINGS, frame,
+                       hpack_literal)
 from server_process import ServerProcess
 
 CLI = os.environ.get("TC_CLI_BINARY", "")
@@ -84,28 +86,6 @@ def gather_request(rows, row_bytes, n_indices):
             field(2, tensor(DT_INT32, [n_indices], indices)))
 
 
-def frame(kind, flags, stream, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(
-        ">I", stream) + payload
-
-
-def hpack_literal(name, value):  # literal header field without indexing, new name, no Huffman
-    def string(s):
-        data = s.encode()
-        if len(data) < 127:
-            return bytes([len(data)]) + data
-        rest, out = len(data) - 127, bytearray([127])
-        while rest >= 128:
-            out.append(rest % 128 | 0x80)
-            rest //= 128
-        return bytes(out) + bytes([rest]) + data
-    return b"\x00" + string(name) + string(value)
-
-
-DATA, HEADERS, SETTINGS = 0, 1, 4
-END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
-
-
 class NeverReadingClient:
     """`connections` HTTP/2 connections, each sending `streams` calls, then never reading."""
 
@@ -123,7 +103,7 @@ class NeverReadingClient:
             # From 127.0.0.2 (all of 127/8 is loopback): another client address than the
             # well-behaved client's, as a server that shares its budget by client would see it.
             s = socket.create_connection(("127.0.0.1", self.port), source_address=(SOURCE, 0))
-            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(SETTINGS, 0, 0))
+            s.sendall(PREFACE + frame(SETTINGS, 0, 0))
             self._ack_server_settings(s)  # as any client does, before it stops reading
             for i in range(self.streams):
                 stream = 1 + 2 * i
