@@ -8,10 +8,20 @@
 #      fields and a kind or apiVersion that version does not serve all fail.
 #   2. Invariants the schemas cannot see (terminationGracePeriodSeconds covers preStop + drain,
 #      probes on the gRPC port, non-root, read-only root filesystem, ...): check_invariants.
+#      A pod with an `edge` container (deploy/k8s/edge) has its own: the server on 127.0.0.1
+#      only (--listen, --http_listen), no --health_listen, no TLS, no container port but
+#      metrics, exec probes (`tensorcompute health`) on the loopback listener; the edge
+#      non-root on a read-only root filesystem, TLS from a read-only Secret volume, limits,
+#      tcpSocket probes on 8443, a preStop that quits nginx gracefully after the server's
+#      preStop sleep and outlives the server's drain within the grace period; no Service port
+#      reaching 50051 (only https 8443 and metrics); a NetworkPolicy admitting 8443 and, from
+#      chosen sources, 9090 only.
 #   3. With kubectl (or kustomize) on PATH: 1 and 2 again on what `kubectl kustomize` renders
 #      for deploy/k8s (CPU), deploy/k8s/gpu, deploy/k8s/secure (TLS and tokens from
-#      Secrets, probes on the plaintext health port) and deploy/k8s/sharded (a StatefulSet of
-#      one pod per shard of a table); without it, says "skipped".
+#      Secrets, probes on the plaintext health port), deploy/k8s/sharded (a StatefulSet of
+#      one pod per shard of a table) and deploy/k8s/edge (nginx in front of the server on
+#      loopback); without it, says "skipped" (step 1 still validates each overlay's own
+#      manifests, such as deploy/k8s/edge/networkpolicy.yaml).
 #   4. deploy/monitoring: the Prometheus Operator CRDs kept in deploy/monitoring/crds pass
 #      kubernetes-validate (they are CustomResourceDefinitions), and the ServiceMonitor and
 #      PrometheusRule are valid against those CRDs' openAPIV3Schema, unknown fields refused
@@ -85,6 +95,15 @@ import sys
 import yaml
 
 GRPC_PORT = 50051
+# The edge (deploy/k8s/edge): a container named `edge`, nginx with deploy/edge/nginx.conf, serves
+# TLS on EDGE_PORT and forwards to the server's gRPC and HTTP ports on the pod's loopback (the
+# conf's upstreams: 127.0.0.1:50051 and 127.0.0.1:8000).
+EDGE_CONTAINER = "edge"
+EDGE_IMAGE = "tensorcompute-edge"
+EDGE_PORT = 8443
+LOOPBACK = "127.0.0.1"
+EDGE_HTTP_PORT = 8000
+METRICS_PORT = 9090
 # After --drain_timeout_s the server may still take this long to exit: grpc::Server::Shutdown
 # gets 1 s more, then it waits up to 5 s for cancelled tasks (Server::DoDrain, server/server.cc).
 DRAIN_SLACK_S = 6
@@ -109,6 +128,20 @@ def cpu_cores(quantity):
     return int(q[:-1]) / 1000 if q.endswith("m") else float(q)
 
 
+def sleeps(command):
+    """The seconds of each `sleep N` of a preStop exec command: [sleep, N] or [sh, -c, SCRIPT]."""
+    if len(command) == 2 and command[0].endswith("sleep") and command[1].isdigit():
+        return [int(command[1])]
+    if len(command) == 3 and command[0].endswith("sh") and command[1] == "-c":
+        return [int(n) for n in re.findall(r"(?:^|[;&|\s])sleep\s+(\d+)\b", command[2])]
+    return []
+
+
+def option(command, name):
+    """The value after `name` in an argv list (`--target X`), or None."""
+    return command[command.index(name) + 1] if name in command[:-1] else None
+
+
 def flags(args):
     out = {}
     for arg in args:
@@ -126,7 +159,15 @@ for dep in deployments:
     pod = dep["spec"]["template"]["spec"]
     pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
     pod_sc = pod.get("securityContext", {})
-    for c in pod["containers"]:
+    edges = [c for c in pod["containers"] if c["name"] == EDGE_CONTAINER]
+    servers = [c for c in pod["containers"] if c["name"] != EDGE_CONTAINER]
+    # With an edge, the server serves on loopback only: nothing outside the pod reaches its
+    # gRPC 1.51 (docs/deploy.md, "The edge").
+    edge = bool(edges)
+    check(servers, f"{name}: no server container")
+    # Per server container: when its shutdown is over at the latest (preStop + drain + slack).
+    server_stops = []
+    for c in servers:
         where = f"{name} container {c['name']}"
         sc = c.get("securityContext", {})
         f = flags(c.get("args", []))
@@ -151,26 +192,62 @@ for dep in deployments:
         check(grace > sleep_s + drain + DRAIN_SLACK_S,
               f"{where}: terminationGracePeriodSeconds {grace} <= preStop {sleep_s} + "
               f"--drain_timeout_s {drain} + {DRAIN_SLACK_S} s shutdown slack")
+        server_stops.append((sleep_s, sleep_s + drain + DRAIN_SLACK_S))
 
         # Probes: native gRPC, on the port the server listens on.
         listen = f.get("listen") or f"0.0.0.0:{GRPC_PORT}"
         check(listen.rsplit(":", 1)[1] == str(GRPC_PORT), f"{where}: --listen={listen}")
-        check(ports.get("grpc") == GRPC_PORT, f"{where}: container port grpc is not {GRPC_PORT}")
-        # With --health_listen (the plaintext health-only listener) the probes may use it, and
-        # with TLS they must: kubelet gRPC probes cannot speak TLS.
-        health_listen = f.get("health_listen")
-        health_port = int(health_listen.rsplit(":", 1)[1]) if health_listen else None
-        if health_port is not None:
-            check(ports.get("health") == health_port,
-                  f"{where}: --health_listen={health_listen} but container port health is "
-                  f"{ports.get('health')}")
         tls = f.get("tls_cert") is not None
-        probe_ports = {health_port} if tls else {GRPC_PORT, health_port} - {None}
-        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            port = c.get(probe, {}).get("grpc", {}).get("port")
-            check(port in probe_ports,
-                  f"{where}: {probe} is not a gRPC probe on {sorted(probe_ports, key=str)}"
-                  + (" (TLS: probes need the plaintext --health_listen port)" if tls else ""))
+        if edge:
+            # Behind the edge: gRPC and HTTP on loopback only (explicitly: --listen's default
+            # is 0.0.0.0), no TLS (the edge terminates it), no plaintext health listener, no
+            # container port but metrics. Kubelet probes the pod's IP, so the probes are exec
+            # probes of the image's CLI against the loopback listener.
+            check(f.get("listen") == f"{LOOPBACK}:{GRPC_PORT}",
+                  f"{where}: behind the edge, --listen={f.get('listen')} is not "
+                  f"{LOOPBACK}:{GRPC_PORT}")
+            check(f.get("http_listen") == f"{LOOPBACK}:{EDGE_HTTP_PORT}",
+                  f"{where}: behind the edge, --http_listen={f.get('http_listen')} is not "
+                  f"{LOOPBACK}:{EDGE_HTTP_PORT}")
+            check(f.get("health_listen") is None,
+                  f"{where}: behind the edge, --health_listen opens a gRPC listener to the "
+                  f"network")
+            check(not tls, f"{where}: behind the edge, the server serves no TLS (--tls_cert)")
+            check(set(ports) == {"metrics"},
+                  f"{where}: behind the edge, container ports {sorted(ports, key=str)} "
+                  f"(only metrics)")
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                spec = c.get(probe, {})
+                cmd = spec.get("exec", {}).get("command", [])
+                timeout = option(cmd, "--timeout")
+                check(len(cmd) >= 2 and cmd[0].endswith("/tensorcompute") and cmd[1] == "health"
+                      and option(cmd, "--target") == f.get("listen")
+                      and set(spec) & {"grpc", "httpGet", "tcpSocket"} == set(),
+                      f"{where}: {probe} is not an exec probe `tensorcompute health --target "
+                      f"{f.get('listen')}`: {spec}")
+                # The CLI's own deadline ends the check before kubelet kills it (and says so).
+                check(timeout is not None and timeout.isdigit()
+                      and spec.get("timeoutSeconds", 1) > int(timeout),
+                      f"{where}: {probe}: --timeout {timeout} is not under timeoutSeconds "
+                      f"{spec.get('timeoutSeconds', 1)}")
+        else:
+            check(ports.get("grpc") == GRPC_PORT,
+                  f"{where}: container port grpc is not {GRPC_PORT}")
+            # With --health_listen (the plaintext health-only listener) the probes may use it,
+            # and with TLS they must: kubelet gRPC probes cannot speak TLS.
+            health_listen = f.get("health_listen")
+            health_port = int(health_listen.rsplit(":", 1)[1]) if health_listen else None
+            if health_port is not None:
+                check(ports.get("health") == health_port,
+                      f"{where}: --health_listen={health_listen} but container port health is "
+                      f"{ports.get('health')}")
+            probe_ports = {health_port} if tls else {GRPC_PORT, health_port} - {None}
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                port = c.get(probe, {}).get("grpc", {}).get("port")
+                check(port in probe_ports,
+                      f"{where}: {probe} is not a gRPC probe on {sorted(probe_ports, key=str)}"
+                      + (" (TLS: probes need the plaintext --health_listen port)" if tls
+                         else ""))
 
         # TLS and tokens: cert and key together, mTLS only over TLS, and every file read from
         # a read-only mount of a Secret.
@@ -246,6 +323,60 @@ for dep in deployments:
             check(any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", [])),
                   f"{where}: gpu but no toleration for the nvidia.com/gpu taint")
 
+    # The edge: nginx, non-root on a read-only root filesystem (/tmp an emptyDir), TLS from a
+    # read-only Secret volume, bounded resources, probes on its port, and a preStop that quits
+    # it gracefully once the endpoints are gone and outlives the server's drain.
+    check(len(edges) <= 1, f"{name}: more than one {EDGE_CONTAINER} container")
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    for c in edges:
+        where = f"{name} container {c['name']}"
+        sc = c.get("securityContext", {})
+        mounts = {m["mountPath"].rstrip("/"): m for m in c.get("volumeMounts", [])}
+        ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+        image = re.split(r"[:@]", c.get("image", "").rsplit("/", 1)[-1])[0]
+        check(image == EDGE_IMAGE, f"{where}: image {c.get('image')} is not {EDGE_IMAGE}")
+        check(ports == {"https": EDGE_PORT},
+              f"{where}: container ports {ports} are not https {EDGE_PORT} alone")
+        check(c.get("args") is None and c.get("command") is None,
+              f"{where}: command or args replace the image's nginx invocation")
+        user = sc.get("runAsUser", pod_sc.get("runAsUser"))
+        check(pod_sc.get("runAsNonRoot") is True and sc.get("runAsNonRoot", True) is True
+              and user not in (None, 0),
+              f"{where}: not non-root (runAsNonRoot, a non-zero runAsUser)")
+        check(sc.get("readOnlyRootFilesystem") is True, f"{where}: root filesystem writable")
+        check(sc.get("allowPrivilegeEscalation") is False,
+              f"{where}: allowPrivilegeEscalation is not false")
+        check("ALL" in sc.get("capabilities", {}).get("drop", []),
+              f"{where}: capabilities do not drop ALL")
+        tmp = mounts.get("/tmp", {})
+        check("emptyDir" in volumes.get(tmp.get("name"), {}) and not tmp.get("readOnly"),
+              f"{where}: /tmp (pid file, temporary paths) is not a writable emptyDir")
+        tls_mount = mounts.get("/etc/tensorcompute/tls", {})
+        check("secret" in volumes.get(tls_mount.get("name"), {})
+              and tls_mount.get("readOnly") is True and "subPath" not in tls_mount,
+              f"{where}: /etc/tensorcompute/tls is not a read-only Secret volume (no subPath)")
+        limits = c.get("resources", {}).get("limits", {})
+        check("cpu" in limits and "memory" in limits, f"{where}: no cpu and memory limits")
+        for probe in ("readinessProbe", "livenessProbe"):
+            port = c.get(probe, {}).get("tcpSocket", {}).get("port")
+            check(port in (EDGE_PORT, "https"), f"{where}: {probe} is not tcpSocket on {EDGE_PORT}")
+        cmd = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+        script = cmd[2] if len(cmd) == 3 else ""
+        slept = sleeps(cmd)
+        check(re.search(r"nginx(\s+-e\s+\S+)?\s+-s\s+quit\b", script),
+              f"{where}: preStop does not `nginx -s quit` (graceful): {cmd}")
+        check(slept and grace > sum(slept),
+              f"{where}: preStop sleeps {slept}, not within terminationGracePeriodSeconds {grace}")
+        first = re.match(r"\s*sleep\s+(\d+)\s*;", script)
+        for server_sleep, server_done in server_stops:
+            check(first and int(first.group(1)) >= server_sleep,
+                  f"{where}: preStop does not first sleep as long as the server's preStop "
+                  f"({server_sleep} s), so that the endpoints are gone before nginx quits")
+            check(sum(slept) >= server_done,
+                  f"{where}: preStop ({sum(slept)} s) ends before the server's drain can "
+                  f"({server_done} s: preStop + --drain_timeout_s + {DRAIN_SLACK_S} s slack)")
+
     # Services route to these pods, by port names the container has.
     for svc in (d for d in docs if d.get("kind") == "Service"):
         selector = svc["spec"].get("selector", {})
@@ -256,6 +387,36 @@ for dep in deployments:
                 check(p.get("targetPort", p["port"]) in targets,
                       f"Service {svc['metadata']['name']}: targetPort {p.get('targetPort')} "
                       f"is no container port")
+                if edge:
+                    check(GRPC_PORT not in (p["port"], p.get("targetPort"))
+                          and p.get("targetPort") != "grpc",
+                          f"Service {svc['metadata']['name']}: port {p['port']} reaches the "
+                          f"server's gRPC port behind the edge")
+                    check(p.get("targetPort", p["port"]) in ("https", EDGE_PORT, "metrics",
+                                                             METRICS_PORT),
+                          f"Service {svc['metadata']['name']}: port {p['port']} is neither the "
+                          f"edge's https nor metrics")
+
+    # Behind the edge, a NetworkPolicy selecting these pods admits ingress on the edge's port
+    # (from anywhere) and the metrics port (from chosen sources) only.
+    if edge:
+        policies = [d for d in docs if d.get("kind") == "NetworkPolicy"
+                    and not d["spec"]["podSelector"].get("matchExpressions")
+                    and d["spec"]["podSelector"].get("matchLabels", {}).items()
+                    <= pod_labels.items()]
+        check(policies, f"{name}: behind the edge, no NetworkPolicy selects its pods")
+        for pol in policies:
+            pname = f"NetworkPolicy {pol['metadata']['name']}"
+            check("Ingress" in pol["spec"].get("policyTypes", ["Ingress"]),
+                  f"{pname}: does not restrict Ingress")
+            for rule in pol["spec"].get("ingress", []):
+                rule_ports = [p.get("port") for p in rule.get("ports", [])]
+                check(rule_ports and all(p in (EDGE_PORT, "https", METRICS_PORT, "metrics")
+                                         for p in rule_ports),
+                      f"{pname}: an ingress rule admits ports {rule_ports or 'all'}, not only "
+                      f"{EDGE_PORT} and {METRICS_PORT}")
+                check(not ({METRICS_PORT, "metrics"} & set(rule_ports)) or rule.get("from"),
+                      f"{pname}: the metrics port is open to any source")
 
     # With an HPA on it, `replicas` (if set) is the HPA's floor: an apply never resets the
     # Deployment below what the HPA would keep.
@@ -327,9 +488,10 @@ elif command -v kustomize >/dev/null 2>&1; then
 fi
 if ((${#render[@]} == 0)); then
   echo "skipped: kubectl not found: the kustomize renderings of deploy/k8s, deploy/k8s/gpu," \
-       "deploy/k8s/secure, deploy/k8s/sharded and deploy/monitoring are not validated"
+       "deploy/k8s/secure, deploy/k8s/sharded, deploy/k8s/edge and deploy/monitoring are not" \
+       "validated (their own manifests are, above)"
 else
-  for variant in "" gpu secure sharded; do
+  for variant in "" gpu secure sharded edge; do
     dir=deploy/k8s${variant:+/$variant}
     out=$tmp/rendered-${variant:-cpu}.yaml
     if "${render[@]}" "$repo/$dir" >"$out"; then
