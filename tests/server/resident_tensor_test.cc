@@ -524,8 +524,10 @@ TEST_F(ResidentTensorTest, OnTheGpuGatherByNameEqualsInlineForEveryDtype) {
   options.device = "gpu";
   StartServer(options);
   CheckEveryDtype(*stub_, "", "gpu:0");  // the default device of a GPU server
-  ASSERT_THAT(List(*stub_).status(), IsOk());
-  for (const v1::TensorInfo& info : *List(*stub_)) ASSERT_THAT(Delete(*stub_, info.name()), IsOk());
+  // The list outlives the loop (a range over *List(...) would read a destroyed temporary).
+  const absl::StatusOr<std::vector<v1::TensorInfo>> listed = List(*stub_);
+  ASSERT_THAT(listed.status(), IsOk());
+  for (const v1::TensorInfo& info : *listed) ASSERT_THAT(Delete(*stub_, info.name()), IsOk());
   CheckEveryDtype(*stub_, "gpu:0", "gpu:0");
   const core::Tensor s = testing::MakeStrings({2}, {"a", "b"});
   PutOptions put;
