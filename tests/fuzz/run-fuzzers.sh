@@ -6,7 +6,8 @@
 #
 #   tests/fuzz/run-fuzzers.sh SECONDS [BUILD_DIR] [TARGET...]
 #
-# BUILD_DIR defaults to build-fuzz (configured with -DTC_BUILD_FUZZERS=ON); TARGET defaults to
+# BUILD_DIR defaults to build-fuzz (any build configured with -DTC_BUILD_FUZZERS=ON: CI uses its
+# ASan build, build-asan); TARGET defaults to
 # the three fuzzers. Crash reproducers are written to $TC_FUZZ_ARTIFACTS (default: a scratch folder,
 # kept on failure); the grown corpus is kept in $TC_FUZZ_KEEP_CORPUS/<target> when that is set,
 # and $TC_FUZZ_EXTRA_CORPUS/<target>, when set and present, is read as well (to go on from an
