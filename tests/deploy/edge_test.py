@@ -14,7 +14,8 @@ Two ways to run it:
 For each attack it asserts what the attacker gets (the status, or the connection closed, and
 when), that a well-behaved client is answered through the edge during and after it, and that
 the server saw at most a bounded part of it: its peak RSS (VmHWM) under its RSS at the start
-plus two --max_message_bytes plus SLACK_MIB, and its open connections (from the edge) at most
+plus two --max_message_bytes plus SLACK_MIB (not under ASan, TC_SANITIZED=1: its quarantine
+holds freed memory), and its open connections (from the edge) at most
 the edge's upstream keep-alive pools plus the requests in flight.
 
 Run with the Python of .venv-triton (tritonclient, over TLS through the edge).
@@ -86,7 +87,9 @@ class Pair:
                                 overrides={"client_header_timeout": f"{HEADER_TIMEOUT_S}s"})
         self.edge.__enter__()
         self._stack.append(self.edge)
-        self.host, self.port = "localhost", self.edge.port
+        # An address, not "localhost": gRPC resolves names with c-ares, whose Debian build
+        # leaks a few bytes per lookup that LeakSanitizer reports in the ASan CLI.
+        self.host, self.port = "127.0.0.1", self.edge.port
         self.server_ports = {self.server.port, self.server.http_port}
         self.metrics = f"127.0.0.1:{self.server.metrics_port}"
 
@@ -209,7 +212,8 @@ class EdgeTest(unittest.TestCase):
         connections = self.pair.server_connections()
         print(f"  {what}: server peak RSS {peak // 1024} MiB (start {self.rss_start_kib // 1024}),"
               f" {connections} connections to it", flush=True)
-        self.assertLessEqual(peak, self.bound_kib, what)
+        if not os.environ.get("TC_SANITIZED"):  # ASan's quarantine is not the server's
+            self.assertLessEqual(peak, self.bound_kib, what)
         self.assertLessEqual(connections, UPSTREAM_CONNECTIONS, what)
 
     # ---- what passes -----------------------------------------------------------------------
