@@ -9,7 +9,14 @@
 #     from the host with the CLI (build/client/tensorcompute, or $TC_CLI) exactly;
 #   - the image's HEALTHCHECK passes, the server is PID 1 and runs as uid 10001, and the
 #     image has no compiler;
-#   - `podman stop` (SIGTERM) makes it drain and exit 0 by itself, well before the kill.
+#   - `podman stop` (SIGTERM) makes it drain and exit 0 by itself, well before the kill;
+#   - the edge (deploy/edge/Dockerfile, unchanged: Debian's nginx, docs/deploy.md "The edge")
+#     in front of it, as deployed: the server listening on loopback only, the edge sharing its
+#     network namespace, TLS on 8443 with certificates made for the run, tokens required. The
+#     same Gather and GatherNd checks pass through the edge from the host CLI over TLS, then
+#     tests/deploy/edge_test.py against the pair (tritonclient over TLS, and hostile clients:
+#     bodies, header floods, slow and idle connections, HTTP/2 rapid reset; none reaches the
+#     server unbounded), with .venv-triton's Python; both stop cleanly.
 # Everything it creates is removed on exit, except the base images (TC_KEEP_BASE=0 removes
 # them too; the next run makes them again from the cache in a few seconds). Prints the image
 # size and the time of each step. TC_CLI=PATH: the CLI to use; TC_IMAGE=NAME: check that image
@@ -24,6 +31,9 @@ cache=/var/cache/tensorcompute/bookworm-minbase.tar
 # TC_IMAGE=NAME checks an image built before instead of building one (and keeps it).
 image=${TC_IMAGE:-localhost/tensorcompute:test-$$}
 container=tensorcompute-test-$$
+edge_image=localhost/tensorcompute-edge:test-$$
+edge_server=tensorcompute-edge-server-$$   # the server behind the edge
+edge=tensorcompute-edge-$$                 # the edge, in edge_server's network namespace
 uid=10001
 work=$(mktemp -d /tmp/tensorcompute-image-test.XXXXXX)
 
@@ -74,8 +84,15 @@ cleanup() {
     echo "--- container state"
     podman inspect -f '{{.State.Status}} exit={{.State.ExitCode}} {{.State.Error}}' "$container"
   fi
-  podman rm -f -t 0 "$container" >/dev/null 2>&1
+  for c in "$edge_server" "$edge"; do
+    if [ $rc -ne 0 ] && podman container exists "$c" 2>/dev/null; then
+      echo "--- container log ($c)"
+      podman logs "$c" 2>&1 | tail -40
+    fi
+  done
+  podman rm -f -t 0 "$container" "$edge" "$edge_server" >/dev/null 2>&1
   if [ -z "${TC_IMAGE:-}" ]; then podman rmi -f "$image" >/dev/null 2>&1; fi
+  podman rmi -f "$edge_image" >/dev/null 2>&1
   if [ "${TC_KEEP_BASE:-1}" = 0 ]; then podman rmi -f "$base" "$base_slim" >/dev/null 2>&1; fi
   rm -rf "$work"
   if [ $rc -ne 0 ]; then echo "test-image: FAILED (exit $rc) after $((SECONDS - start)) s" >&2; fi
@@ -237,35 +254,43 @@ logs=$(podman logs "$container" 2>&1)
 grep -m1 'listening on' <<<"$logs"
 
 # ---- 7. requests from the host -------------------------------------------------------------
+# check_requests TARGET [CLI FLAGS...]: tf.gather and tf.gather_nd examples answered exactly, and
+# an index out of range is INVALID_ARGUMENT (exit 3), saying where. Run direct, then through
+# the edge.
+check_requests() {
+  local target=$1
+  shift
+  cd "$work"
+  # tf.gather: rows 2 and -3 of a 3x2 matrix
+  echo '{"dtype": "float32", "shape": [3, 2], "values": [1, 2, 3, 4, 5, 6]}' > params.json
+  echo '{"dtype": "int64", "values": [2, -3]}' > indices.json
+  "$cli" gather --target "$target" "$@" --params params.json --indices indices.json \
+    --out gather.json
+  local expected='{"dtype": "float32", "shape": [2, 2], "values": [5, 6, 1, 2]}'
+  [ "$(cat gather.json)" = "$expected" ] || fail "gather answered $(cat gather.json), not $expected"
+  echo "gather:    $(cat gather.json)"
+  # tf.gather_nd, from its documentation: indices [[[0, 1]], [[1, 0]]] into a 2x2x2 of strings
+  echo '{"dtype": "string", "shape": [2, 2, 2],
+         "values": ["a0", "b0", "c0", "d0", "a1", "b1", "c1", "d1"]}' > nd_params.json
+  echo '{"dtype": "int32", "shape": [2, 1, 2], "values": [0, 1, 1, 0]}' > nd_indices.json
+  "$cli" gather-nd --target "$target" "$@" --params nd_params.json --indices nd_indices.json \
+    --out gather_nd.json
+  expected='{"dtype": "string", "shape": [2, 1, 2], "values": ["c0", "d0", "a1", "b1"]}'
+  [ "$(cat gather_nd.json)" = "$expected" ] \
+    || fail "gather-nd answered $(cat gather_nd.json), not $expected"
+  echo "gather-nd: $(cat gather_nd.json)"
+  echo '{"dtype": "int64", "values": [3]}' > bad_indices.json
+  local rc=0
+  "$cli" gather --target "$target" "$@" --params params.json --indices bad_indices.json \
+    > bad.out 2> bad.err || rc=$?
+  if [ $rc != 3 ] || ! grep -q 'INVALID_ARGUMENT: indices\[0\] = 3 is not in \[-3, 3)' bad.err; then
+    fail "a bad index gave exit $rc: $(cat bad.err)"
+  fi
+  echo "bad index: $(cat bad.err)"
+  cd "$repo"
+}
 step "Gather and GatherNd from the host"
-cd "$work"
-# tf.gather: rows 2 and -3 of a 3x2 matrix
-echo '{"dtype": "float32", "shape": [3, 2], "values": [1, 2, 3, 4, 5, 6]}' > params.json
-echo '{"dtype": "int64", "values": [2, -3]}' > indices.json
-"$cli" gather --target "$target" --params params.json --indices indices.json --out gather.json
-expected='{"dtype": "float32", "shape": [2, 2], "values": [5, 6, 1, 2]}'
-[ "$(cat gather.json)" = "$expected" ] || fail "gather answered $(cat gather.json), not $expected"
-echo "gather:    $(cat gather.json)"
-# tf.gather_nd, from its documentation: indices [[[0, 1]], [[1, 0]]] into a 2x2x2 of strings
-echo '{"dtype": "string", "shape": [2, 2, 2],
-       "values": ["a0", "b0", "c0", "d0", "a1", "b1", "c1", "d1"]}' > nd_params.json
-echo '{"dtype": "int32", "shape": [2, 1, 2], "values": [0, 1, 1, 0]}' > nd_indices.json
-"$cli" gather-nd --target "$target" --params nd_params.json --indices nd_indices.json \
-  --out gather_nd.json
-expected='{"dtype": "string", "shape": [2, 1, 2], "values": ["c0", "d0", "a1", "b1"]}'
-[ "$(cat gather_nd.json)" = "$expected" ] \
-  || fail "gather-nd answered $(cat gather_nd.json), not $expected"
-echo "gather-nd: $(cat gather_nd.json)"
-# an index out of range is INVALID_ARGUMENT (exit 3), saying where
-echo '{"dtype": "int64", "values": [3]}' > bad_indices.json
-rc=0
-"$cli" gather --target "$target" --params params.json --indices bad_indices.json \
-  > bad.out 2> bad.err || rc=$?
-if [ $rc != 3 ] || ! grep -q 'INVALID_ARGUMENT: indices\[0\] = 3 is not in \[-3, 3)' bad.err; then
-  fail "a bad index gave exit $rc: $(cat bad.err)"
-fi
-echo "bad index: $(cat bad.err)"
-cd "$repo"
+check_requests "$target"
 
 # ---- 8. inside the container ---------------------------------------------------------------
 step "inside the container: HEALTHCHECK, PID 1, uid"
@@ -301,6 +326,105 @@ for line in 'received SIGTERM, draining' 'drained: ' 'exiting'; do
   grep -q "$line" "$work/server.log" || fail "no '$line' in the server log"
 done
 echo "stopped in ${stop_s} s, exit code 0, drained"
+
+# ---- 10. the edge ----------------------------------------------------------------------------
+step "build $edge_image (deploy/edge/Dockerfile, unchanged)"
+set +e
+buildah bud --isolation chroot --format docker --build-arg RUNTIME_IMAGE="$base_slim" \
+  -f deploy/edge/Dockerfile -t "$edge_image" deploy/edge > "$work/edge-build.log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 0 ] || { tail -30 "$work/edge-build.log"; fail "buildah bud (edge) exited $rc"; }
+echo "edge image size: $(( $(podman image inspect --format '{{.Size}}' "$edge_image") / 1000000 )) MB," \
+  "$(podman run --rm "${run_flags[@]}" --entrypoint /usr/sbin/nginx "$edge_image" -v 2>&1)"
+
+step "the server on loopback, the edge in its network namespace (TLS :8443, tokens)"
+# A certificate for localhost (its own CA: the clients trust it directly) and a token, readable
+# by the two images' users (10001, 10002).
+mkdir -p "$work/tls" "$work/auth"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+  -keyout "$work/tls/tls.key" -out "$work/tls/tls.crt" -subj /CN=localhost \
+  -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null
+token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+echo "$token" > "$work/auth/tokens"
+echo "$token" > "$work/token"
+chmod 755 "$work" "$work/tls" "$work/auth"
+chmod 644 "$work/tls/tls.key" "$work/tls/tls.crt" "$work/auth/tokens"
+# Only the edge's port (and the metrics, for the test) is published: the server's gRPC and
+# HTTP ports are on the loopback of the shared namespace.
+without_timer_noise podman run -d --name "$edge_server" "${run_flags[@]}" --log-driver k8s-file \
+  --read-only --cap-drop all --security-opt no-new-privileges \
+  -v "$work/auth:/etc/tensorcompute/auth:ro" -p 127.0.0.1::8443 -p 127.0.0.1::9090 "$image" \
+  --listen=127.0.0.1:50051 --http_listen=127.0.0.1:8000 \
+  --auth_token_file=/etc/tensorcompute/auth/tokens >/dev/null
+without_timer_noise podman run -d --name "$edge" "${run_flags[@]}" --log-driver k8s-file \
+  --read-only --cap-drop all --security-opt no-new-privileges \
+  --network "container:$edge_server" -v "$work/tls:/etc/tensorcompute/tls:ro" \
+  "$edge_image" >/dev/null
+ports=$(podman port "$edge_server" 8443/tcp)
+edge_port=${ports%%$'\n'*}
+edge_port=${edge_port##*:}
+ports=$(podman port "$edge_server" 9090/tcp)
+metrics_port=${ports%%$'\n'*}
+metrics_port=${metrics_port##*:}
+edge_target=localhost:$edge_port
+edge_tls=(--tls-ca "$work/tls/tls.crt")
+serving=0
+for _ in $(seq 120); do
+  for c in "$edge_server" "$edge"; do
+    [ "$(podman inspect -f '{{.State.Running}}' "$c")" = true ] || fail "$c exited"
+  done
+  if "$cli" health --target "$edge_target" "${edge_tls[@]}" --timeout 2 >/dev/null 2>&1; then
+    serving=1
+    break
+  fi
+  sleep 0.5
+done
+[ $serving = 1 ] || fail "not SERVING through the edge on $edge_target after 60 s"
+"$cli" health --target "$edge_target" "${edge_tls[@]}" --timeout 2
+podman exec "$edge_server" sh -c 'cat /proc/net/tcp /proc/net/tcp6 2>/dev/null' \
+  | awk 'NR > 1 && $4 == "0A" { print $2 }' > "$work/listening"
+# 127.0.0.1, or gRPC's IPv4-mapped IPv6 socket for it (::ffff:127.0.0.1)
+loopback='^(0100007F|0000000000000000FFFF00000100007F):'
+for port_hex in C383 1F40; do  # 50051, 8000: on 127.0.0.1 only
+  grep -q ":$port_hex\$" "$work/listening" || fail "the server does not listen on port 0x$port_hex"
+  if grep ":$port_hex\$" "$work/listening" | grep -Eqv "$loopback"; then
+    fail "the server listens on port 0x$port_hex beyond loopback: $(cat "$work/listening")"
+  fi
+done
+echo "server: 50051 and 8000 on 127.0.0.1 only; edge: TLS on $edge_target"
+
+step "through the edge: Gather and GatherNd from the host CLI over TLS, with the token"
+rc=0
+"$cli" gather --target "$edge_target" "${edge_tls[@]}" --params "$work/params.json" \
+  --indices "$work/indices.json" > /dev/null 2> "$work/noauth.err" || rc=$?
+[ $rc != 0 ] && grep -q UNAUTHENTICATED "$work/noauth.err" \
+  || fail "without the token, exit $rc: $(cat "$work/noauth.err")"
+echo "without the token: $(cat "$work/noauth.err")"
+check_requests "$edge_target" "${edge_tls[@]}" --auth-token-file "$work/token"
+
+step "through the edge: tritonclient over TLS, and hostile clients (tests/deploy/edge_test.py)"
+python=${TC_TRITON_PYTHON:-$repo/.venv-triton/bin/python3}
+[ -x "$python" ] || fail "no Python with tritonclient at $python (run tools/install-deps.sh)"
+(cd tests/deploy && TC_EDGE_TARGET="$edge_target" TC_EDGE_CA="$work/tls/tls.crt" \
+  TC_EDGE_TOKEN="$token" TC_EDGE_SERVER_EXEC="podman --storage-driver vfs exec $edge_server" \
+  TC_EDGE_SERVER_METRICS="127.0.0.1:$metrics_port" TC_CLI_BINARY="$cli" \
+  PYTHONPATH="$repo/tests/testing" PYTHONDONTWRITEBYTECODE=1 "$python" -m unittest edge_test) \
+  || fail "tests/deploy/edge_test.py failed against the pair"
+podman logs "$edge" > "$work/edge.log" 2>&1
+grep -m1 '^{"time"' "$work/edge.log" > "$work/access.json" \
+  || fail "no JSON access log line from the edge: $(tail -5 "$work/edge.log")"
+"$python" -c 'import json, sys; print("edge access log:", sorted(json.load(open(sys.argv[1]))))' \
+  "$work/access.json"
+
+step "stop the pair: both exit 0"
+without_timer_noise podman stop -t 20 "$edge" >/dev/null
+without_timer_noise podman stop -t 20 "$edge_server" >/dev/null
+for c in "$edge" "$edge_server"; do
+  code=$(podman inspect -f '{{.State.ExitCode}}' "$c")
+  [ "$code" = 0 ] || fail "$c exited $code"
+done
+echo "edge and server exited 0"
 
 # ---- summary -------------------------------------------------------------------------------
 end_step
