@@ -17,8 +17,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
+
+from child_process import keep_output, stop
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CONFIG = os.path.join(REPO, "deploy", "edge", "nginx.conf")
@@ -107,8 +108,7 @@ class EdgeProcess:
         self._process = subprocess.Popen(
             [binary, "-e", "stderr", "-p", self._dir, "-c", conf, "-g", "daemon off;"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-        self._drain = threading.Thread(target=self._read, daemon=True)
-        self._drain.start()
+        self._drain = keep_output(self._process, self.output)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -141,19 +141,9 @@ class EdgeProcess:
                 pass
         return total
 
-    def _read(self):
-        for line in self._process.stdout:
-            self.output.append(line)
-
     def __exit__(self, *exc):
-        self._process.terminate()
         try:
-            self._process.wait(timeout=15)
+            stop(self._process, self._drain, 15)
         finally:
-            if self._process.poll() is None:
-                self._process.kill()
-                self._process.wait()
-            self._drain.join(timeout=5)
-            self._process.stdout.close()
             shutil.rmtree(self._dir, ignore_errors=True)
         return False

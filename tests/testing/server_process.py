@@ -15,7 +15,8 @@ the server gets SIGTERM and must exit within `stop_timeout` seconds.
 import os
 import re
 import subprocess
-import threading
+
+from child_process import keep_output, stop
 
 
 class ServerProcess:
@@ -60,8 +61,7 @@ class ServerProcess:
                 f.startswith("--health_listen=") for f in self.flags)):
             self._process.wait(timeout=10)
             raise RuntimeError(f"{self.binary} did not start:\n{''.join(self.output)}")
-        self._drain = threading.Thread(target=self._read_rest, daemon=True)
-        self._drain.start()
+        self._drain = keep_output(self._process, self.output)
         return self
 
     def status_kib(self, field):
@@ -75,18 +75,6 @@ class ServerProcess:
     def signal(self, signum):
         self._process.send_signal(signum)
 
-    def _read_rest(self):
-        for line in self._process.stdout:
-            self.output.append(line)
-
     def __exit__(self, *exc):
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=self.stop_timeout)
-        finally:
-            if self._process.poll() is None:
-                self._process.kill()
-                self._process.wait()
-            self._drain.join(timeout=5)
-            self._process.stdout.close()
+        stop(self._process, self._drain, self.stop_timeout)
         return False
