@@ -18,8 +18,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import tracemalloc
 import unittest
 
 import grpc
@@ -617,6 +619,36 @@ class ResidentTensorTest(unittest.TestCase):
             self.assertEqual(got.tolist(), want.tolist())
         else:
             self.assertEqual(got.tobytes(), want.tobytes())
+
+    def test_a_memmap_is_uploaded_without_a_copy_of_it_whole(self):
+        """put_tensor reads a np.memmap chunk by chunk as it sends: the Python heap (numpy's
+        buffers included, which tracemalloc sees) never holds more than a few chunks of a
+        64 MiB table; what the server stores is the file's content, big-endian converted."""
+        rows, dim = 1 << 16, 256  # 64 MiB of float32
+        with tempfile.TemporaryDirectory() as tmp:
+            for dtype in (np.dtype("<f4"), np.dtype(">f4")):
+                path = os.path.join(tmp, f"table{dtype.byteorder}.npy")
+                table = np.lib.format.open_memmap(path, mode="w+", dtype=dtype,
+                                                  shape=(rows, dim))
+                table[:] = np.arange(rows, dtype=np.float32)[:, None] + \
+                    np.arange(dim, dtype=np.float32)[None, :] / 1024
+                table.flush()
+                del table
+                mapped = np.load(path, mmap_mode="r")
+                self.assertIsInstance(mapped, np.memmap)
+                tracemalloc.start()
+                try:
+                    info = self.client.put_tensor("mapped", mapped, replace=True,
+                                                  chunk_bytes=1 << 19)
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+                self.assertEqual((info.dtype, info.shape), ("float32", (rows, dim)))
+                self.assertLess(peak, 8 << 20, f"{dtype}: traced peak {peak} bytes")
+                sample = np.array([0, 1, rows // 2, rows - 1])
+                got = self.client.gather(None, sample, params_name="mapped")
+                self.assertEqual(got.tobytes(), mapped[sample].astype("<f4").tobytes())
+                del mapped
 
     def test_put_list_gather_by_name_delete(self):
         rng = np.random.default_rng(11)

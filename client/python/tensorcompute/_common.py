@@ -321,18 +321,50 @@ def put_uploads(name, array, device, replace, chunk_bytes, storage, shard):
     chunk_bytes = operator.index(chunk_bytes)
     if chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be > 0, got {chunk_bytes}")
-    tensor = to_tensor(array, "array")
+    lazy = _fixed_size_reader(array)
+    if lazy is not None:  # read chunk by chunk when sent: a np.memmap is never copied whole
+        tensor, read = lazy
+    else:
+        tensor = to_tensor(array, "array")
+        read = None
     return lambda: _put_requests(name, tensor, device, bool(replace), chunk_bytes, wire_storage,
-                                 shard)
+                                 shard, read)
 
 
-def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=None):
+def _fixed_size_reader(array):
+    """For a C-contiguous ndarray (np.memmap included) of a numeric or bfloat16 dtype: a
+    tensorcompute.v1.Tensor with its dtype and shape but no data, and read(begin, end), the
+    little-endian bytes of its elements [begin, end) (converted per call). Anything else: None
+    (to_tensor converts it whole)."""
+    if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+        return None
+    dtype = array.dtype
+    flat = array.reshape(-1)  # a view: C-contiguous
+    wire = _NUMERIC_TO_WIRE.get((dtype.kind, dtype.itemsize))
+    if wire is not None:
+        little = dtype.newbyteorder("<")
+
+        def read(begin, end):
+            return flat[begin:end].astype(little, copy=False).tobytes()
+    elif dtype.kind == "V" and dtype.name == "bfloat16" and dtype == _bfloat16_dtype():
+        wire = pb.DT_BFLOAT16
+
+        def read(begin, end):
+            return flat[begin:end].view(np.uint16).astype("<u2", copy=False).tobytes()
+    else:
+        return None
+    return pb.Tensor(dtype=wire, shape=array.shape), read
+
+
+def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=None, read=None):
     """The messages of a PutTensor upload of `tensor` (a tensorcompute.v1.Tensor), lazily.
 
     The first one describes the tensor; each carries the next chunk: at most chunk_bytes bytes
     of data, in whole elements, at byte `offset`; or for strings consecutive elements whose wire
     size (bytes + tag + length) stays within chunk_bytes (one larger string alone), `offset`
-    being the element index of the first. An empty tensor is the description alone.
+    being the element index of the first. An empty tensor is the description alone. `read`
+    (from _fixed_size_reader), when given, supplies the data's elements [begin, end) as bytes
+    instead of tensor.data.
     """
     first = pb.PutTensorRequest(name=name, dtype=tensor.dtype, shape=tensor.shape,
                                 device=device, replace=replace, storage=storage)
@@ -359,14 +391,24 @@ def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=N
             begin = end
             message = pb.PutTensorRequest()
         return
-    data = tensor.data
     element = _ELEMENT_SIZES[tensor.dtype]
     chunk = max(element, chunk_bytes // element * element)
+    if read is None:
+        data = tensor.data
+        total = len(data)
+
+        def read(begin, end):
+            return data[begin * element:end * element]
+    else:
+        total = element
+        for d in tensor.shape:
+            total *= d
     first.offset = 0
-    first.data = data[:chunk]
+    first.data = read(0, min(total, chunk) // element)
     yield first
-    for begin in range(chunk, len(data), chunk):
-        yield pb.PutTensorRequest(offset=begin, data=data[begin:begin + chunk])
+    for begin in range(chunk, total, chunk):
+        yield pb.PutTensorRequest(offset=begin,
+                                  data=read(begin // element, min(total, begin + chunk) // element))
 
 
 def _varint_size(value):

@@ -164,7 +164,9 @@ class Client(_common.ClientBase):
                    storage="as-is", shard=None):
         """Stores `array` (anything np.asarray accepts; dtypes as for params) on the server as
         the resident tensor `name`, uploaded in messages of at most chunk_bytes tensor bytes
-        (so it may be larger than max_message_bytes). Returns its TensorInfo.
+        (so it may be larger than max_message_bytes). Returns its TensorInfo. A C-contiguous
+        numeric array, a np.memmap of a .npy included (np.load(path, mmap_mode="r")), is read
+        chunk by chunk as it is sent, never copied whole.
 
         device: "" (the server's --device), "cpu", "gpu" or "gpu:N". replace: replace a
         tensor of that name (else ALREADY_EXISTS). all_targets: store a copy on every address
