@@ -259,6 +259,16 @@ std::string NpyDescr(DataType dtype, char kind, size_t width) {
   return absl::StrCat(kind == 'U' ? "<U" : "|S", width);
 }
 
+// The file's bytes of fixed-size elements of `type`, made the tensor's: big-endian swapped,
+// bools normalized.
+void ConvertInPlace(const NpyType& type, absl::Span<uint8_t> out) {
+  const bool complex = type.dtype == DataType::kComplex64 || type.dtype == DataType::kComplex128;
+  if (type.swap) SwapBytes(out.data(), out.size(), complex ? type.itemsize / 2 : type.itemsize);
+  if (type.dtype == DataType::kBool) {
+    for (uint8_t& b : out) b = b != 0;  // NumPy reads any nonzero byte as True
+  }
+}
+
 // The tensor of `type` and C-order `shape` whose elements are `data` (exactly its bytes).
 absl::StatusOr<core::Tensor> FromNpyData(const NpyType& type, const Shape& shape, int64_t n,
                                          absl::string_view data) {
@@ -266,11 +276,7 @@ absl::StatusOr<core::Tensor> FromNpyData(const NpyType& type, const Shape& shape
   TC_ASSIGN_OR_RETURN(core::Tensor t, core::Tensor::Allocate(type.dtype, shape));
   absl::Span<uint8_t> out = t.mutable_bytes();
   if (!out.empty()) std::memcpy(out.data(), data.data(), out.size());
-  const bool complex = type.dtype == DataType::kComplex64 || type.dtype == DataType::kComplex128;
-  if (type.swap) SwapBytes(out.data(), out.size(), complex ? type.itemsize / 2 : type.itemsize);
-  if (type.dtype == DataType::kBool) {
-    for (uint8_t& b : out) b = b != 0;  // NumPy reads any nonzero byte as True
-  }
+  ConvertInPlace(type, out);
   return t;
 }
 
@@ -336,6 +342,31 @@ absl::StatusOr<core::Tensor> ParseNpyRows(const NpyLayout& layout, int64_t rows,
                                 n * layout.item_bytes));
   }
   return FromNpyData(type, shape, n, data);
+}
+
+bool NpyRowsReadInPlace(const NpyLayout& layout) {
+  const bool fortran = layout.fortran_order && layout.shape.size() > 1;
+  return !fortran && layout.dtype != DataType::kString && layout.dtype != DataType::kUnspecified;
+}
+
+absl::StatusOr<core::Tensor> AllocateNpyRows(const NpyLayout& layout, int64_t rows) {
+  if (!NpyRowsReadInPlace(layout)) {
+    return Invalid(absl::StrCat("'", layout.descr, "'",
+                                layout.fortran_order ? " in Fortran order" : "",
+                                " cannot be read in place"));
+  }
+  Shape shape = layout.shape;
+  if (!shape.empty()) shape[0] = rows;
+  return core::Tensor::Allocate(layout.dtype, std::move(shape));
+}
+
+absl::Status ConvertNpyRowsInPlace(const NpyLayout& layout, absl::Span<uint8_t> data) {
+  TC_ASSIGN_OR_RETURN(const NpyType type, ParseDescr(layout.descr));
+  if (type.dtype == DataType::kString || data.size() % type.itemsize != 0) {
+    return Invalid(absl::StrCat(data.size(), " bytes are not whole '", layout.descr, "' elements"));
+  }
+  ConvertInPlace(type, data);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<core::Tensor> ParseNpy(absl::string_view bytes) {

@@ -22,8 +22,10 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 #include "core/tensor.h"
 
@@ -49,6 +51,14 @@ absl::StatusOr<int64_t> NpyHeaderBytes(absl::string_view preamble);
 absl::StatusOr<NpyLayout> ParseNpyLayout(absl::string_view head);
 absl::StatusOr<core::Tensor> ParseNpyRows(const NpyLayout& layout, int64_t rows,
                                           absl::string_view data);
+// Rows read straight into their tensor (--preload of a large file, in one copy): whether
+// `layout`'s rows can be (C order, fixed-size elements: not strings, not Fortran order); the
+// tensor for `rows` rows of it, uninitialized, to read the file's bytes into (its bytes are
+// the file's, element for element); and, once they are in, their conversion in place
+// (big-endian data swapped, bool bytes other than 0 made 1), as ParseNpyRows would have made.
+bool NpyRowsReadInPlace(const NpyLayout& layout);
+absl::StatusOr<core::Tensor> AllocateNpyRows(const NpyLayout& layout, int64_t rows);
+absl::Status ConvertNpyRowsInPlace(const NpyLayout& layout, absl::Span<uint8_t> data);
 // Returns INVALID_ARGUMENT for bfloat16 (NumPy has no such dtype) and for a malformed `t`
 // (core::ValidateTensor); every other dtype works.
 absl::StatusOr<std::string> SerializeNpy(const core::TensorView& t);

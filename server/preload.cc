@@ -1,16 +1,21 @@
 #include "server/preload.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "spdlog/spdlog.h"
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/npy_format.h"
 #include "core/shard_spec.h"
@@ -64,62 +69,139 @@ absl::StatusOr<core::Tensor> Store(const std::string& name, const core::TableLay
   return stored;
 }
 
-// `count` bytes of `file` from `offset`, or INVALID_ARGUMENT saying what is missing.
-absl::StatusOr<std::string> ReadAt(std::ifstream& file, int64_t offset, int64_t count) {
-  std::string bytes(static_cast<size_t>(count), '\0');
-  file.seekg(offset);
-  file.read(bytes.data(), count);
-  if (file.gcount() != count) {
-    return absl::InvalidArgumentError(absl::StrCat("truncated .npy file: ", count,
-                                                   " bytes expected at offset ", offset, ", only ",
-                                                   file.gcount(), " there"));
+// Rows are read in pieces of this size: large sequential reads, straight into the tensor.
+constexpr int64_t kReadPiece = int64_t{64} << 20;
+// Reads of at least this many bytes log their progress (bytes, rate, time left).
+constexpr int64_t kProgressBytes = int64_t{1} << 30;
+constexpr absl::Duration kProgressEvery = absl::Seconds(2);
+
+// An open file, closed on scope exit.
+class File {
+ public:
+  explicit File(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  return bytes;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Fills `out` with the file's bytes from `offset` (INVALID_ARGUMENT if the file ends first).
+absl::Status ReadAt(const File& file, int64_t offset, absl::Span<uint8_t> out,
+                    const std::string& name) {
+  const int64_t total = static_cast<int64_t>(out.size());
+  const absl::Time start = absl::Now();
+  absl::Time next_log = start + kProgressEvery;
+  int64_t done = 0;
+  while (done < total) {
+    const size_t want = static_cast<size_t>(std::min(kReadPiece, total - done));
+    const ssize_t got = ::pread(file.fd(), out.data() + done, want, offset + done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return absl::InternalError(absl::StrCat("read: ", std::strerror(errno)));
+    if (got == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("truncated .npy file: ", total,
+                                                     " bytes expected at offset ", offset,
+                                                     ", only ", done, " there"));
+    }
+    done += got;
+    if (total >= kProgressBytes && absl::Now() >= next_log && done < total) {
+      const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      const double rate = static_cast<double>(done) / seconds;
+      spdlog::info("preloading {}: {:.2f} of {:.2f} GiB, {:.0f} MB/s, about {:.0f} s left", name,
+                   static_cast<double>(done) / (1 << 30), static_cast<double>(total) / (1 << 30),
+                   rate / 1e6, static_cast<double>(total - done) / rate);
+      next_log += kProgressEvery;
+    }
+  }
+  return absl::OkStatus();
 }
 
-// The whole file's tensor.
-absl::StatusOr<core::Tensor> ReadWhole(std::ifstream& file) {
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  return core::ParseNpy(std::move(contents).str());
+absl::StatusOr<std::string> ReadHead(const File& file, int64_t bytes, const std::string& name) {
+  std::string head(static_cast<size_t>(bytes), '\0');
+  TC_RETURN_IF_ERROR(
+      ReadAt(file, 0, absl::MakeSpan(reinterpret_cast<uint8_t*>(head.data()), head.size()), name));
+  return head;
 }
 
-// Shard `shard` of the file's rows, read alone: the file's other rows cost no memory.
-absl::StatusOr<core::Tensor> ReadShard(std::ifstream& file, core::ShardSpec* shard) {
-  std::string preamble(12, '\0');
-  file.read(preamble.data(), 12);
-  preamble.resize(static_cast<size_t>(file.gcount()));
-  file.clear();
-  TC_ASSIGN_OR_RETURN(const int64_t head_bytes, core::NpyHeaderBytes(preamble));
-  TC_ASSIGN_OR_RETURN(const std::string head, ReadAt(file, 0, head_bytes));
-  TC_ASSIGN_OR_RETURN(const core::NpyLayout layout, core::ParseNpyLayout(head));
-  if (layout.shape.empty()) return absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
-  if (layout.fortran_order || layout.dtype == core::DataType::kString) {
-    return absl::InvalidArgumentError(
-        "a shard's rows are read from a C-order .npy of fixed-size elements; this one is " +
-        std::string(layout.fortran_order ? "Fortran-order" : "of strings"));
-  }
-  shard->total_rows = layout.shape[0];
-  const core::RowRange rows = core::ShardRows(*shard);
+// The file's layout, from its preamble and header.
+absl::StatusOr<core::NpyLayout> ReadLayout(const File& file, const std::string& name) {
+  uint8_t preamble[12];
+  ssize_t got = 0;
+  do {
+    got = ::pread(file.fd(), preamble, sizeof preamble, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return absl::InternalError(absl::StrCat("read: ", std::strerror(errno)));
+  TC_ASSIGN_OR_RETURN(const int64_t head_bytes,
+                      core::NpyHeaderBytes(absl::string_view(
+                          reinterpret_cast<const char*>(preamble), static_cast<size_t>(got))));
+  TC_ASSIGN_OR_RETURN(const std::string head, ReadHead(file, head_bytes, name));
+  return core::ParseNpyLayout(head);
+}
+
+// Rows [first, first + rows) of a C-order file of fixed-size elements, read straight into
+// the tensor that keeps them (one copy: no buffer between the file and the table).
+absl::StatusOr<core::Tensor> ReadRows(const File& file, const core::NpyLayout& layout,
+                                      int64_t first, int64_t rows, const std::string& name) {
+  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::AllocateNpyRows(layout, rows));
   const int64_t row_bytes = layout.shape[0] > 0 ? layout.data_bytes / layout.shape[0] : 0;
-  TC_ASSIGN_OR_RETURN(
-      const std::string data,
-      ReadAt(file, layout.data_offset + rows.begin * row_bytes, rows.size() * row_bytes));
-  return core::ParseNpyRows(layout, rows.size(), data);
+  const absl::Span<uint8_t> bytes = tensor.mutable_bytes();
+  TC_RETURN_IF_ERROR(ReadAt(file, layout.data_offset + first * row_bytes, bytes, name));
+  TC_RETURN_IF_ERROR(core::ConvertNpyRowsInPlace(layout, bytes));
+  return tensor;
+}
+
+// The whole file, or shard `*shard` of its rows (the file's other rows cost no memory).
+absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
+                                       std::optional<core::ShardSpec>* shard) {
+  File file(spec.path);
+  if (file.fd() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot open it: ", std::strerror(errno)));
+  }
+  TC_ASSIGN_OR_RETURN(const core::NpyLayout layout, ReadLayout(file, spec.name));
+  if (layout.shape.empty()) return absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
+  const bool in_place = core::NpyRowsReadInPlace(layout);
+  if (shard->has_value()) {
+    if (!in_place) {
+      return absl::InvalidArgumentError(
+          "a shard's rows are read from a C-order .npy of fixed-size elements; this one is " +
+          std::string(layout.fortran_order ? "Fortran-order" : "of strings"));
+    }
+    (*shard)->total_rows = layout.shape[0];
+    const core::RowRange rows = core::ShardRows(**shard);
+    return ReadRows(file, layout, rows.begin, rows.size(), spec.name);
+  }
+  struct stat info;
+  if (::fstat(file.fd(), &info) != 0) {
+    return absl::InternalError(absl::StrCat("stat: ", std::strerror(errno)));
+  }
+  if (in_place) {
+    const int64_t expected = layout.data_offset + layout.data_bytes;
+    if (info.st_size != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          ".npy data is ", info.st_size - layout.data_offset, " bytes but shape ",
+          core::ShapeToString(layout.shape), " of '", layout.descr, "' needs ", layout.data_bytes,
+          " bytes", info.st_size < expected ? " (truncated file?)" : " (trailing bytes)"));
+    }
+    return ReadRows(file, layout, 0, layout.shape[0], spec.name);
+  }
+  // Strings and Fortran order: the whole file, then converted (twice the memory for a while).
+  spdlog::info("preloading {}: '{}'{} is read whole and then converted (a slower path)", spec.name,
+               layout.descr, layout.fortran_order ? " in Fortran order" : "");
+  std::string contents(static_cast<size_t>(info.st_size), '\0');
+  TC_RETURN_IF_ERROR(
+      ReadAt(file, 0, absl::MakeSpan(reinterpret_cast<uint8_t*>(contents.data()), contents.size()),
+             spec.name));
+  return core::ParseNpy(contents);
 }
 
 absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
                   core::TensorRegistry* registry, const TensorPlacer& place) {
-  std::ifstream file(spec.path, std::ios::binary);
-  if (!file) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot open it: ", std::strerror(errno)));
-  }
-  absl::StatusOr<core::Tensor> tensor =
-      shard.has_value() ? ReadShard(file, &*shard) : ReadWhole(file);
+  absl::StatusOr<core::Tensor> tensor = ReadTable(spec, &shard);
   if (!tensor.ok()) return tensor.status();
-  if (tensor->shape().empty()) {
-    return absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
-  }
   absl::StatusOr<core::TableLayout> layout =
       core::PlanTableLayout(spec.name, spec.storage, tensor->dtype(), tensor->shape());
   if (!layout.ok()) return layout.status();

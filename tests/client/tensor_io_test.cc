@@ -286,6 +286,56 @@ TEST(Npy, EveryDtypeRoundTripsBitExactly) {
   }
 }
 
+// What --preload does with a file whose rows can be read in place (server/preload.cc): the
+// file's data bytes copied straight into AllocateNpyRows' tensor, then converted in place.
+absl::StatusOr<Tensor> ReadRowsInPlace(const std::string& file) {
+  absl::StatusOr<core::NpyLayout> layout = core::ParseNpyLayout(file);
+  if (!layout.ok()) return layout.status();
+  if (!core::NpyRowsReadInPlace(*layout)) return absl::FailedPreconditionError("not in place");
+  absl::StatusOr<Tensor> t = core::AllocateNpyRows(*layout, layout->shape[0]);
+  if (!t.ok()) return t.status();
+  const absl::Span<uint8_t> bytes = t->mutable_bytes();
+  if (!bytes.empty()) std::memcpy(bytes.data(), file.data() + layout->data_offset, bytes.size());
+  if (absl::Status s = core::ConvertNpyRowsInPlace(*layout, bytes); !s.ok()) return s;
+  return t;
+}
+
+TEST(Npy, RowsReadInPlaceEqualWhatParseNpyReads) {
+  tensorcompute::testing::Rng rng(2);
+  for (DataType dtype : core::kAllDataTypes) {
+    if (dtype == DataType::kBfloat16 || dtype == DataType::kString) continue;
+    for (int64_t rank = 1; rank <= 4; ++rank) {
+      const Tensor t = tensorcompute::testing::RandomTensor(
+          dtype, tensorcompute::testing::RandomShape(rank, rng, 5, 0.1), rng);
+      const absl::StatusOr<std::string> file = SerializeNpy(t.view());
+      ASSERT_THAT(file, IsOk());
+      const absl::StatusOr<Tensor> in_place = ReadRowsInPlace(*file);
+      ASSERT_THAT(in_place, IsOk()) << core::DataTypeName(dtype);
+      EXPECT_TRUE(core::IdenticalTensors(in_place->view(), ParseNpy(*file)->view()))
+          << core::DataTypeName(dtype) << core::ShapeToString(t.shape());
+    }
+  }
+  // Big-endian data is swapped, and bool bytes other than 0 read as 1, as ParseNpy does.
+  const std::string be = NpyFile("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }",
+                                 Bytes({0, 0, 1, 2, 0xFF, 0xFF, 0xFF, 0xFE}));
+  const absl::StatusOr<Tensor> swapped = ReadRowsInPlace(be);
+  ASSERT_THAT(swapped, IsOk());
+  EXPECT_TRUE(core::IdenticalTensors(swapped->view(), ParseNpy(be)->view()));
+  EXPECT_EQ(swapped->view().data[0], 0x02);  // 0x0102 little-endian: 02 01 00 00
+  EXPECT_EQ(swapped->view().data[3], 0x00);
+  const std::string b =
+      NpyFile("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", Bytes({0, 2, 255}));
+  const absl::StatusOr<Tensor> bools = ReadRowsInPlace(b);
+  ASSERT_THAT(bools, IsOk());
+  EXPECT_THAT(std::vector<uint8_t>(bools->view().data.begin(), bools->view().data.end()),
+              ::testing::ElementsAre(0, 1, 1));
+  // Fortran order (rank > 1) and strings take ParseNpy's path instead.
+  EXPECT_FALSE(core::NpyRowsReadInPlace(*core::ParseNpyLayout(Literal(kNumpyBigEndianFortranI4))));
+  EXPECT_FALSE(core::NpyRowsReadInPlace(*core::ParseNpyLayout(Literal(kNumpyUnicode))));
+  EXPECT_THAT(core::AllocateNpyRows(*core::ParseNpyLayout(Literal(kNumpyUnicode)), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(Npy, WritesAVersion1HeaderLikeNumPy) {
   const Tensor t = MakeTensor<float>({2, 3}, {0, 0.25, 0.5, 0.75, 1, 1.25});
   const absl::StatusOr<std::string> bytes = SerializeNpy(t.view());
