@@ -1,12 +1,15 @@
 #include "server/preload.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -71,6 +74,8 @@ absl::StatusOr<core::Tensor> Store(const std::string& name, const core::TableLay
 
 // Rows are read in pieces of this size: large sequential reads, straight into the tensor.
 constexpr int64_t kReadPiece = int64_t{64} << 20;
+// One reader thread per this many bytes, up to the cores available.
+constexpr int64_t kBytesPerReader = int64_t{256} << 20;
 // Reads of at least this many bytes log their progress (bytes, rate, time left).
 constexpr int64_t kProgressBytes = int64_t{1} << 30;
 constexpr absl::Duration kProgressEvery = absl::Seconds(2);
@@ -90,32 +95,66 @@ class File {
   int fd_;
 };
 
-// Fills `out` with the file's bytes from `offset` (INVALID_ARGUMENT if the file ends first).
-absl::Status ReadAt(const File& file, int64_t offset, absl::Span<uint8_t> out,
-                    const std::string& name) {
-  const int64_t total = static_cast<int64_t>(out.size());
-  const absl::Time start = absl::Now();
-  absl::Time next_log = start + kProgressEvery;
-  int64_t done = 0;
-  while (done < total) {
-    const size_t want = static_cast<size_t>(std::min(kReadPiece, total - done));
-    const ssize_t got = ::pread(file.fd(), out.data() + done, want, offset + done);
+// Fills out[begin, end) with the file's bytes from offset + begin, counting into `done`.
+absl::Status ReadRange(const File& file, int64_t offset, absl::Span<uint8_t> out, int64_t begin,
+                       int64_t end, std::atomic<int64_t>* done) {
+  while (begin < end) {
+    const size_t want = static_cast<size_t>(std::min(kReadPiece, end - begin));
+    const ssize_t got = ::pread(file.fd(), out.data() + begin, want, offset + begin);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return absl::InternalError(absl::StrCat("read: ", std::strerror(errno)));
     if (got == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("truncated .npy file: ", total,
+      return absl::InvalidArgumentError(absl::StrCat("truncated .npy file: ", out.size(),
                                                      " bytes expected at offset ", offset,
-                                                     ", only ", done, " there"));
+                                                     ", the file ends at ", offset + begin));
     }
-    done += got;
-    if (total >= kProgressBytes && absl::Now() >= next_log && done < total) {
-      const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-      const double rate = static_cast<double>(done) / seconds;
-      spdlog::info("preloading {}: {:.2f} of {:.2f} GiB, {:.0f} MB/s, about {:.0f} s left", name,
-                   static_cast<double>(done) / (1 << 30), static_cast<double>(total) / (1 << 30),
-                   rate / 1e6, static_cast<double>(total - done) / rate);
-      next_log += kProgressEvery;
-    }
+    begin += got;
+    done->fetch_add(got, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
+// Fills `out` with the file's bytes from `offset` (INVALID_ARGUMENT if the file ends first).
+// Large reads are split into contiguous parts read by one thread each, up to the cores
+// available: the first touch of the table's fresh pages, which the reads make, costs more than
+// the copy from the page cache, and it is spread over the cores so (on the 2-vCPU VM, a 2 GiB
+// file in the page cache: about 0.5 GB/s on one thread, 2 GB/s and more on two).
+absl::Status ReadAt(const File& file, int64_t offset, absl::Span<uint8_t> out,
+                    const std::string& name) {
+  const int64_t total = static_cast<int64_t>(out.size());
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t parts =
+      std::clamp<int64_t>((total + kBytesPerReader - 1) / kBytesPerReader, 1, cores);
+  const int64_t part_bytes = (total + parts - 1) / parts;
+  std::atomic<int64_t> done{0};
+  std::vector<absl::Status> status(static_cast<size_t>(parts));
+  std::vector<std::thread> readers;
+  for (int64_t i = 1; i < parts; ++i) {
+    readers.emplace_back([&, i] {
+      status[i] = ReadRange(file, offset, out, i * part_bytes,
+                            std::min(total, (i + 1) * part_bytes), &done);
+    });
+  }
+  // This thread reads the first part in pieces, and says how far all have come.
+  const absl::Time start = absl::Now();
+  absl::Time next_log = start + kProgressEvery;
+  auto log_progress = [&] {
+    if (total < kProgressBytes || absl::Now() < next_log) return;
+    const int64_t now_done = done.load(std::memory_order_relaxed);
+    const double rate = static_cast<double>(now_done) / absl::ToDoubleSeconds(absl::Now() - start);
+    spdlog::info("preloading {}: {:.2f} of {:.2f} GiB, {:.0f} MB/s, about {:.0f} s left", name,
+                 static_cast<double>(now_done) / (1 << 30), static_cast<double>(total) / (1 << 30),
+                 rate / 1e6, static_cast<double>(total - now_done) / rate);
+    next_log += kProgressEvery;
+  };
+  const int64_t first_end = std::min(total, part_bytes);
+  for (int64_t begin = 0; begin < first_end && status[0].ok(); begin += kReadPiece) {
+    status[0] = ReadRange(file, offset, out, begin, std::min(first_end, begin + kReadPiece), &done);
+    log_progress();
+  }
+  for (std::thread& reader : readers) reader.join();
+  for (absl::Status& s : status) {
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
