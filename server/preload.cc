@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -193,9 +194,14 @@ absl::StatusOr<core::Tensor> ReadRows(const File& file, const core::NpyLayout& l
   return tensor;
 }
 
+// Called with the dtype and shape of a table of fixed-size elements once they are known, before
+// its data costs memory (a table over --max_resident_bytes is refused unread).
+using BeforeRead = std::function<absl::Status(core::DataType, const core::Shape&)>;
+
 // The whole file, or shard `*shard` of its rows (the file's other rows cost no memory).
 absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
-                                       std::optional<core::ShardSpec>* shard) {
+                                       std::optional<core::ShardSpec>* shard,
+                                       const BeforeRead& before_read) {
   File file(spec.path);
   if (file.fd() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("cannot open it: ", std::strerror(errno)));
@@ -211,6 +217,9 @@ absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
     }
     (*shard)->total_rows = layout.shape[0];
     const core::RowRange rows = core::ShardRows(**shard);
+    core::Shape shape = layout.shape;
+    shape[0] = rows.size();
+    TC_RETURN_IF_ERROR(before_read(layout.dtype, shape));
     return ReadRows(file, layout, rows.begin, rows.size(), spec.name);
   }
   struct stat info;
@@ -225,7 +234,11 @@ absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
           core::ShapeToString(layout.shape), " of '", layout.descr, "' needs ", layout.data_bytes,
           " bytes", info.st_size < expected ? " (truncated file?)" : " (trailing bytes)"));
     }
+    TC_RETURN_IF_ERROR(before_read(layout.dtype, layout.shape));
     return ReadRows(file, layout, 0, layout.shape[0], spec.name);
+  }
+  if (layout.dtype != core::DataType::kString) {
+    TC_RETURN_IF_ERROR(before_read(layout.dtype, layout.shape));
   }
   // Strings and Fortran order: the whole file, then converted (twice the memory for a while).
   spdlog::info("preloading {}: '{}'{} is read whole and then converted (a slower path)", spec.name,
@@ -239,20 +252,30 @@ absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
 
 absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
                   core::TensorRegistry* registry, const TensorPlacer& place) {
-  absl::StatusOr<core::Tensor> tensor = ReadTable(spec, &shard);
+  // Fixed-size tables are planned and reserved before their data is read; strings (whose
+  // bytes only the file's content says) once read.
+  std::optional<core::TableLayout> layout;
+  std::optional<core::TensorRegistry::Reservation> reservation;
+  auto plan_and_reserve = [&](core::DataType dtype, const core::Shape& shape,
+                              int64_t held) -> absl::Status {
+    TC_ASSIGN_OR_RETURN(layout, core::PlanTableLayout(spec.name, spec.storage, dtype, shape));
+    TC_ASSIGN_OR_RETURN(reservation,
+                        registry->Reserve(spec.name, held >= 0 ? held : layout->stored_bytes));
+    return absl::OkStatus();
+  };
+  absl::StatusOr<core::Tensor> tensor =
+      ReadTable(spec, &shard, [&](core::DataType dtype, const core::Shape& shape) {
+        return plan_and_reserve(dtype, shape, -1);
+      });
   if (!tensor.ok()) return tensor.status();
-  absl::StatusOr<core::TableLayout> layout =
-      core::PlanTableLayout(spec.name, spec.storage, tensor->dtype(), tensor->shape());
-  if (!layout.ok()) return layout.status();
-  const core::TensorView view = tensor->view();
-  int64_t payload = 0;
-  for (const std::string* s : view.strings) payload += static_cast<int64_t>(s->size());
-  const int64_t held = tensor->dtype() == core::DataType::kString
-                           ? core::ResidentBytes(tensor->dtype(), tensor->num_elements(), payload)
-                           : layout->stored_bytes;
-  absl::StatusOr<core::TensorRegistry::Reservation> reservation =
-      registry->Reserve(spec.name, held);
-  if (!reservation.ok()) return reservation.status();
+  if (!reservation.has_value()) {
+    const core::TensorView view = tensor->view();
+    int64_t payload = 0;
+    for (const std::string* s : view.strings) payload += static_cast<int64_t>(s->size());
+    TC_RETURN_IF_ERROR(
+        plan_and_reserve(tensor->dtype(), tensor->shape(),
+                         core::ResidentBytes(tensor->dtype(), tensor->num_elements(), payload)));
+  }
   absl::StatusOr<core::Tensor> stored = Store(spec.name, *layout, *std::move(tensor));
   if (!stored.ok()) return stored.status();
   absl::StatusOr<core::DeviceCopy> copy = place("", *stored);

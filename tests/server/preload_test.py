@@ -8,6 +8,8 @@ Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINA
 """
 
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -48,6 +50,29 @@ class PreloadTest(unittest.TestCase):
                 with Client(server.target, timeout=60.0) as client:
                     got = client.gather(None, sample, params_name="big")
                 self.assertEqual(got.tobytes(), np.ascontiguousarray(mapped[sample]).tobytes())
+
+    def test_a_table_over_max_resident_bytes_is_refused_before_it_is_read(self):
+        """The size comes from the header: a 4 GiB table over --max_resident_bytes (1 GiB) is
+        refused at start-up (exit 1, saying so) without its 4 GiB being allocated."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "huge.npy")  # sparse: the header and a hole
+            np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                      shape=(1 << 22, 256)).flush()
+            probe = ("import resource, subprocess, sys; "
+                     "r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+                     "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss);"
+                     " print(r.stdout + r.stderr)")
+            out = subprocess.run(
+                [sys.executable, "-c", probe, os.environ["TC_SERVER_BINARY"],
+                 "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                 "--max_resident_bytes=1073741824", f"--preload=huge={path}"],
+                capture_output=True, text=True, timeout=120).stdout
+            code, peak_kib = (int(v) for v in out.split("\n", 1)[0].split())
+            print(f"exit {code}, peak RSS {peak_kib // 1024} MiB", flush=True)
+            self.assertEqual(code, 1, out)
+            self.assertIn("needs 4294967296 bytes but 0 of max_resident_bytes", out)
+            if not os.environ.get("TC_SANITIZED"):
+                self.assertLess(peak_kib // 1024, SLACK_MIB)
 
     def test_files_off_the_in_place_path_load_as_numpy_reads_them(self):
         rng = np.random.default_rng(5)
