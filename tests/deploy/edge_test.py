@@ -224,8 +224,6 @@ class EdgeTest(unittest.TestCase):
         from tritonclient.utils import InferenceServerException
 
         auth = {"authorization": f"Bearer {self.pair.token}"}
-        with open(self.pair.ca, "rb") as f:
-            ca = f.read()
         params = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.float32)
         indices = np.array([2, -3], dtype=np.int64)
         expected = params[[2, 0]]
@@ -255,7 +253,6 @@ class EdgeTest(unittest.TestCase):
         result = http_client.infer("gather", inputs, headers=auth)
         name = result.get_response()["outputs"][0]["name"]
         np.testing.assert_array_equal(result.as_numpy(name), expected)
-        del ca
 
     def test_the_cli_and_health_through_the_edge(self):
         cli = os.environ.get("TC_CLI_BINARY")

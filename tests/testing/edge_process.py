@@ -125,22 +125,6 @@ class EdgeProcess:
     def target(self):
         return f"localhost:{self.port}"
 
-    def worker_pids(self):
-        out = subprocess.run(["pgrep", "-P", str(self._process.pid)], capture_output=True,
-                             text=True).stdout
-        return [int(p) for p in out.split()]
-
-    def rss_kib(self):
-        """The edge's resident memory, master and workers together."""
-        total = 0
-        for pid in [self._process.pid, *self.worker_pids()]:
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    total += next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-            except (OSError, StopIteration):
-                pass
-        return total
-
     def __exit__(self, *exc):
         try:
             stop(self._process, self._drain, 15)
