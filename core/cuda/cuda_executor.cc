@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -13,6 +15,7 @@
 #include "core/batching/cpu_executor.h"
 #include "core/cuda/cuda_status.h"
 #include "core/cuda/stream_slot.h"
+#include "core/cuda/upload_chunks.h"
 #include "core/status_macros.h"
 
 namespace tensorcompute::cuda {
@@ -91,6 +94,76 @@ absl::StatusOr<int> VisibleDevices() {
   }
   if (count <= 0) return absl::UnavailableError("no CUDA device is visible");
   return count;
+}
+
+// What a staged upload holds: its stream, and per staging buffer the pinned memory and an
+// event marking the end of the buffer's last copy. The destructor waits for the stream before
+// freeing anything, so that no copy still reads a buffer (or writes a table) being freed, on
+// error paths too.
+struct UploadStaging {
+  UploadStaging() = default;
+  UploadStaging(const UploadStaging&) = delete;
+  UploadStaging& operator=(const UploadStaging&) = delete;
+  ~UploadStaging() {
+    if (stream != nullptr) (void)cudaStreamSynchronize(stream);
+    for (int b = 0; b < 2; ++b) {
+      if (done[b] != nullptr) (void)cudaEventDestroy(done[b]);
+      if (buffers[b] != nullptr) (void)cudaFreeHost(buffers[b]);
+    }
+    if (stream != nullptr) (void)cudaStreamDestroy(stream);
+  }
+
+  cudaStream_t stream = nullptr;
+  void* buffers[2] = {nullptr, nullptr};
+  cudaEvent_t done[2] = {nullptr, nullptr};
+};
+
+// Copies `bytes` to `dst` (device memory of the current device) chunk by chunk through pinned
+// staging (upload_chunks.h), and waits for the copy. Returns true once copied, false (having
+// copied nothing, and holding no pinned memory any more) when no pinned memory can be had, or
+// the CUDA error (`what` saying what was being done).
+absl::StatusOr<bool> StagedCopy(void* dst, absl::Span<const uint8_t> bytes,
+                                const std::string& what) {
+  const uint64_t total = bytes.size();
+  const uint64_t chunk_bytes = UploadChunkBytes(total);
+  const uint64_t chunks = UploadChunkCount(total, chunk_bytes);
+  UploadStaging staging;
+  for (int b = 0; b < UploadStagingBuffers(chunks); ++b) {
+    if (cudaMallocHost(&staging.buffers[b], chunk_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();  // a sticky error would fail the caller's pageable copy too
+      staging.buffers[b] = nullptr;
+      return false;
+    }
+    TC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging.done[b], cudaEventDisableTiming),
+                            what);
+  }
+  TC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&staging.stream, cudaStreamNonBlocking), what);
+  for (uint64_t i = 0; i < chunks; ++i) {
+    const UploadChunk chunk = UploadChunkAt(total, chunk_bytes, i);
+    if (chunk.reuses_buffer) {
+      TC_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.done[chunk.buffer]), what);
+    }
+    void* stage = staging.buffers[chunk.buffer];
+    std::memcpy(stage, bytes.data() + chunk.offset, chunk.bytes);
+    TC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + chunk.offset, stage,
+                                            chunk.bytes, cudaMemcpyHostToDevice, staging.stream),
+                            what);
+    TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging.done[chunk.buffer], staging.stream), what);
+  }
+  TC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(staging.stream), what);
+  return true;
+}
+
+// Copies `bytes` to `dst` (device memory of the current device) and waits for the copy: a
+// small table with one cudaMemcpy, a larger one through pinned staging (StagedCopy), or with
+// one cudaMemcpy from its pageable memory when no pinned memory can be had.
+absl::Status CopyTableToDevice(void* dst, absl::Span<const uint8_t> bytes, int device) {
+  const std::string what = absl::StrCat("copying a table to device ", device);
+  if (UploadIsStaged(bytes.size())) {
+    TC_ASSIGN_OR_RETURN(const bool copied, StagedCopy(dst, bytes, what));
+    if (copied) return absl::OkStatus();
+  }
+  return CudaError(cudaMemcpy(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), what);
 }
 
 }  // namespace
@@ -284,10 +357,7 @@ absl::StatusOr<core::DeviceCopy> CudaUploadTable(int device, const core::Tensor&
       cudaFree(const_cast<void*>(p));
       if (restore) cudaSetDevice(current);
     });
-    if (!bytes.empty()) {
-      status = CudaError(cudaMemcpy(data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
-                         absl::StrCat("copying a table to device ", device));
-    }
+    if (!bytes.empty()) status = CopyTableToDevice(data, bytes, device);
   }
   (void)cudaSetDevice(previous);
   if (!status.ok()) return status;  // `copy.storage`, if made, frees the memory

@@ -109,6 +109,12 @@ absl::StatusOr<std::string> CudaDeviceDescription(int ordinal);
 // that does not exist or cannot be used, RESOURCE_EXHAUSTED when the device has no room,
 // INTERNAL naming any other CUDA error, UNIMPLEMENTED in a build without CUDA. Waits for the
 // copy to finish; the calling thread's current device is left as it was.
+// How it copies (upload_chunks.h): a table of at most 4 MiB with one cudaMemcpy; a larger one
+// in chunks of at most 64 MiB through two pinned staging buffers used in turn on a stream of
+// its own (the host fills one while the other's chunk is in flight), so that the host never
+// holds a second whole copy of the table, only the staging (at most 128 MiB, freed before
+// returning, errors included). When no pinned memory can be had, one cudaMemcpy from the
+// table's pageable memory instead (not an error).
 absl::StatusOr<core::DeviceCopy> CudaUploadTable(int device, const core::Tensor& tensor);
 
 class CudaExecutor : public batching::Executor {

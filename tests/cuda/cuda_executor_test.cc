@@ -5,10 +5,12 @@
 // strings and empty outputs on the fallback, 32 small tasks in one batch, tasks larger than
 // the staging buffer (chunked copies both ways), cancelled and expired tasks, make_output,
 // concurrent Run calls, a destructor that finishes what it was given, and resident tables:
-// CudaUploadTable's errors, and tasks on uploaded tables reading the device copy in place.
+// CudaUploadTable's errors, tasks on uploaded tables reading the device copy in place, and
+// large tables uploaded through pinned staging chunks arriving byte for byte.
 
 #include "core/cuda/cuda_executor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -640,6 +642,65 @@ TEST_F(CudaExecutorTest, TasksOnAResidentTableGatherFromItsDeviceCopy) {
     ASSERT_TRUE(AgreesWithCpuAndReference(*cases[i])) << "task " << i;
   }
   EXPECT_THAT(cases[4]->got, StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A uint32 [rows, 64] table (256-byte rows) of random-ish bytes.
+core::Tensor RandomishTable(int64_t rows, uint64_t seed) {
+  core::Tensor t = *core::Tensor::Allocate(core::DataType::kUint32, {rows, 64});
+  absl::Span<uint8_t> bytes = t.mutable_bytes();
+  uint64_t x = seed;
+  for (size_t i = 0; i < bytes.size(); i += sizeof(uint64_t)) {
+    x ^= x << 13;  // xorshift64
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(bytes.data() + i, &x, std::min(sizeof(x), bytes.size() - i));
+  }
+  return t;
+}
+
+// Large tables are uploaded through pinned staging chunks (upload_chunks.h): every byte must
+// arrive, in place. Each table is read back whole by a gather of all its rows in order on the
+// device copy (the task's params view shows zeros on the host, so a gather that did not read
+// the copy comes back wrong), compared byte for byte. Sizes: 150 MiB and 3 KiB (two full
+// 64 MiB chunks and a partial one, through alternating buffers), exactly 128 MiB (two full
+// chunks) and 5 MiB and 256 bytes (staged in a single chunk).
+TEST_F(CudaExecutorTest, LargeTablesUploadThroughStagingChunksExactly) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  for (const int64_t rows : {int64_t{614412}, int64_t{524288}, int64_t{20481}}) {
+    SCOPED_TRACE(::testing::Message() << "table of " << rows << " rows of 256 bytes");
+    core::Tensor t = RandomishTable(rows, 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rows));
+    const core::Tensor expected = t.Clone();
+    core::Tensor zeros = *core::Tensor::Allocate(core::DataType::kUint32, {rows, 64});
+    std::memset(zeros.mutable_bytes().data(), 0, zeros.mutable_bytes().size());
+    std::shared_ptr<const core::ResidentTensor> table = UploadedTable(std::move(t));
+    ASSERT_NE(table, nullptr);
+    core::Tensor indices = *core::Tensor::Allocate(core::DataType::kInt64, {rows});
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(indices.mutable_bytes().data() + r * sizeof(r), &r, sizeof(r));
+    }
+    absl::StatusOr<core::GatherPlan> plan = core::PlanGather(zeros.view(), indices.view(), 0, 0);
+    ASSERT_THAT(plan, IsOk());
+    core::Tensor output = *core::Tensor::Allocate(plan->dtype, plan->output_shape);
+    absl::Status got = absl::UnknownError("done was never called");
+    auto task = std::make_unique<batching::Task>();
+    task->plan = *plan;
+    task->params = zeros.view();
+    task->table = table;
+    task->indices = indices.view();
+    task->output = output.mutable_view();
+    task->done = [&got](absl::Status status) { got = std::move(status); };
+    batching::Batch batch;
+    batch.push_back(std::move(task));
+    absl::Notification finished;
+    executor->Run(std::move(batch), [&finished] { finished.Notify(); });
+    ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+    ASSERT_THAT(got, IsOk());
+    const absl::Span<const uint8_t> want = expected.bytes(), have = output.bytes();
+    ASSERT_EQ(have.size(), want.size());
+    const auto [at_want, at_have] = std::mismatch(want.begin(), want.end(), have.begin());
+    EXPECT_EQ(at_want, want.end()) << "first difference at byte " << (at_want - want.begin());
+  }
 }
 
 }  // namespace

@@ -3,10 +3,13 @@
 // device out of service once, answers its batch with INTERNAL and sends every later batch to
 // the fallback, without a crash; a device out of memory sends the batch to the fallback and
 // stays in service. And the launches a batch makes: one per kind of task (gathers, pooled
-// lookups), whatever the number of tasks.
+// lookups), whatever the number of tasks. And CudaUploadTable's pinned staging: two buffers
+// for a large table, none for a small one, a pageable copy when pinned memory runs out, and
+// the staging freed on every path, a failed copy included.
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -237,6 +240,72 @@ TEST_F(CudaExecutorFaultTest, AFailedLookupLaunchTakesTheDeviceOut) {
   EXPECT_THAT(c->got, StatusIs(absl::StatusCode::kInternal, HasSubstr("cudaErrorLaunchFailure")));
   EXPECT_EQ(lost.load(), 1);
   EXPECT_FALSE(executor->healthy());
+}
+
+// A uint8 [bytes] table whose byte i is a hash of i.
+core::Tensor PatternTable(int64_t bytes) {
+  core::Tensor t = *core::Tensor::Allocate(core::DataType::kUint8, {bytes});
+  absl::Span<uint8_t> b = t.mutable_bytes();
+  for (int64_t i = 0; i < bytes; ++i) {
+    b[i] = static_cast<uint8_t>((static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 56);
+  }
+  return t;
+}
+
+// Whether the fake device copy (a host pointer here) holds `t`'s bytes.
+bool DeviceCopyHolds(const core::DeviceCopy& copy, const core::Tensor& t) {
+  return std::memcmp(copy.data, t.bytes().data(), t.bytes().size()) == 0;
+}
+
+// Slow copies: the host would overwrite a staging buffer before its chunk left, were it not
+// waiting for the buffer's event.
+TEST_F(CudaExecutorFaultTest, UploadStagesLargeTablesThroughTwoPinnedBuffersAndFreesThem) {
+  fake::DelayAsyncCopies(100'000);
+  const int64_t held = fake::PinnedBuffersHeld();
+  struct Size {
+    int64_t bytes;
+    int64_t pinned;  // staging buffers the upload allocates
+  };
+  for (const Size size : {Size{int64_t{4} << 20, 0}, Size{(int64_t{4} << 20) + 1, 1},
+                          Size{(int64_t{150} << 20) + 3072, 2}}) {
+    const core::Tensor t = PatternTable(size.bytes);
+    const int64_t allocations = fake::PinnedAllocations();
+    absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, t);
+    ASSERT_THAT(copy, IsOk()) << size.bytes << " bytes";
+    EXPECT_TRUE(DeviceCopyHolds(*copy, t)) << size.bytes << " bytes";
+    EXPECT_EQ(fake::PinnedAllocations() - allocations, size.pinned) << size.bytes << " bytes";
+    EXPECT_EQ(fake::PinnedBuffersHeld(), held) << size.bytes << " bytes";
+  }
+}
+
+TEST_F(CudaExecutorFaultTest, UploadCopiesFromPageableMemoryWhenPinnedMemoryRunsOut) {
+  const int64_t held = fake::PinnedBuffersHeld();
+  const core::Tensor t = PatternTable((int64_t{130} << 20) + 5);
+  for (int had : {0, 1}) {  // the first buffer fails, or the second after the first was had
+    fake::Reset();
+    fake::FailPinnedAllocationsAfter(had);
+    const int64_t allocations = fake::PinnedAllocations();
+    absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, t);
+    ASSERT_THAT(copy, IsOk());
+    EXPECT_TRUE(DeviceCopyHolds(*copy, t));
+    EXPECT_EQ(fake::PinnedAllocations() - allocations, had);
+    EXPECT_EQ(fake::PinnedBuffersHeld(), held);
+  }
+}
+
+TEST_F(CudaExecutorFaultTest, AFailedStagedCopyIsInternalAndFreesTheStaging) {
+  const int64_t held = fake::PinnedBuffersHeld();
+  const core::Tensor t = PatternTable((int64_t{150} << 20) + 3072);
+  fake::DelayAsyncCopies(100'000);  // the first two chunks are still in flight...
+  fake::FailAsyncCopyAfter(2);      // ...when the third chunk's copy fails
+  EXPECT_THAT(CudaUploadTable(0, t),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("cudaErrorInvalidValue: injected by the fake CUDA runtime "
+                                 "(copying a table to device 0)")));
+  EXPECT_EQ(fake::PinnedBuffersHeld(), held);
+  absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, t);  // the error was not sticky
+  ASSERT_THAT(copy, IsOk());
+  EXPECT_TRUE(DeviceCopyHolds(*copy, t));
 }
 
 }  // namespace

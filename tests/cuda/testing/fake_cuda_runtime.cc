@@ -12,7 +12,8 @@
 // tables' cudaMalloc/cudaMemcpy/cudaFree too); and LaunchGatherBatch / LaunchBagBatch, which
 // run RunBatchOnHost (gather_batch.h) / RunBagBatchOnHost (bag_batch.h), the kernels' per-unit
 // code on the CPU, on the stream's timeline. Faults are injected through fake_cuda_runtime.h:
-// a sticky launch failure and out-of-memory.
+// a sticky launch failure, device or pinned memory running out, a failed async copy, and slow
+// async copies.
 //
 // What it cannot prove: real asynchronous semantics (copies and kernels of one stream never
 // overlap here, and a missing synchronisation may go unnoticed when the delays are kind),
@@ -134,6 +135,11 @@ FakeEvent* AsEvent(cudaEvent_t e) { return reinterpret_cast<FakeEvent*>(e); }
 
 std::atomic<int> launches_before_failure{-1};  // -1: never fail
 std::atomic<int> failing_allocations{0};
+std::atomic<int> pinned_allocations_before_failure{-1};  // -1: never fail
+std::atomic<int> async_copies_before_failure{-1};        // -1: never fail
+std::atomic<int64_t> async_copy_delay_us{0};
+std::atomic<int64_t> pinned_allocations{0};
+std::atomic<int64_t> pinned_held{0};
 std::atomic<bool> sticky{false};
 std::atomic<int64_t> launches{0};
 
@@ -153,9 +159,17 @@ namespace fake {
 void FailLaunchAfter(int n) { launches_before_failure = n; }
 void FailNextAllocations(int n) { failing_allocations = n; }
 int64_t Launches() { return launches.load(); }
+void FailPinnedAllocationsAfter(int n) { pinned_allocations_before_failure = n; }
+void FailAsyncCopyAfter(int n) { async_copies_before_failure = n; }
+void DelayAsyncCopies(int64_t microseconds) { async_copy_delay_us = microseconds; }
+int64_t PinnedAllocations() { return pinned_allocations.load(); }
+int64_t PinnedBuffersHeld() { return pinned_held.load(); }
 void Reset() {
   launches_before_failure = -1;
   failing_allocations = 0;
+  pinned_allocations_before_failure = -1;
+  async_copies_before_failure = -1;
+  async_copy_delay_us = 0;
   sticky = false;
 }
 }  // namespace fake
@@ -213,10 +227,15 @@ absl::Status LaunchBagBatch(const BagLaunchArgs& args, const uint8_t* input, uin
 using tensorcompute::cuda::AlignedAlloc;
 using tensorcompute::cuda::AsEvent;
 using tensorcompute::cuda::AsStream;
+using tensorcompute::cuda::async_copies_before_failure;
+using tensorcompute::cuda::async_copy_delay_us;
 using tensorcompute::cuda::failing_allocations;
 using tensorcompute::cuda::FakeEvent;
 using tensorcompute::cuda::FakeStream;
 using tensorcompute::cuda::kDevices;
+using tensorcompute::cuda::pinned_allocations;
+using tensorcompute::cuda::pinned_allocations_before_failure;
+using tensorcompute::cuda::pinned_held;
 using tensorcompute::cuda::sticky;
 using tensorcompute::cuda::StickyOr;
 
@@ -258,6 +277,8 @@ const char* cudaGetErrorName(cudaError_t error) {
       return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidDevice:
       return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
     default:
       return "cudaErrorUnknown";
   }
@@ -268,11 +289,18 @@ const char* cudaGetErrorString(cudaError_t) { return "injected by the fake CUDA 
 cudaError_t cudaGetLastError() { return StickyOr(cudaSuccess); }
 
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  for (int n = pinned_allocations_before_failure.load(); n >= 0;) {
+    if (n == 0) return cudaErrorMemoryAllocation;
+    if (pinned_allocations_before_failure.compare_exchange_weak(n, n - 1)) break;
+  }
   *p = AlignedAlloc(4096, bytes, 0x5a);
+  pinned_allocations.fetch_add(1);
+  pinned_held.fetch_add(1);
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* p) {
+  if (p != nullptr) pinned_held.fetch_sub(1);
   std::free(p);
   return cudaSuccess;
 }
@@ -378,7 +406,17 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                             cudaStream_t stream) {
   if (sticky.load()) return cudaErrorLaunchFailure;
-  AsStream(stream)->Push([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  for (int n = async_copies_before_failure.load(); n >= 0;) {
+    if (async_copies_before_failure.compare_exchange_weak(n, n - 1)) {
+      if (n == 0) return cudaErrorInvalidValue;
+      break;
+    }
+  }
+  const int64_t delay_us = async_copy_delay_us.load();
+  AsStream(stream)->Push([dst, src, bytes, delay_us] {
+    if (delay_us > 0) absl::SleepFor(absl::Microseconds(delay_us));
+    std::memcpy(dst, src, bytes);
+  });
   return cudaSuccess;
 }
 

@@ -24,6 +24,24 @@ void FailNextAllocations(int n);
 // Kernel launches (gather and EmbeddingBag) that were accepted since the process started.
 int64_t Launches();
 
+// After `n` more successful pinned host allocations (cudaMallocHost), every later one fails
+// with cudaErrorMemoryAllocation (not sticky) until Reset.
+void FailPinnedAllocationsAfter(int n);
+
+// After `n` more successful cudaMemcpyAsync calls, the next one fails with
+// cudaErrorInvalidValue (not sticky; once).
+void FailAsyncCopyAfter(int n);
+
+// Every later cudaMemcpyAsync waits `microseconds` on its stream before copying (0: no
+// extra wait; until Reset), so that the host races far ahead of the "device" and a missing
+// wait for a copy's end before reusing its source shows as corrupt data.
+void DelayAsyncCopies(int64_t microseconds);
+
+// Successful cudaMallocHost calls since the process started, and pinned buffers allocated and
+// not yet freed.
+int64_t PinnedAllocations();
+int64_t PinnedBuffersHeld();
+
 // Clears every injected fault (the device works again).
 void Reset();
 
