@@ -344,6 +344,14 @@ absl::StatusOr<core::Tensor> ParseNpyRows(const NpyLayout& layout, int64_t rows,
   return FromNpyData(type, shape, n, data);
 }
 
+absl::Status CheckNpyDataBytes(const NpyLayout& layout, int64_t data_bytes) {
+  if (data_bytes == layout.data_bytes) return absl::OkStatus();
+  return Invalid(absl::StrCat(
+      ".npy data is ", data_bytes, " bytes but shape ", core::ShapeToString(layout.shape), " of '",
+      layout.descr, "' needs ", layout.data_bytes, " bytes",
+      data_bytes < layout.data_bytes ? " (truncated file?)" : " (trailing bytes)"));
+}
+
 bool NpyRowsReadInPlace(const NpyLayout& layout) {
   const bool fortran = layout.fortran_order && layout.shape.size() > 1;
   return !fortran && layout.dtype != DataType::kString && layout.dtype != DataType::kUnspecified;
@@ -372,13 +380,7 @@ absl::Status ConvertNpyRowsInPlace(const NpyLayout& layout, absl::Span<uint8_t> 
 absl::StatusOr<core::Tensor> ParseNpy(absl::string_view bytes) {
   TC_ASSIGN_OR_RETURN(const NpyLayout layout, ParseNpyLayout(bytes));
   absl::string_view data = bytes.substr(static_cast<size_t>(layout.data_offset));
-  if (data.size() != static_cast<uint64_t>(layout.data_bytes)) {
-    return Invalid(absl::StrCat(
-        ".npy data is ", data.size(), " bytes but shape ", core::ShapeToString(layout.shape),
-        " of '", layout.descr, "' needs ", layout.data_bytes, " bytes",
-        data.size() < static_cast<uint64_t>(layout.data_bytes) ? " (truncated file?)"
-                                                               : " (trailing bytes)"));
-  }
+  TC_RETURN_IF_ERROR(CheckNpyDataBytes(layout, static_cast<int64_t>(data.size())));
   TC_ASSIGN_OR_RETURN(const NpyType type, ParseDescr(layout.descr));
   const int64_t n = layout.data_bytes / static_cast<int64_t>(type.itemsize);
   std::string transposed;

@@ -51,6 +51,9 @@ absl::StatusOr<int64_t> NpyHeaderBytes(absl::string_view preamble);
 absl::StatusOr<NpyLayout> ParseNpyLayout(absl::string_view head);
 absl::StatusOr<core::Tensor> ParseNpyRows(const NpyLayout& layout, int64_t rows,
                                           absl::string_view data);
+// OK when `data_bytes` (what follows the header) is what `layout`'s shape needs; else
+// INVALID_ARGUMENT saying both, and whether the file looks truncated or has trailing bytes.
+absl::Status CheckNpyDataBytes(const NpyLayout& layout, int64_t data_bytes);
 // Rows read straight into their tensor (--preload of a large file, in one copy): whether
 // `layout`'s rows can be (C order, fixed-size elements: not strings, not Fortran order); the
 // tensor for `rows` rows of it, uninitialized, to read the file's bytes into (its bytes are

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -17,10 +15,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "spdlog/spdlog.h"
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "core/npy_file.h"
 #include "core/npy_format.h"
 #include "core/shard_spec.h"
 #include "core/status_macros.h"
@@ -73,67 +69,38 @@ absl::StatusOr<core::Tensor> Store(const std::string& name, const core::TableLay
   return stored;
 }
 
-// Rows are read in pieces of this size: large sequential reads, straight into the tensor.
-constexpr int64_t kReadPiece = int64_t{64} << 20;
-// One reader thread per this many bytes, up to the cores available.
+// One reader thread per this many bytes, up to the reader threads a table is given.
 constexpr int64_t kBytesPerReader = int64_t{256} << 20;
+// Pieces the first reader reads between progress lines.
+constexpr int64_t kProgressPiece = int64_t{64} << 20;
 // Reads of at least this many bytes log their progress (bytes, rate, time left).
 constexpr int64_t kProgressBytes = int64_t{1} << 30;
 constexpr absl::Duration kProgressEvery = absl::Seconds(2);
 
-// An open file, closed on scope exit.
-class File {
- public:
-  explicit File(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-  ~File() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// Fills out[begin, end) with the file's bytes from offset + begin, counting into `done`.
-absl::Status ReadRange(const File& file, int64_t offset, absl::Span<uint8_t> out, int64_t begin,
-                       int64_t end, std::atomic<int64_t>* done) {
-  while (begin < end) {
-    const size_t want = static_cast<size_t>(std::min(kReadPiece, end - begin));
-    const ssize_t got = ::pread(file.fd(), out.data() + begin, want, offset + begin);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return absl::InternalError(absl::StrCat("read: ", std::strerror(errno)));
-    if (got == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("truncated .npy file: ", out.size(),
-                                                     " bytes expected at offset ", offset,
-                                                     ", the file ends at ", offset + begin));
-    }
-    begin += got;
-    done->fetch_add(got, std::memory_order_relaxed);
-  }
-  return absl::OkStatus();
-}
-
-// Fills `out` with the file's bytes from `offset` (INVALID_ARGUMENT if the file ends first).
-// Large reads are split into contiguous parts read by one thread each, up to the cores
-// available: the first touch of the table's fresh pages, which the reads make, costs more than
-// the copy from the page cache, and it is spread over the cores so (on the 2-vCPU VM, a 2 GiB
-// file in the page cache: about 0.5 GB/s on one thread, 2 GB/s and more on two).
-absl::Status ReadAt(const File& file, int64_t offset, absl::Span<uint8_t> out,
-                    const std::string& name) {
+// Fills `out` with the file's data from byte `offset` of it (NpyFile::ReadData). Large reads
+// are split into contiguous parts read by one thread each, up to `threads`: the first touch of
+// the table's fresh pages, which the reads make, costs more than the copy from the page cache,
+// and it is spread over the cores so (on the 2-vCPU VM, a 2 GiB file in the page cache: about
+// 0.5 GB/s on one thread, 2 GB/s and more on two).
+absl::Status ReadData(const core::NpyFile& file, int64_t offset, absl::Span<uint8_t> out,
+                      int64_t threads, const std::string& name) {
   const int64_t total = static_cast<int64_t>(out.size());
-  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t item = file.layout().item_bytes;
   const int64_t parts =
-      std::clamp<int64_t>((total + kBytesPerReader - 1) / kBytesPerReader, 1, cores);
-  const int64_t part_bytes = (total + parts - 1) / parts;
+      std::clamp<int64_t>((total + kBytesPerReader - 1) / kBytesPerReader, 1, threads);
+  // Whole elements per part (ReadData converts them in place).
+  const int64_t part_bytes = ((total + parts - 1) / parts + item - 1) / item * item;
+  auto part = [&](int64_t begin, int64_t end) {
+    return out.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+  };
   std::atomic<int64_t> done{0};
   std::vector<absl::Status> status(static_cast<size_t>(parts));
   std::vector<std::thread> readers;
-  for (int64_t i = 1; i < parts; ++i) {
+  for (int64_t i = 1; i < parts && i * part_bytes < total; ++i) {
     readers.emplace_back([&, i] {
-      status[i] = ReadRange(file, offset, out, i * part_bytes,
-                            std::min(total, (i + 1) * part_bytes), &done);
+      const int64_t begin = i * part_bytes;
+      status[i] =
+          file.ReadData(offset + begin, part(begin, std::min(total, begin + part_bytes)), &done);
     });
   }
   // This thread reads the first part in pieces, and says how far all have come.
@@ -149,8 +116,9 @@ absl::Status ReadAt(const File& file, int64_t offset, absl::Span<uint8_t> out,
     next_log += kProgressEvery;
   };
   const int64_t first_end = std::min(total, part_bytes);
-  for (int64_t begin = 0; begin < first_end && status[0].ok(); begin += kReadPiece) {
-    status[0] = ReadRange(file, offset, out, begin, std::min(first_end, begin + kReadPiece), &done);
+  for (int64_t begin = 0; begin < first_end && status[0].ok(); begin += kProgressPiece) {
+    const int64_t end = std::min(first_end, begin + kProgressPiece);
+    status[0] = file.ReadData(offset + begin, part(begin, end), &done);
     log_progress();
   }
   for (std::thread& reader : readers) reader.join();
@@ -160,37 +128,13 @@ absl::Status ReadAt(const File& file, int64_t offset, absl::Span<uint8_t> out,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadHead(const File& file, int64_t bytes, const std::string& name) {
-  std::string head(static_cast<size_t>(bytes), '\0');
-  TC_RETURN_IF_ERROR(
-      ReadAt(file, 0, absl::MakeSpan(reinterpret_cast<uint8_t*>(head.data()), head.size()), name));
-  return head;
-}
-
-// The file's layout, from its preamble and header.
-absl::StatusOr<core::NpyLayout> ReadLayout(const File& file, const std::string& name) {
-  uint8_t preamble[12];
-  ssize_t got = 0;
-  do {
-    got = ::pread(file.fd(), preamble, sizeof preamble, 0);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) return absl::InternalError(absl::StrCat("read: ", std::strerror(errno)));
-  TC_ASSIGN_OR_RETURN(const int64_t head_bytes,
-                      core::NpyHeaderBytes(absl::string_view(
-                          reinterpret_cast<const char*>(preamble), static_cast<size_t>(got))));
-  TC_ASSIGN_OR_RETURN(const std::string head, ReadHead(file, head_bytes, name));
-  return core::ParseNpyLayout(head);
-}
-
 // Rows [first, first + rows) of a C-order file of fixed-size elements, read straight into
 // the tensor that keeps them (one copy: no buffer between the file and the table).
-absl::StatusOr<core::Tensor> ReadRows(const File& file, const core::NpyLayout& layout,
-                                      int64_t first, int64_t rows, const std::string& name) {
-  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::AllocateNpyRows(layout, rows));
-  const int64_t row_bytes = layout.shape[0] > 0 ? layout.data_bytes / layout.shape[0] : 0;
-  const absl::Span<uint8_t> bytes = tensor.mutable_bytes();
-  TC_RETURN_IF_ERROR(ReadAt(file, layout.data_offset + first * row_bytes, bytes, name));
-  TC_RETURN_IF_ERROR(core::ConvertNpyRowsInPlace(layout, bytes));
+absl::StatusOr<core::Tensor> ReadRows(const core::NpyFile& file, int64_t first, int64_t rows,
+                                      int64_t threads, const std::string& name) {
+  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::AllocateNpyRows(file.layout(), rows));
+  TC_RETURN_IF_ERROR(
+      ReadData(file, first * file.row_bytes(), tensor.mutable_bytes(), threads, name));
   return tensor;
 }
 
@@ -198,15 +142,15 @@ absl::StatusOr<core::Tensor> ReadRows(const File& file, const core::NpyLayout& l
 // its data costs memory (a table over --max_resident_bytes is refused unread).
 using BeforeRead = std::function<absl::Status(core::DataType, const core::Shape&)>;
 
-// The whole file, or shard `*shard` of its rows (the file's other rows cost no memory).
+// The whole file, or shard `*shard` of its rows (the file's other rows cost no memory), read
+// by up to `threads` threads.
 absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
                                        std::optional<core::ShardSpec>* shard,
-                                       const BeforeRead& before_read) {
-  File file(spec.path);
-  if (file.fd() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot open it: ", std::strerror(errno)));
-  }
-  TC_ASSIGN_OR_RETURN(const core::NpyLayout layout, ReadLayout(file, spec.name));
+                                       const BeforeRead& before_read, int64_t threads) {
+  absl::StatusOr<core::NpyFile> opened = core::NpyFile::Open(spec.path);
+  if (!opened.ok()) return absl::InvalidArgumentError(opened.status().message());
+  const core::NpyFile& file = *opened;
+  const core::NpyLayout& layout = file.layout();
   if (layout.shape.empty()) return absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
   const bool in_place = core::NpyRowsReadInPlace(layout);
   if (shard->has_value()) {
@@ -220,22 +164,12 @@ absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
     core::Shape shape = layout.shape;
     shape[0] = rows.size();
     TC_RETURN_IF_ERROR(before_read(layout.dtype, shape));
-    return ReadRows(file, layout, rows.begin, rows.size(), spec.name);
-  }
-  struct stat info;
-  if (::fstat(file.fd(), &info) != 0) {
-    return absl::InternalError(absl::StrCat("stat: ", std::strerror(errno)));
+    return ReadRows(file, rows.begin, rows.size(), threads, spec.name);
   }
   if (in_place) {
-    const int64_t expected = layout.data_offset + layout.data_bytes;
-    if (info.st_size != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          ".npy data is ", info.st_size - layout.data_offset, " bytes but shape ",
-          core::ShapeToString(layout.shape), " of '", layout.descr, "' needs ", layout.data_bytes,
-          " bytes", info.st_size < expected ? " (truncated file?)" : " (trailing bytes)"));
-    }
+    TC_RETURN_IF_ERROR(file.CheckSize());
     TC_RETURN_IF_ERROR(before_read(layout.dtype, layout.shape));
-    return ReadRows(file, layout, 0, layout.shape[0], spec.name);
+    return ReadRows(file, 0, layout.shape[0], threads, spec.name);
   }
   if (layout.dtype != core::DataType::kString) {
     TC_RETURN_IF_ERROR(before_read(layout.dtype, layout.shape));
@@ -243,15 +177,12 @@ absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
   // Strings and Fortran order: the whole file, then converted (twice the memory for a while).
   spdlog::info("preloading {}: '{}'{} is read whole and then converted (a slower path)", spec.name,
                layout.descr, layout.fortran_order ? " in Fortran order" : "");
-  std::string contents(static_cast<size_t>(info.st_size), '\0');
-  TC_RETURN_IF_ERROR(
-      ReadAt(file, 0, absl::MakeSpan(reinterpret_cast<uint8_t*>(contents.data()), contents.size()),
-             spec.name));
+  TC_ASSIGN_OR_RETURN(const std::string contents, file.ReadAll());
   return core::ParseNpy(contents);
 }
 
 absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
-                  core::TensorRegistry* registry, const TensorPlacer& place) {
+                  core::TensorRegistry* registry, const TensorPlacer& place, int64_t threads) {
   // Fixed-size tables are planned and reserved before their data is read; strings (whose
   // bytes only the file's content says) once read.
   std::optional<core::TableLayout> layout;
@@ -263,10 +194,12 @@ absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
                         registry->Reserve(spec.name, held >= 0 ? held : layout->stored_bytes));
     return absl::OkStatus();
   };
-  absl::StatusOr<core::Tensor> tensor =
-      ReadTable(spec, &shard, [&](core::DataType dtype, const core::Shape& shape) {
+  absl::StatusOr<core::Tensor> tensor = ReadTable(
+      spec, &shard,
+      [&](core::DataType dtype, const core::Shape& shape) {
         return plan_and_reserve(dtype, shape, -1);
-      });
+      },
+      threads);
   if (!tensor.ok()) return tensor.status();
   if (!reservation.has_value()) {
     const core::TensorView view = tensor->view();
@@ -286,27 +219,59 @@ absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
       .status();
 }
 
+// Loads `spec` and logs how it went; the error names the spec.
+absl::Status LoadAndLog(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
+                        core::TensorRegistry* registry, const TensorPlacer& place,
+                        int64_t threads) {
+  const absl::Time start = absl::Now();
+  if (absl::Status status = Load(spec, shard, registry, place, threads); !status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("--preload ", spec.name, "=", spec.path, ": ",
+                                                    status.message()));
+  }
+  const auto entry = registry->Find(spec.name);
+  const std::string part =
+      entry->shard.has_value()
+          ? absl::StrCat(" (shard ", entry->shard->index, " of ", entry->shard->count, ": ",
+                         entry->tensor.shape()[0], " of ", entry->shard->total_rows, " rows)")
+          : "";
+  spdlog::info("preloaded {} from {}{}: {} {} bytes on {} in {:.1f} s", spec.name, spec.path, part,
+               entry->bytes, core::TableStorageName(entry->storage), entry->device,
+               absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
                      const TensorPlacer& place, std::optional<core::ShardSpec> shard) {
+  std::vector<PreloadSpec> parsed;
   for (const std::string& text : specs) {
     absl::StatusOr<PreloadSpec> spec = ParseSpec(text);
     if (!spec.ok()) return spec.status();
-    const absl::Time start = absl::Now();
-    if (absl::Status status = Load(*spec, shard, registry, place); !status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("--preload ", spec->name, "=", spec->path,
-                                                      ": ", status.message()));
+    parsed.push_back(*std::move(spec));
+  }
+  // Up to one table per core at once, the cores shared among their readers. After a failure no
+  // further table is started; those loading finish.
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t loaders = std::min<int64_t>(cores, static_cast<int64_t>(parsed.size()));
+  const int64_t threads = std::max<int64_t>(1, cores / std::max<int64_t>(1, loaders));
+  std::vector<absl::Status> status(parsed.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto loader = [&] {
+    while (!failed.load()) {
+      const size_t i = next.fetch_add(1);
+      if (i >= parsed.size()) return;
+      status[i] = LoadAndLog(parsed[i], shard, registry, place, threads);
+      if (!status[i].ok()) failed = true;
     }
-    const auto entry = registry->Find(spec->name);
-    const std::string part =
-        entry->shard.has_value()
-            ? absl::StrCat(" (shard ", entry->shard->index, " of ", entry->shard->count, ": ",
-                           entry->tensor.shape()[0], " of ", entry->shard->total_rows, " rows)")
-            : "";
-    spdlog::info("preloaded {} from {}{}: {} {} bytes on {} in {:.1f} s", spec->name, spec->path,
-                 part, entry->bytes, core::TableStorageName(entry->storage), entry->device,
-                 absl::ToDoubleSeconds(absl::Now() - start));
+  };
+  std::vector<std::thread> others;
+  for (int64_t i = 1; i < loaders; ++i) others.emplace_back(loader);
+  loader();
+  for (std::thread& t : others) t.join();
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -2,7 +2,8 @@
 //
 // --preload: resident tensors loaded from .npy files at start-up, before health turns SERVING.
 //
-// Thread-safety: call from one thread; the registry is thread-safe.
+// Thread-safety: call from one thread (it starts its own readers); the registry and `place`
+// must be thread-safe.
 
 #ifndef TENSORCOMPUTE_SERVER_PRELOAD_H_
 #define TENSORCOMPUTE_SERVER_PRELOAD_H_
@@ -23,8 +24,12 @@ namespace tensorcompute::server {
 // for "" (the server's default), reserving the bytes it will hold against the registry's limit
 // before placing it. KIND is a storage kind (core::ParseTableStorage: as-is, float16,
 // int8-rowwise, int8-rowwise-prequantized; default as-is); a last ":WORD" holding no '/' or
-// '.' is read as one. The file is read whole (or a shard's rows, below), then converted. Returns
-// the first failure, naming the spec: INVALID_ARGUMENT for a spec that is not NAME=PATH.npy[:KIND],
+// '.' is read as one. A C-order file of fixed-size elements is read in one copy, straight into
+// the table (core/npy_file.h), after its bytes are reserved; strings and Fortran order are read
+// whole, then converted (twice the memory for a while; the log says so). Tables load in
+// parallel, up to one per core, the cores shared among their readers; after a failure no
+// further one is started. Returns the first failure in `specs`' order, naming the spec:
+// INVALID_ARGUMENT for a spec that is not NAME=PATH.npy[:KIND],
 // an unknown kind, a file that cannot be read or parsed, a scalar, a table the kind does not take
 // or a value it cannot hold (core::PlanTableLayout, core::TableEncoder); the registry's and the
 // placement's errors (e.g. RESOURCE_EXHAUSTED).
