@@ -28,8 +28,10 @@
 //
 // Resident tensors (put, delete, list; client/cli_tensors.h): every replica holds its own
 // copy. put and delete reach the first target, or every target with --all-targets; list asks
-// every target. --params-name gathers (or looks up, in embedding-bag) from a resident tensor,
-// sending only the indices; `load
+// every target. put reads a C-order .npy of numbers as it sends it (any size in a little
+// memory), draws a progress bar when stderr is a terminal, and without --timeout gives the
+// upload 30 s plus 1 s per 10 MB. --params-name gathers (or looks up, in embedding-bag) from a
+// resident tensor, sending only the indices; `load
 // --params-name` reads the tensor's dtype and shape from the first target's list.
 //
 // Tensors are .npy or .json files (client/tensor_io.h); without --out the result is printed
@@ -694,6 +696,8 @@ int Main(int argc, char** argv) {
     }
     return RunEmbeddingBag(**client, f);
   }
+  // An upload's deadline grows with its size unless --timeout says otherwise (PutFlags).
+  put.timeout_given = put_cmd->parsed() && put_cmd->get_option("--timeout")->count() > 0;
   if (put_cmd->parsed() && put.shards > 0) {
     return RunPutSharded(put, [&common](const std::string& target) {
       CommonFlags one = common;

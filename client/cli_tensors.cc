@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,8 +14,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include <unistd.h>
 
+#include "client/progress_line.h"
 #include "client/tensor_io.h"
+#include "client/tensor_source.h"
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "core/shard_spec.h"
@@ -82,14 +86,92 @@ int EmitResult(const core::TensorView& result, const std::string& out) {
   return kOk;
 }
 
-int RunPut(Client& client, const PutFlags& f) {
-  std::optional<core::Tensor> tensor = ReadFlagTensor("--input", f.input);
-  if (!tensor.has_value()) return kIoError;
-  absl::StatusOr<TensorInfo> info = client.PutTensor(f.name, tensor->view(), f.options);
-  if (!info.ok()) {
-    PrintError(info.status());
-    return kRpcError;
+namespace {
+
+// The tensor a put uploads: a C-order .npy of fixed-size elements is read as it is sent
+// (`source`: the CLI holds one chunk of it, whatever its size); anything else is read whole
+// (`tensor`).
+struct PutInput {
+  std::optional<core::Tensor> tensor;
+  std::optional<TensorSource> source;
+  // Set when the source's read failed during an upload (an I/O error, not the call's).
+  std::shared_ptr<bool> read_failed = std::make_shared<bool>(false);
+
+  // The whole input as a source (REQUIRES: fixed-size elements).
+  TensorSource AsSource() const { return source.has_value() ? *source : SourceOf(tensor->view()); }
+};
+
+// f.input opened for a put, or nullopt after printing "error: --input PATH: message".
+std::optional<PutInput> OpenPutInput(const std::string& path) {
+  PutInput input;
+  if (FormatFromPath(path).value_or(TensorFormat::kJson) == TensorFormat::kNpy) {
+    absl::StatusOr<std::optional<TensorSource>> source = OpenNpySource(path);
+    if (!source.ok()) {
+      std::fprintf(stderr, "error: --input %s: %s\n", path.c_str(),
+                   std::string(source.status().message()).c_str());
+      return std::nullopt;
+    }
+    if (source->has_value()) {
+      input.source = **std::move(source);
+      input.source->read = [read = std::move(input.source->read), failed = input.read_failed](
+                               int64_t offset, absl::Span<uint8_t> out) {
+        absl::Status status = read(offset, out);
+        if (!status.ok()) *failed = true;
+        return status;
+      };
+      return input;
+    }
   }
+  input.tensor = ReadFlagTensor("--input", path);
+  if (!input.tensor.has_value()) return std::nullopt;
+  return input;
+}
+
+// Prints an upload's failure; kIoError when reading the input failed, else kRpcError.
+int PutFailed(const PutInput& input, const std::string& path, const absl::Status& status) {
+  if (*input.read_failed) {
+    std::fprintf(stderr, "error: --input %s: %s\n", path.c_str(),
+                 std::string(status.message()).c_str());
+    return kIoError;
+  }
+  PrintError(status);
+  return kRpcError;
+}
+
+// `options` drawing a progress bar for `what` on stderr when it is a terminal.
+PutOptions WithProgress(const PutOptions& options, ProgressLine* progress) {
+  PutOptions out = options;
+  out.on_progress = [progress](int64_t sent, int64_t total) { progress->Update(sent, total); };
+  return out;
+}
+
+bool StderrIsATerminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+// The bytes a put sends of `input` (elements for strings: they are small).
+int64_t InputBytes(const PutInput& input) {
+  if (input.source.has_value()) return SourceBytes(*input.source).value_or(0);
+  return static_cast<int64_t>(input.tensor->bytes().size());
+}
+
+}  // namespace
+
+absl::Duration PutDeadline(absl::Duration client_timeout, int64_t bytes, bool timeout_given) {
+  if (timeout_given) return client_timeout;
+  return client_timeout + absl::Seconds(static_cast<double>(bytes) / 10e6);
+}
+
+int RunPut(Client& client, const PutFlags& f) {
+  std::optional<PutInput> input = OpenPutInput(f.input);
+  if (!input.has_value()) return kIoError;
+  ProgressLine progress(absl::StrCat("put ", f.name), StderrIsATerminal());
+  const PutOptions options = WithProgress(f.options, &progress);
+  const CallOptions call{
+      PutDeadline(client.options().timeout, InputBytes(*input), f.timeout_given)};
+  absl::StatusOr<TensorInfo> info =
+      input->source.has_value() ? client.PutTensor(f.name, *input->source, options, call)
+                                : client.PutTensor(f.name, input->tensor->view(), options, call);
+  progress.Done();
+  if (!info.ok()) return PutFailed(*input, f.input, info.status());
   const int targets = f.options.all_targets ? static_cast<int>(client.targets().size()) : 1;
   std::printf("stored %s%s\n", Describe(*info).c_str(),
               targets > 1 ? absl::StrFormat(" (on %d targets)", targets).c_str() : "");
@@ -103,24 +185,23 @@ int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
                  f.shards, f.shards);
     return kUsage;
   }
-  std::optional<core::Tensor> tensor = ReadFlagTensor("--input", f.input);
-  if (!tensor.has_value()) return kIoError;
-  const core::TensorView whole = tensor->view();
-  if (whole.shape.empty() || whole.dtype == core::DataType::kString) {
+  std::optional<PutInput> input = OpenPutInput(f.input);
+  if (!input.has_value()) return kIoError;
+  const bool strings =
+      input->tensor.has_value() && input->tensor->dtype() == core::DataType::kString;
+  const core::Shape& shape =
+      input->source.has_value() ? input->source->shape : input->tensor->shape();
+  if (shape.empty() || strings) {
     std::fprintf(stderr,
                  "error: --input %s: a sharded table has rank >= 1 and fixed-size "
                  "elements\n",
                  f.input.c_str());
     return kUsage;
   }
-  const int64_t total = whole.shape[0];
-  const size_t row_bytes = total > 0 ? whole.data.size() / static_cast<size_t>(total) : 0;
+  const TensorSource whole = input->AsSource();
+  const int64_t total = shape[0];
   for (int32_t s = 0; s < f.shards; ++s) {
     const core::RowRange rows = core::ShardRows(total, f.shards, s);
-    core::TensorView part = whole;
-    part.shape[0] = rows.size();
-    part.data = whole.data.subspan(static_cast<size_t>(rows.begin) * row_bytes,
-                                   static_cast<size_t>(rows.size()) * row_bytes);
     PutOptions options = f.options;
     options.all_targets = false;
     options.shard = core::ShardSpec{s, f.shards, total};
@@ -130,11 +211,19 @@ int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
         PrintError(client.status());
         return kUsage;
       }
-      absl::StatusOr<TensorInfo> info = (*client)->PutTensor(f.name, part, options);
+      ProgressLine progress(absl::StrCat("put ", f.name, " shard ", s, " to ", replica),
+                            StderrIsATerminal());
+      const TensorSource part = SourceRows(whole, rows);
+      const CallOptions call{PutDeadline((*client)->options().timeout,
+                                         SourceBytes(part).value_or(0), f.timeout_given)};
+      absl::StatusOr<TensorInfo> info =
+          (*client)->PutTensor(f.name, part, WithProgress(options, &progress), call);
+      progress.Done();
       if (!info.ok()) {
-        PrintError(absl::Status(info.status().code(), absl::StrCat("shard ", s, " on ", replica,
-                                                                   ": ", info.status().message())));
-        return kRpcError;
+        return PutFailed(
+            *input, f.input,
+            absl::Status(info.status().code(), absl::StrCat("shard ", s, " on ", replica, ": ",
+                                                            info.status().message())));
       }
       std::printf("stored shard %d of %d (rows [%lld, %lld)) on %s: %s\n", s, f.shards,
                   static_cast<long long>(rows.begin), static_cast<long long>(rows.end),

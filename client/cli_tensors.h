@@ -7,6 +7,9 @@
 // outcome):
 //
 //   put NAME --input FILE [--device D] [--replace] [--chunk-bytes N] [--all-targets]
+//       (a C-order .npy of fixed-size elements is read as it is sent, so the CLI's memory stays
+//       small whatever its size; other files are read whole; on a terminal stderr shows a
+//       progress bar)
 //   put NAME --input FILE --shards N --targets T0,T1,... [--device D] [--replace] ...
 //       (a table split by row ranges, core/shard_spec.h: shard i's rows uploaded to target i,
 //       to each of its replicas when the entry lists several, "a:p|b:p")
@@ -35,6 +38,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 #include "client/client.h"
 #include "core/tensor.h"
@@ -67,7 +71,14 @@ struct PutFlags {
   PutOptions options;
   int32_t shards = 0;   // > 0: upload as that many row-range shards to `targets`
   std::string targets;  // one target per shard, comma-separated; '|' joins replicas
+  // Whether --timeout was given. Without it an upload's deadline is the client's timeout plus
+  // 1 s per 10 MB of the tensor (PutDeadline), so that a large file is not cut off at 30 s.
+  bool timeout_given = false;
 };
+
+// The deadline of an upload of `bytes` (see PutFlags::timeout_given), `client_timeout` being
+// the client's own.
+absl::Duration PutDeadline(absl::Duration client_timeout, int64_t bytes, bool timeout_given);
 
 // Reads f.input (kIoError when it cannot) and puts it; kRpcError on a call error.
 int RunPut(Client& client, const PutFlags& f);

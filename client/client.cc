@@ -21,7 +21,6 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
-#include "client/put_chunker.h"
 #include "core/status_macros.h"
 #include "proto/tensor_codec.h"
 
@@ -397,34 +396,70 @@ absl::StatusOr<TensorInfo> Client::PutTensor(const std::string& name,
         absl::StrCat("chunk_bytes must be > 0, got ", options.chunk_bytes));
   }
   TC_RETURN_IF_ERROR(core::ValidateTensor(tensor, "tensor", INT64_MAX));
-  return OnTargets("put", name, options.all_targets,
-                   [&](int target) { return PutOne(target, name, tensor, options, call); });
+  return OnTargets("put", name, options.all_targets, [&](int target) {
+    return PutOne(
+        target, [&](const PutChunkerOptions& chunks) { return PutChunker(name, tensor, chunks); },
+        options, call);
+  });
 }
 
-absl::StatusOr<TensorInfo> Client::PutOne(int target, const std::string& name,
-                                          const core::TensorView& tensor, const PutOptions& options,
-                                          const CallOptions& call) {
+absl::StatusOr<TensorInfo> Client::PutTensor(const std::string& name, const TensorSource& source,
+                                             const PutOptions& options, const CallOptions& call) {
+  if (options.chunk_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_bytes must be > 0, got ", options.chunk_bytes));
+  }
+  if (source.dtype == core::DataType::kString || source.dtype == core::DataType::kUnspecified ||
+      !SourceBytes(source).has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a tensor source has a fixed-size dtype and a shape of at most 2^63 bytes; "
+                     "got ",
+                     core::DataTypeName(source.dtype), " ", core::ShapeToString(source.shape)));
+  }
+  return OnTargets("put", name, options.all_targets, [&](int target) {
+    return PutOne(
+        target, [&](const PutChunkerOptions& chunks) { return PutChunker(name, source, chunks); },
+        options, call);
+  });
+}
+
+absl::StatusOr<TensorInfo> Client::PutOne(
+    int target, const std::function<PutChunker(const PutChunkerOptions&)>& make_chunker,
+    const PutOptions& options, const CallOptions& call) {
   v1::PutTensorResponse response;
+  absl::Status read_error;
   const grpc::Status status =
       WithRetries(target, /*admin=*/true, call,
                   [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
                     response.Clear();
                     std::unique_ptr<grpc::ClientWriter<v1::PutTensorRequest>> writer =
                         stub.PutTensor(context, &response);
-                    PutChunker chunker(name, tensor,
-                                       {.device = options.device,
-                                        .replace = options.replace,
-                                        .chunk_bytes = options.chunk_bytes,
-                                        .storage = options.storage,
-                                        .shard = options.shard});
+                    PutChunker chunker = make_chunker({.device = options.device,
+                                                       .replace = options.replace,
+                                                       .chunk_bytes = options.chunk_bytes,
+                                                       .storage = options.storage,
+                                                       .shard = options.shard});
                     v1::PutTensorRequest message;
                     // A failed Write means the call is over (the server answered early, or the
                     // connection broke): Finish then says why.
                     bool writing = true;
-                    while (writing && chunker.Next(&message)) writing = writer->Write(message);
-                    if (writing) writer->WritesDone();
+                    while (writing && chunker.Next(&message)) {
+                      writing = writer->Write(message);
+                      if (writing && options.on_progress) {
+                        options.on_progress(chunker.sent(), chunker.total());
+                      }
+                    }
+                    if (!chunker.status().ok()) {
+                      // The tensor is incomplete: the call is cancelled, never finished as a
+                      // whole upload, and the read's error is what the caller gets.
+                      read_error = chunker.status();
+                      context->TryCancel();
+                    } else if (writing) {
+                      writer->WritesDone();
+                    }
                     return writer->Finish();
                   });
+  if (!read_error.ok()) return read_error;
   if (!status.ok()) return ToAbsl(status);
   return FromProtoInfo(response.tensor());
 }

@@ -44,6 +44,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,8 @@
 #include "grpcpp/security/credentials.h"
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
+#include "client/put_chunker.h"
+#include "client/tensor_source.h"
 #include "core/dtype.h"
 #include "core/embedding_bag.h"
 #include "core/shape.h"
@@ -155,6 +158,10 @@ struct PutOptions {
   // The tensor is this shard of a table sharded by row ranges (core/shard_spec.h): its rows
   // must be core::ShardRows(*shard). Unset: a whole tensor.
   std::optional<core::ShardSpec> shard = std::nullopt;
+  // Called on the uploading thread after each message is sent, with how much of the tensor has
+  // gone and all of it (bytes; elements for strings); from 0 again when an upload is retried
+  // or goes to the next target. Unset: not called.
+  std::function<void(int64_t sent, int64_t total)> on_progress;
 };
 
 // A resident tensor as the server describes it (tensorcompute.proto, TensorInfo).
@@ -233,6 +240,14 @@ class Client {
   absl::StatusOr<TensorInfo> PutTensor(const std::string& name, const core::TensorView& tensor,
                                        const PutOptions& options = {},
                                        const CallOptions& call = {});
+  // The same, reading the tensor from `source` as it sends (client/tensor_source.h), so that
+  // it never holds more than one chunk of it: a large file uploads in little memory. A read's
+  // error ends the upload (the server discards what it got) and is returned as it is; it is
+  // not retried. INVALID_ARGUMENT, before any call, for a string dtype, a negative dimension or
+  // a shape whose bytes overflow.
+  absl::StatusOr<TensorInfo> PutTensor(const std::string& name, const TensorSource& source,
+                                       const PutOptions& options = {},
+                                       const CallOptions& call = {});
 
   // Deletes the resident tensor `name` from the first target or, with all_targets, from every
   // target (failures reported as PutTensor does). Sends admin_token when set. Returns the
@@ -251,6 +266,8 @@ class Client {
   absl::StatusOr<std::string> Health(int target_index = 0, const std::string& service = "",
                                      const CallOptions& call = {});
 
+  // The options it was made with.
+  const ClientOptions& options() const { return options_; }
   // The targets that the option named, one per entry (see SplitTargets).
   const std::vector<std::string>& targets() const { return targets_; }
   // Every channel: connections_per_target per target, grouped by target.
@@ -275,9 +292,10 @@ class Client {
   absl::StatusOr<core::Tensor> Call(const Request& request, const CallOptions& call);
 
   // One upload / deletion on target `target`.
-  absl::StatusOr<TensorInfo> PutOne(int target, const std::string& name,
-                                    const core::TensorView& tensor, const PutOptions& options,
-                                    const CallOptions& call);
+  // `make_chunker` makes each attempt's messages.
+  absl::StatusOr<TensorInfo> PutOne(
+      int target, const std::function<PutChunker(const PutChunkerOptions&)>& make_chunker,
+      const PutOptions& options, const CallOptions& call);
   absl::StatusOr<TensorInfo> DeleteOne(int target, const std::string& name,
                                        const CallOptions& call);
   // Runs `one(target)` on the first target, or on every target when `all_targets`, and

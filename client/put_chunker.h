@@ -2,17 +2,20 @@
 //
 // Splits one tensor into the messages of a PutTensor upload (tensorcompute.proto,
 // PutTensorRequest), one message at a time, so that an upload never holds more than one chunk
-// beyond the tensor itself:
+// beyond the tensor itself, nor more than one chunk at all when it reads a TensorSource (a
+// large file read as it is sent):
 //
 //   PutChunker chunker(name, tensor.view(), {.device = "", .replace = false,
 //                                             .chunk_bytes = 1 << 20});
 //   v1::PutTensorRequest message;
 //   while (chunker.Next(&message)) writer->Write(message);
+//   if (!chunker.status().ok()) ...  // a source's read failed: the upload is incomplete
 //
 // The first message carries the description (name, dtype, shape, device, replace) and the
 // first chunk; later messages carry only a chunk. Chunks come in order:
 //   - fixed-size dtypes: `data` holds at most chunk_bytes bytes, rounded down to whole
-//     elements (at least one element), and `offset` is the byte offset of data[0];
+//     elements (at least one element), and `offset` is the byte offset of data[0]; a source's
+//     bytes are read straight into the message;
 //   - DT_STRING: `strings` holds consecutive elements whose wire size (each string's bytes
 //     plus its field tag and length prefix) stays within chunk_bytes; a single string larger
 //     than that travels alone in its own message. `offset` is the element index of strings[0].
@@ -30,6 +33,7 @@
 
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
+#include "client/tensor_source.h"
 #include "core/shard_spec.h"
 #include "core/table_storage.h"
 #include "core/tensor.h"
@@ -54,22 +58,36 @@ class PutChunker {
   // REQUIRES: `tensor` is well-formed (core::ValidateTensor accepts it);
   // options.chunk_bytes > 0.
   PutChunker(std::string name, const core::TensorView& tensor, PutChunkerOptions options);
+  // REQUIRES: source.dtype is a fixed-size dtype, its shape's bytes fit int64 (SourceBytes),
+  // and options.chunk_bytes > 0.
+  PutChunker(std::string name, TensorSource source, PutChunkerOptions options);
 
   // Fills `*message` (cleared first) with the next message and returns true, or returns false
-  // when every message has been produced. The first call always returns true.
+  // when every message has been produced or a source's read failed (status() says which). The
+  // first call returns true unless that read failed.
   bool Next(v1::PutTensorRequest* message);
 
+  // OK, or the error of the source's read that ended the messages early.
+  const absl::Status& status() const { return status_; }
   // The number of messages produced so far.
   int64_t messages() const { return messages_; }
+  // How much of the tensor the messages so far carried, and all of it: bytes (fixed-size
+  // dtypes) or elements (strings).
+  int64_t sent() const { return offset_; }
+  int64_t total() const { return total_; }
 
   // --- implementation details below ---
  private:
   const std::string name_;
-  const core::TensorView tensor_;
+  const core::DataType dtype_;
+  const core::Shape shape_;
+  const core::TensorView strings_;  // the tensor, for DT_STRING
+  const TensorSource source_;       // the bytes, for fixed-size dtypes
   const PutChunkerOptions options_;
   const int64_t total_;  // bytes (fixed-size dtypes) or elements (strings)
   int64_t offset_ = 0;   // of the next chunk, in the same unit
   int64_t messages_ = 0;
+  absl::Status status_;
 };
 
 }  // namespace tensorcompute::client

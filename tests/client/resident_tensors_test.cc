@@ -3,6 +3,7 @@
 // dtype family, gathers by name equal to the inline gather byte for byte, the server's error
 // codes passed through, and uploads to every target of a two-server client.
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -120,6 +121,42 @@ TEST(ResidentTensors, PutListGatherByNameDelete) {
   EXPECT_THAT(client->GatherNdByName("emb", indices.view()).status(),
               StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(client->DeleteTensor("emb").status(), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST(ResidentTensors, ASourceIsReadAsItIsSentAndAFailedReadStoresNothing) {
+  auto server = StartServer();
+  auto client = MakeClient(Local(*server));
+  testing::Rng rng(11);
+  const core::Tensor table = testing::RandomTensor(core::DataType::kInt16, {1000, 33}, rng);
+  PutOptions put;
+  put.chunk_bytes = 4096;
+  std::vector<int64_t> progress;
+  put.on_progress = [&](int64_t sent, int64_t total) {
+    EXPECT_EQ(total, 1000 * 33 * 2);
+    progress.push_back(sent);
+  };
+  auto stored = client->PutTensor("src", SourceOf(table.view()), put);
+  ASSERT_THAT(stored.status(), IsOk());
+  ExpectGathersByNameMatchInline(*client, "src", table, 3);
+  ASSERT_EQ(progress.size(), (1000u * 33 * 2 + 4095) / 4096);
+  EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+  EXPECT_EQ(progress.back(), 1000 * 33 * 2);
+
+  // A read that fails half-way ends the upload with its error; the server keeps nothing.
+  TensorSource failing = SourceOf(table.view());
+  failing.read = [read = failing.read](int64_t offset, absl::Span<uint8_t> out) {
+    if (offset >= 8 * 4096) return absl::DataLossError("the disk went away");
+    return read(offset, out);
+  };
+  EXPECT_THAT(client->PutTensor("half", failing, put).status(),
+              StatusIs(absl::StatusCode::kDataLoss, "the disk went away"));
+  EXPECT_THAT(Names(*client), ElementsAre("src"));
+  // Nor does a string source or an overflowing shape get as far as a call.
+  TensorSource strings{core::DataType::kString, {2}, failing.read};
+  EXPECT_THAT(client->PutTensor("s", strings).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  TensorSource huge{core::DataType::kFloat64, {int64_t{1} << 40, int64_t{1} << 30}, failing.read};
+  EXPECT_THAT(client->PutTensor("h", huge).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ResidentTensors, ManyChunksLargerThanTheServersMessageLimit) {
