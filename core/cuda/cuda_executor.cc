@@ -163,7 +163,12 @@ absl::Status CopyTableToDevice(void* dst, absl::Span<const uint8_t> bytes, int d
     TC_ASSIGN_OR_RETURN(const bool copied, StagedCopy(dst, bytes, what));
     if (copied) return absl::OkStatus();
   }
-  return CudaError(cudaMemcpy(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), what);
+  TC_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
+                          what);
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before the DMA lands
+  // (CUDA's "API synchronization behavior"); the executor's streams do not wait on the legacy
+  // stream, so the copy is waited for here.
+  return CudaError(cudaDeviceSynchronize(), what);
 }
 
 }  // namespace
