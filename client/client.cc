@@ -21,6 +21,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
+#include "client/put_upload.h"
 #include "core/status_macros.h"
 #include "proto/tensor_codec.h"
 
@@ -232,6 +233,13 @@ grpc::Status Client::WithRetries(int target, bool admin, const CallOptions& call
   }
 }
 
+const std::shared_ptr<grpc::Channel>& Client::ChannelOf(const v1::TensorCompute::Stub& stub) const {
+  for (size_t i = 0; i < stubs_.size(); ++i) {
+    if (stubs_[i].get() == &stub) return channels_[i];
+  }
+  return channels_.front();  // unreachable: every stub is one of stubs_
+}
+
 template <typename Request, typename Response>
 absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOptions& call) {
   Response response;
@@ -432,32 +440,16 @@ absl::StatusOr<TensorInfo> Client::PutOne(
       WithRetries(target, /*admin=*/true, call,
                   [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
                     response.Clear();
-                    std::unique_ptr<grpc::ClientWriter<v1::PutTensorRequest>> writer =
-                        stub.PutTensor(context, &response);
                     PutChunker chunker = make_chunker({.device = options.device,
                                                        .replace = options.replace,
                                                        .chunk_bytes = options.chunk_bytes,
                                                        .storage = options.storage,
                                                        .shard = options.shard});
-                    v1::PutTensorRequest message;
-                    // A failed Write means the call is over (the server answered early, or the
-                    // connection broke): Finish then says why.
-                    bool writing = true;
-                    while (writing && chunker.Next(&message)) {
-                      writing = writer->Write(message);
-                      if (writing && options.on_progress) {
-                        options.on_progress(chunker.sent(), chunker.total());
-                      }
-                    }
-                    if (!chunker.status().ok()) {
-                      // The tensor is incomplete: the call is cancelled, never finished as a
-                      // whole upload, and the read's error is what the caller gets.
-                      read_error = chunker.status();
-                      context->TryCancel();
-                    } else if (writing) {
-                      writer->WritesDone();
-                    }
-                    return writer->Finish();
+                    const grpc::Status sent = UploadPut(ChannelOf(stub), context, &chunker,
+                                                        options.on_progress, &response);
+                    // An incomplete tensor: the read's error is what the caller gets.
+                    read_error = chunker.status();
+                    return sent;
                   });
   if (!read_error.ok()) return read_error;
   if (!status.ok()) return ToAbsl(status);

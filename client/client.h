@@ -288,6 +288,9 @@ class Client {
   template <typename Attempt>
   grpc::Status WithRetries(int target, bool admin, const CallOptions& call, Attempt&& attempt);
 
+  // The channel that `stub` (one of stubs_) calls on.
+  const std::shared_ptr<grpc::Channel>& ChannelOf(const v1::TensorCompute::Stub& stub) const;
+
   template <typename Request, typename Response>
   absl::StatusOr<core::Tensor> Call(const Request& request, const CallOptions& call);
 

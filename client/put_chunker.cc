@@ -1,9 +1,16 @@
 #include "client/put_chunker.h"
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "grpcpp/support/slice.h"
 
 #include "core/dtype.h"
 #include "proto/tensor_codec.h"
@@ -19,6 +26,44 @@ int64_t StringWireBytes(const std::string& s) {
 }
 
 }  // namespace
+
+// Chunk buffers that come back when gRPC is done with their slices: an upload reads into the
+// same few pages over and over, instead of fresh ones (a page fault each 4 KiB) every chunk.
+class ChunkPool : public std::enable_shared_from_this<ChunkPool> {
+ public:
+  // A slice of `n` bytes (uninitialized contents) over a pooled buffer.
+  grpc::Slice Take(size_t n) {
+    std::string buffer;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!free_.empty()) {
+        buffer = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (buffer.size() < n) buffer.resize(n);
+    auto* loan = new Loan{shared_from_this(), std::move(buffer)};
+    return grpc::Slice(loan->buffer.data(), n, &Return, loan);
+  }
+
+ private:
+  // A buffer out in a slice, and the pool it goes back to.
+  struct Loan {
+    std::shared_ptr<ChunkPool> pool;
+    std::string buffer;
+  };
+  // A few buffers are kept: as many as an upload has in flight.
+  static constexpr size_t kKept = 8;
+
+  static void Return(void* p) {
+    std::unique_ptr<Loan> loan(static_cast<Loan*>(p));
+    absl::MutexLock lock(&loan->pool->mu_);
+    if (loan->pool->free_.size() < kKept) loan->pool->free_.push_back(std::move(loan->buffer));
+  }
+
+  absl::Mutex mu_;
+  std::vector<std::string> free_ ABSL_GUARDED_BY(mu_);
+};
 
 PutChunker::PutChunker(std::string name, const core::TensorView& tensor, PutChunkerOptions options)
     : name_(std::move(name)),
@@ -38,7 +83,8 @@ PutChunker::PutChunker(std::string name, TensorSource source, PutChunkerOptions 
       options_(std::move(options)),
       total_(SourceBytes(source_).value_or(0)) {}
 
-bool PutChunker::Next(v1::PutTensorRequest* message) {
+bool PutChunker::Head(v1::PutTensorRequest* message, int64_t* data_bytes) {
+  *data_bytes = 0;
   if (!status_.ok() || (messages_ > 0 && offset_ >= total_)) return false;
   message->Clear();
   if (messages_ == 0) {
@@ -54,10 +100,7 @@ bool PutChunker::Next(v1::PutTensorRequest* message) {
       message->mutable_shard()->set_total_rows(options_.shard->total_rows);
     }
   }
-  if (offset_ >= total_) {  // an empty tensor: the description alone
-    ++messages_;
-    return true;
-  }
+  if (offset_ >= total_) return true;  // an empty tensor: the description alone
   message->set_offset(offset_);
   if (dtype_ == core::DataType::kString) {
     int64_t bytes = 0;
@@ -70,21 +113,59 @@ bool PutChunker::Next(v1::PutTensorRequest* message) {
              bytes + StringWireBytes(*strings_.strings[end]) <= options_.chunk_bytes);
     for (int64_t i = offset_; i < end; ++i) message->add_strings(*strings_.strings[i]);
     offset_ = end;
-    ++messages_;
     return true;
   }
-  // Whole elements per chunk, so that no element straddles two messages; read straight into
-  // the message.
+  // Whole elements per chunk, so that no element straddles two messages.
   const int64_t element = static_cast<int64_t>(core::ElementSize(dtype_));
   const int64_t chunk = std::max(element, options_.chunk_bytes / element * element);
-  const int64_t n = std::min(chunk, total_ - offset_);
+  *data_bytes = std::min(chunk, total_ - offset_);
+  return true;
+}
+
+bool PutChunker::ReadChunk(int64_t n, uint8_t* out) {
+  if (n > 0) {
+    status_ = source_.read(offset_, absl::MakeSpan(out, static_cast<size_t>(n)));
+    if (!status_.ok()) return false;
+    offset_ += n;
+  }
+  ++messages_;
+  return true;
+}
+
+bool PutChunker::Next(v1::PutTensorRequest* message) {
+  int64_t n = 0;
+  if (!Head(message, &n)) return false;
+  if (n == 0) return ReadChunk(0, nullptr);
   std::string* data = message->mutable_data();
   data->resize(static_cast<size_t>(n));
-  status_ = source_.read(
-      offset_, absl::MakeSpan(reinterpret_cast<uint8_t*>(data->data()), static_cast<size_t>(n)));
-  if (!status_.ok()) return false;
-  offset_ += n;
-  ++messages_;
+  return ReadChunk(n, reinterpret_cast<uint8_t*>(data->data()));
+}
+
+bool PutChunker::NextBuffer(grpc::ByteBuffer* out) {
+  v1::PutTensorRequest head;
+  int64_t n = 0;
+  if (!Head(&head, &n)) return false;
+  // The other fields, then `data`'s key and length, then the chunk in a slice of its own:
+  // concatenated encodings of a message's fields are that message (protobuf's wire format).
+  std::string bytes = head.SerializeAsString();
+  if (n == 0) {
+    grpc::Slice slice(bytes);
+    *out = grpc::ByteBuffer(&slice, 1);
+    return ReadChunk(0, nullptr);
+  }
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        v1::PutTensorRequest::kDataFieldNumber,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint64(static_cast<uint64_t>(n));
+  }
+  if (pool_ == nullptr) pool_ = std::make_shared<ChunkPool>();
+  grpc::Slice chunk = pool_->Take(static_cast<size_t>(n));  // only ours until sent
+  if (!ReadChunk(n, const_cast<uint8_t*>(chunk.begin()))) return false;
+  const grpc::Slice slices[2] = {grpc::Slice(bytes), std::move(chunk)};
+  *out = grpc::ByteBuffer(slices, 2);
   return true;
 }
 

@@ -28,9 +28,11 @@
 #define TENSORCOMPUTE_CLIENT_PUT_CHUNKER_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "grpcpp/support/byte_buffer.h"
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
 #include "client/tensor_source.h"
@@ -39,6 +41,8 @@
 #include "core/tensor.h"
 
 namespace tensorcompute::client {
+
+class ChunkPool;  // put_chunker.cc
 
 struct PutChunkerOptions {
   // Where the server keeps the tensor: "" (its --device), "cpu", "gpu" or "gpu:N".
@@ -67,6 +71,11 @@ class PutChunker {
   // first call returns true unless that read failed.
   bool Next(v1::PutTensorRequest* message);
 
+  // The same message as Next's, as the bytes gRPC sends (`*out` replaced): a fixed-size
+  // chunk is read straight into a slice of its own, after the other fields' encoding, so that
+  // sending it copies nothing more (Next's message is copied once more when serialized).
+  bool NextBuffer(grpc::ByteBuffer* out);
+
   // OK, or the error of the source's read that ended the messages early.
   const absl::Status& status() const { return status_; }
   // The number of messages produced so far.
@@ -78,6 +87,13 @@ class PutChunker {
 
   // --- implementation details below ---
  private:
+  // Fills `*message` (cleared first) with the next message but its `data`, whose size it sets
+  // in `*data_bytes` (0: none); false when there is no next message.
+  bool Head(v1::PutTensorRequest* message, int64_t* data_bytes);
+  // Reads the next `n` bytes of the source into `out` (none for 0) and counts the message;
+  // false (status_ set) on failure.
+  bool ReadChunk(int64_t n, uint8_t* out);
+
   const std::string name_;
   const core::DataType dtype_;
   const core::Shape shape_;
@@ -88,6 +104,7 @@ class PutChunker {
   int64_t offset_ = 0;   // of the next chunk, in the same unit
   int64_t messages_ = 0;
   absl::Status status_;
+  std::shared_ptr<ChunkPool> pool_;  // NextBuffer's chunk buffers, made on first use
 };
 
 }  // namespace tensorcompute::client

@@ -40,6 +40,31 @@ std::vector<v1::PutTensorRequest> Messages(PutChunker chunker) {
   return out;
 }
 
+// Every message `chunker` makes as byte buffers (NextBuffer), parsed.
+std::vector<v1::PutTensorRequest> BufferMessages(PutChunker chunker) {
+  std::vector<v1::PutTensorRequest> out;
+  for (grpc::ByteBuffer b; chunker.NextBuffer(&b);) {
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(b.Dump(&slices).ok());
+    std::string bytes;
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    EXPECT_TRUE(out.emplace_back().ParseFromString(bytes));
+  }
+  EXPECT_THAT(chunker.status(), IsOk());
+  return out;
+}
+
+// `a` and `b` are the same messages, byte for byte.
+void ExpectSameMessages(const std::vector<v1::PutTensorRequest>& a,
+                        const std::vector<v1::PutTensorRequest>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].SerializeAsString(), b[i].SerializeAsString()) << i;
+  }
+}
+
 TEST(TensorSource, ANpyFileGivesTheMessagesOfTheTensorReadWhole) {
   tensorcompute::testing::Rng rng(28);
   for (core::DataType dtype : {core::DataType::kFloat32, core::DataType::kInt8,
@@ -54,12 +79,10 @@ TEST(TensorSource, ANpyFileGivesTheMessagesOfTheTensorReadWhole) {
     EXPECT_EQ(SourceBytes(**source), static_cast<int64_t>(t.bytes().size()));
     PutChunkerOptions options;
     options.chunk_bytes = 1000;
-    const auto from_file = Messages(PutChunker("t", **source, options));
     const auto from_memory = Messages(PutChunker("t", t.view(), options));
-    ASSERT_EQ(from_file.size(), from_memory.size());
-    for (size_t i = 0; i < from_file.size(); ++i) {
-      EXPECT_EQ(from_file[i].SerializeAsString(), from_memory[i].SerializeAsString()) << i;
-    }
+    ExpectSameMessages(Messages(PutChunker("t", **source, options)), from_memory);
+    // The bytes gRPC sends (the chunk in a slice of its own) are the same messages.
+    ExpectSameMessages(BufferMessages(PutChunker("t", **source, options)), from_memory);
     // Rows [100, 250) of the file are those rows of the tensor.
     const TensorSource rows = SourceRows(**source, {100, 250});
     EXPECT_EQ(rows.shape, core::Shape({150, 7}));
@@ -71,6 +94,20 @@ TEST(TensorSource, ANpyFileGivesTheMessagesOfTheTensorReadWhole) {
               std::string(reinterpret_cast<const char*>(t.bytes().data()) + 100 * row, 150 * row));
     std::remove(path.c_str());
   }
+}
+
+TEST(TensorSource, StringsAndEmptyTensorsAsByteBuffersAreTheirMessages) {
+  PutChunkerOptions options;
+  options.chunk_bytes = 5;
+  options.replace = true;
+  const core::Tensor words =
+      tensorcompute::testing::MakeStrings({2, 2}, {"a", "", "bcdefgh", "ij"});
+  ExpectSameMessages(BufferMessages(PutChunker("w", words.view(), options)),
+                     Messages(PutChunker("w", words.view(), options)));
+  const core::Tensor empty = *core::Tensor::Allocate(core::DataType::kInt32, {0, 3});
+  const auto messages = BufferMessages(PutChunker("e", empty.view(), options));
+  ExpectSameMessages(messages, Messages(PutChunker("e", empty.view(), options)));
+  EXPECT_EQ(messages.size(), 1u);
 }
 
 TEST(TensorSource, FilesOffTheInPlacePathAndBadFiles) {
