@@ -1,9 +1,9 @@
 // File: client/put_chunker.h
 //
 // Splits one tensor into the messages of a PutTensor upload (tensorcompute.proto,
-// PutTensorRequest), one message at a time, so that an upload never holds more than one chunk
-// beyond the tensor itself, nor more than one chunk at all when it reads a TensorSource (a
-// large file read as it is sent):
+// PutTensorRequest), one message at a time, so that an upload never holds more than the chunks
+// in flight beyond the tensor itself, nor more than those at all when it reads a TensorSource
+// (a large file read as it is sent):
 //
 //   PutChunker chunker(name, tensor.view(), {.device = "", .replace = false,
 //                                             .chunk_bytes = 1 << 20});

@@ -97,12 +97,13 @@ grpc::Status UploadPut(const std::shared_ptr<grpc::Channel>& channel, grpc::Clie
   bool sent_all = true;
   while (more) {
     reactor.Write(&buffers[current]);
+    const int64_t through = chunker->sent();  // before the next chunk is read
     more = chunker->NextBuffer(&buffers[1 - current]);
     if (!reactor.WaitForWrite()) {
       sent_all = false;  // the server answered early, or the connection broke
       break;
     }
-    if (on_progress) on_progress(chunker->sent(), chunker->total());
+    if (on_progress) on_progress(through, chunker->total());
     current = 1 - current;
   }
   if (!chunker->status().ok()) {
