@@ -447,6 +447,12 @@ TEST_F(ResidentTensorTest, PreloadsNpyFilesBeforeServing) {
   options.preload = {"no_equals_sign"};
   EXPECT_THAT(Server::Start(options).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected NAME=PATH.npy")));
+  // Tables load in parallel; of several failures, the first in flag order is the one said.
+  options.preload = {absl::StrCat("ok=", path), "first=/nonexistent/a.npy",
+                     "second=/nonexistent/b.npy", absl::StrCat("ok2=", path)};
+  EXPECT_THAT(Server::Start(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--preload first=/nonexistent/a.npy: cannot open it: ")));
   // A storage kind after the path: the table held compactly, its bytes counted as held (a
   // table of finite values within float16's range: the random one holds any bits).
   const std::string finite = absl::StrCat(::testing::TempDir(), "/resident_preload_finite.npy");
