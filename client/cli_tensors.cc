@@ -89,7 +89,7 @@ int EmitResult(const core::TensorView& result, const std::string& out) {
 namespace {
 
 // The tensor a put uploads: a C-order .npy of fixed-size elements is read as it is sent
-// (`source`: the CLI holds one chunk of it, whatever its size); anything else is read whole
+// (`source`: the CLI holds the chunks in flight, whatever its size); anything else is read whole
 // (`tensor`).
 struct PutInput {
   std::optional<core::Tensor> tensor;
