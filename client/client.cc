@@ -217,12 +217,13 @@ grpc::Status Client::WithRetries(int target, bool admin, const CallOptions& call
   grpc::Status status;
   for (int n = 1;; ++n) {
     const uint64_t next = next_channel_.fetch_add(1);
-    const size_t stub = target < 0 ? next % stubs_.size()
-                                   : static_cast<size_t>(target) * per_target + next % per_target;
+    const size_t channel = target < 0
+                               ? next % channels_.size()
+                               : static_cast<size_t>(target) * per_target + next % per_target;
     grpc::ClientContext context;
     if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));
     Authorize(&context, admin);
-    status = attempt(*stubs_[stub], &context);
+    status = attempt(channel, &context);
     if (status.ok() || status.error_code() != grpc::StatusCode::UNAVAILABLE ||
         n >= options_.retry.max_attempts) {
       return status;
@@ -233,25 +234,17 @@ grpc::Status Client::WithRetries(int target, bool admin, const CallOptions& call
   }
 }
 
-const std::shared_ptr<grpc::Channel>& Client::ChannelOf(const v1::TensorCompute::Stub& stub) const {
-  for (size_t i = 0; i < stubs_.size(); ++i) {
-    if (stubs_[i].get() == &stub) return channels_[i];
-  }
-  return channels_.front();  // unreachable: every stub is one of stubs_
-}
-
 template <typename Request, typename Response>
 absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOptions& call) {
   Response response;
   const grpc::Status status = WithRetries(
-      /*target=*/-1, /*admin=*/false, call,
-      [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
+      /*target=*/-1, /*admin=*/false, call, [&](size_t channel, grpc::ClientContext* context) {
         if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
-          return stub.GatherNd(context, request, &response);
+          return stubs_[channel]->GatherNd(context, request, &response);
         } else if constexpr (std::is_same_v<Request, v1::EmbeddingBagRequest>) {
-          return stub.EmbeddingBag(context, request, &response);
+          return stubs_[channel]->EmbeddingBag(context, request, &response);
         } else {
-          return stub.Gather(context, request, &response);
+          return stubs_[channel]->Gather(context, request, &response);
         }
       });
   if (!status.ok()) return ToAbsl(status);
@@ -437,20 +430,19 @@ absl::StatusOr<TensorInfo> Client::PutOne(
   v1::PutTensorResponse response;
   absl::Status read_error;
   const grpc::Status status =
-      WithRetries(target, /*admin=*/true, call,
-                  [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
-                    response.Clear();
-                    PutChunker chunker = make_chunker({.device = options.device,
-                                                       .replace = options.replace,
-                                                       .chunk_bytes = options.chunk_bytes,
-                                                       .storage = options.storage,
-                                                       .shard = options.shard});
-                    const grpc::Status sent = UploadPut(ChannelOf(stub), context, &chunker,
-                                                        options.on_progress, &response);
-                    // An incomplete tensor: the read's error is what the caller gets.
-                    read_error = chunker.status();
-                    return sent;
-                  });
+      WithRetries(target, /*admin=*/true, call, [&](size_t channel, grpc::ClientContext* context) {
+        response.Clear();
+        PutChunker chunker = make_chunker({.device = options.device,
+                                           .replace = options.replace,
+                                           .chunk_bytes = options.chunk_bytes,
+                                           .storage = options.storage,
+                                           .shard = options.shard});
+        const grpc::Status sent =
+            UploadPut(channels_[channel], context, &chunker, options.on_progress, &response);
+        // An incomplete tensor: the read's error is what the caller gets.
+        read_error = chunker.status();
+        return sent;
+      });
   if (!read_error.ok()) return read_error;
   if (!status.ok()) return ToAbsl(status);
   return FromProtoInfo(response.tensor());
@@ -468,10 +460,9 @@ absl::StatusOr<TensorInfo> Client::DeleteOne(int target, const std::string& name
   request.set_name(name);
   v1::DeleteTensorResponse response;
   const grpc::Status status =
-      WithRetries(target, /*admin=*/true, call,
-                  [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
-                    return stub.DeleteTensor(context, request, &response);
-                  });
+      WithRetries(target, /*admin=*/true, call, [&](size_t channel, grpc::ClientContext* context) {
+        return stubs_[channel]->DeleteTensor(context, request, &response);
+      });
   if (!status.ok()) return ToAbsl(status);
   return FromProtoInfo(response.tensor());
 }
@@ -482,11 +473,10 @@ absl::StatusOr<std::vector<TensorInfo>> Client::ListTensors(int target_index,
     return absl::InvalidArgumentError("target_index out of range");
   }
   v1::ListTensorsResponse response;
-  const grpc::Status status =
-      WithRetries(target_index, /*admin=*/false, call,
-                  [&](v1::TensorCompute::Stub& stub, grpc::ClientContext* context) {
-                    return stub.ListTensors(context, v1::ListTensorsRequest(), &response);
-                  });
+  const grpc::Status status = WithRetries(
+      target_index, /*admin=*/false, call, [&](size_t channel, grpc::ClientContext* context) {
+        return stubs_[channel]->ListTensors(context, v1::ListTensorsRequest(), &response);
+      });
   if (!status.ok()) return ToAbsl(status);
   std::vector<TensorInfo> out;
   for (const v1::TensorInfo& info : response.tensors()) out.push_back(FromProtoInfo(info));

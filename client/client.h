@@ -282,14 +282,12 @@ class Client {
   // calls, else auth_token.
   void Authorize(grpc::ClientContext* context, bool admin = false) const;
 
-  // Runs `attempt(stub, context)` under the call's deadline and the retry policy: UNAVAILABLE
-  // is retried with backoff while attempts and the deadline last. Each attempt goes to the next
-  // channel (round-robin), or with `target` >= 0 to the next channel of that target.
+  // Runs `attempt(channel, context)` (an index into channels_ and stubs_) under the call's
+  // deadline and the retry policy: UNAVAILABLE is retried with backoff while attempts and the
+  // deadline last. Each attempt goes to the next channel (round-robin), or with `target` >= 0
+  // to the next channel of that target.
   template <typename Attempt>
   grpc::Status WithRetries(int target, bool admin, const CallOptions& call, Attempt&& attempt);
-
-  // The channel that `stub` (one of stubs_) calls on.
-  const std::shared_ptr<grpc::Channel>& ChannelOf(const v1::TensorCompute::Stub& stub) const;
 
   template <typename Request, typename Response>
   absl::StatusOr<core::Tensor> Call(const Request& request, const CallOptions& call);
