@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<HealthListener>> HealthListener::Start(const std:
   std::unique_ptr<HealthListener> listener(new HealthListener());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &listener->port_);
+  builder.SetOption(WithoutPortSharing());
   builder.SetOption(WithoutReflection());
   listener->fallback_ = std::make_unique<HealthOnly>();
   builder.RegisterCallbackGenericService(listener->fallback_.get());

@@ -186,6 +186,25 @@ TEST(HealthListener, ServesHealthOnlyAndMirrorsTheDrain) {
   drain.join();
 }
 
+TEST(Listeners, APortAnotherServerHoldsFailsStartRatherThanBeingShared) {
+  // gRPC sets SO_REUSEPORT unless told not to: a second server on a port would start and take
+  // half of the first one's connections.
+  ServerOptions first_options = TestOptions();
+  first_options.health_listen = "127.0.0.1:0";
+  auto first = Server::Start(first_options);
+  ASSERT_THAT(first.status(), IsOk());
+  ServerOptions same_port = TestOptions();
+  same_port.listen = absl::StrCat("127.0.0.1:", (*first)->port());
+  EXPECT_THAT(Server::Start(same_port).status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cannot listen on")));
+  ServerOptions same_health_port = TestOptions();
+  same_health_port.health_listen = absl::StrCat("127.0.0.1:", (*first)->health_port());
+  EXPECT_THAT(Server::Start(same_health_port).status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("(health_listen)")));
+  EXPECT_THAT(Gather((*first)->port(), ""), IsOk());
+  EXPECT_EQ(CheckHealth((*first)->health_port()), "SERVING");
+}
+
 TEST(SecurityOptions, BadCombinationsAndFilesFailStart) {
   auto start = [](auto edit) {
     ServerOptions options = TestOptions();
