@@ -16,7 +16,6 @@ Needs $TC_SERVER_BINARY and $TC_CLI_BINARY, and the `tensorcompute` package.
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,15 +24,10 @@ import unittest
 import numpy as np
 
 from tensorcompute import Client, TensorComputeError, shard_rows
+from reserved_ports import ReservedPorts
 from server_process import ServerProcess
 
 ROWS, DIM, SHARDS = 3000, 16, 3
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ShardedFailoverTest(unittest.TestCase):
@@ -43,7 +37,9 @@ class ShardedFailoverTest(unittest.TestCase):
         cls.table = np.random.default_rng(7).standard_normal((ROWS, DIM)).astype(np.float32)
         cls.path = os.path.join(cls.tmp.name, "t.npy")
         np.save(cls.path, cls.table)
-        cls.ports = {name: free_port() for name in ("s0", "s0b", "s1", "s2")}
+        names = ("s0", "s0b", "s1", "s2")
+        cls.reservation = ReservedPorts(len(names))  # held until the class ends: restarts too
+        cls.ports = dict(zip(names, cls.reservation.numbers))
         p = cls.ports
         cls.peers = ",".join([f"ipv4:127.0.0.1:{p['s0']}|127.0.0.1:{p['s0b']}",
                               f"ipv4:127.0.0.1:{p['s1']}", f"ipv4:127.0.0.1:{p['s2']}"])
@@ -68,6 +64,7 @@ class ShardedFailoverTest(unittest.TestCase):
         cls.client.close()
         for server in cls.servers.values():
             server.__exit__(None, None, None)
+        cls.reservation.close()
         cls.tmp.cleanup()
 
     def start_load(self, seconds):

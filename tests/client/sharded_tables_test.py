@@ -19,7 +19,6 @@ Needs $TC_SERVER_BINARY and the `tensorcompute` package (ctest's python_client.i
 
 import json
 import os
-import socket
 import subprocess
 import tempfile
 import unittest
@@ -29,6 +28,7 @@ import numpy as np
 
 from tensorcompute import Client, Shard, TensorComputeError, shard_rows
 from prometheus_scrape import labels, scrape
+from reserved_ports import ReservedPorts
 from server_process import ServerProcess
 
 ROWS, DIM = 40960, 40  # 6.25 MiB of float32
@@ -41,17 +41,13 @@ _servers = {}  # name -> ServerProcess
 _clients = {}  # name -> Client
 _tables = {}  # name -> the float32 table (what lookups on it mean)
 _tmp = None
-_ports = {}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+REPLICAS = ("s0", "s0b", "s1", "s2")
+_ports = {}  # replica name -> its port
+_reservation = None  # those ports, held until the module ends
 
 
 def setUpModule():
-    global _tmp
+    global _tmp, _reservation
     _tmp = tempfile.TemporaryDirectory()
     rng = np.random.default_rng(25)
     table = rng.standard_normal((ROWS, DIM)).astype(np.float32)
@@ -59,7 +55,8 @@ def setUpModule():
     np.save(path, table)
     _tables["T"] = table
     ports = _ports
-    ports.update({name: free_port() for name in ("s0", "s0b", "s1", "s2")})
+    _reservation = ReservedPorts(len(REPLICAS))
+    ports.update(zip(REPLICAS, _reservation.numbers))
     peers = ",".join([f"ipv4:127.0.0.1:{ports['s0']}|127.0.0.1:{ports['s0b']}",
                       f"ipv4:127.0.0.1:{ports['s1']}", f"ipv4:127.0.0.1:{ports['s2']}"])
     for name, index in (("s0", 0), ("s0b", 0), ("s1", 1), ("s2", 2)):
@@ -88,11 +85,11 @@ def tearDownModule():
         client.close()
     for server in _servers.values():
         server.__exit__(None, None, None)
+    if _reservation is not None:
+        _reservation.close()
     if _tmp is not None:
         _tmp.cleanup()
 
-
-REPLICAS = ("s0", "s0b", "s1", "s2")
 
 
 def random_rows(rng, rows, shape, dtype):

@@ -25,7 +25,6 @@ import copy
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -375,12 +374,6 @@ class CustomResourceValidationTest(unittest.TestCase):
             broken(monitor, lambda d: d.update(kind="ServiceMonitors")), self.crds))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def scrape_text(port):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         return response.read().decode()
@@ -394,14 +387,16 @@ class ExportedSeriesTest(unittest.TestCase):
         binary = os.environ.get("TC_SERVER_BINARY", "")
         if not binary or not os.path.exists(binary):
             raise unittest.SkipTest(f"TC_SERVER_BINARY not set or missing: {binary!r}")
-        from server_process import ServerProcess  # tests/testing
+        from reserved_ports import ReservedPorts  # tests/testing
+        from server_process import ServerProcess
         import tensorcompute
 
         cls.tmp = tempfile.TemporaryDirectory(prefix="monitoring_test.")
         table = np.arange(64 * 4, dtype=np.float32).reshape(64, 4)
         path = os.path.join(cls.tmp.name, "t.npy")
         np.save(path, table)
-        ports = [free_port(), free_port()]
+        reservation = ReservedPorts(2)
+        ports = reservation.numbers
         peers = ",".join(f"ipv4:127.0.0.1:{p}" for p in ports)
         servers = []
         try:
@@ -416,6 +411,7 @@ class ExportedSeriesTest(unittest.TestCase):
         finally:
             for server in servers:
                 server.__exit__(None, None, None)
+            reservation.close()
             cls.tmp.cleanup()
         cls.catalogue = Catalogue.from_scrape(*cls.texts)
         cls.rpcs = cls.catalogue.get("tensorcompute_requests_total").values["rpc"]

@@ -46,18 +46,32 @@ using ::testing::HasSubstr;
 constexpr int kShards = 3;
 constexpr int64_t kRows = 1000, kDim = 8;
 
-// A port nobody listens on now (the kernel's pick for an ephemeral bind, released).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+// A loopback port held for a server to listen on (tests/testing/reserved_ports.py says why):
+// bound with SO_REUSEADDR and never listening until destroyed, so that no other bind to port 0
+// gets it, while gRPC (which sets SO_REUSEADDR) binds it.
+class ReservedPort {
+ public:
+  ReservedPort() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    const int on = 1;
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+  ~ReservedPort() { close(fd_); }
+
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
 
 v1::Tensor Int64Tensor(const std::vector<int64_t>& values, std::vector<int64_t> shape) {
   v1::Tensor t;
@@ -86,15 +100,14 @@ class ShardRouterTest : public ::testing::Test {
                                              absl::MakeConstSpan(values));
     path_ = absl::StrCat(::testing::TempDir(), "/shard_router_", getpid(), ".npy");
     std::ofstream(path_, std::ios::binary | std::ios::trunc) << *core::SerializeNpy(table_.view());
-    std::vector<int> ports;
     std::vector<std::string> peers;
     for (int s = 0; s < kShards; ++s) {
-      ports.push_back(FreePort());
-      peers.push_back(absl::StrCat("ipv4:127.0.0.1:", ports.back()));
+      ports_.push_back(std::make_unique<ReservedPort>());
+      peers.push_back(absl::StrCat("ipv4:127.0.0.1:", ports_.back()->port()));
     }
     for (int s = 0; s < kShards; ++s) {
       ServerOptions options = TestOptions();
-      options.listen = absl::StrCat("127.0.0.1:", ports[static_cast<size_t>(s)]);
+      options.listen = absl::StrCat("127.0.0.1:", ports_[static_cast<size_t>(s)]->port());
       options.preload = {absl::StrCat("T=", path_)};
       options.shard_index = s;
       options.shard_count = kShards;
@@ -108,6 +121,7 @@ class ShardRouterTest : public ::testing::Test {
   void TearDown() override {
     stubs_.clear();
     servers_.clear();
+    ports_.clear();
     std::remove(path_.c_str());
   }
 
@@ -123,6 +137,7 @@ class ShardRouterTest : public ::testing::Test {
   }
 
   core::Tensor table_;
+  std::vector<std::unique_ptr<ReservedPort>> ports_;
   std::string path_;
   std::vector<std::unique_ptr<Server>> servers_;
   std::vector<std::unique_ptr<Stub>> stubs_;

@@ -20,6 +20,7 @@ import tempfile
 import time
 
 from child_process import keep_output, stop
+from reserved_ports import ReservedPorts
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CONFIG = os.path.join(REPO, "deploy", "edge", "nginx.conf")
@@ -56,12 +57,6 @@ def config_directives(text=None):
         location = next((" ".join(b[1:]) for b in reversed(blocks) if b[0] == "location"), None)
         out.append((words[0], words[1:], location))
     return out
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EdgeProcess:
@@ -101,24 +96,25 @@ class EdgeProcess:
         if binary is None:
             raise RuntimeError("nginx is not installed (tools/install-deps.sh installs it)")
         self._dir = tempfile.mkdtemp(prefix="tc-edge-")
-        self.port = _free_port()
-        conf = os.path.join(self._dir, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(self._render())
-        self._process = subprocess.Popen(
-            [binary, "-e", "stderr", "-p", self._dir, "-c", conf, "-g", "daemon off;"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-        self._drain = keep_output(self._process, self.output)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                self._drain.join(timeout=2)
-                raise RuntimeError("nginx exited:\n" + "".join(self.output))
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
+        with ReservedPorts(1) as reservation:  # until nginx listens on it
+            self.port = reservation.numbers[0]
+            conf = os.path.join(self._dir, "nginx.conf")
+            with open(conf, "w") as f:
+                f.write(self._render())
+            self._process = subprocess.Popen(
+                [binary, "-e", "stderr", "-p", self._dir, "-c", conf, "-g", "daemon off;"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+            self._drain = keep_output(self._process, self.output)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if self._process.poll() is not None:
+                    self._drain.join(timeout=2)
+                    raise RuntimeError("nginx exited:\n" + "".join(self.output))
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    return self
+                except OSError:
+                    time.sleep(0.05)
         raise RuntimeError("nginx did not listen:\n" + "".join(self.output))
 
     @property
