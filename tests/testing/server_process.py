@@ -9,12 +9,16 @@ The binary's startup line ("... listening on HOST:PORT port=N ...") gives the po
 with --http_listen, `server.http_port`, the KServe v2 HTTP/REST port;
 `server.signal(signal.SIGHUP)` reloads --auth_token_file). Its output
 is drained on a thread (kept in `server.output`) so that a full pipe never stalls it; on exit
-the server gets SIGTERM and must exit within `stop_timeout` seconds.
+the server gets SIGTERM and must exit within `stop_timeout` seconds. When the `with` block ends
+in an exception (a failed test), stderr gets the server's last lines and whether it was still
+running.
 """
 
 import os
 import re
 import subprocess
+import sys
+import unittest
 
 from child_process import keep_output, stop
 
@@ -75,6 +79,14 @@ class ServerProcess:
     def signal(self, signum):
         self._process.send_signal(signum)
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, traceback):
+        exited = self._process.poll()  # before the stop: None while it runs
         stop(self._process, self._drain, self.stop_timeout)
+        if exc_type is not None and not issubclass(exc_type, unittest.SkipTest):
+            # The test failed with the server in hand: what the server said, and whether it was
+            # still running, belong to the failure.
+            state = "running" if exited is None else f"had exited with code {exited}"
+            tail = "".join(self.output[-40:])
+            print(f"--- {os.path.basename(self.binary)} ({state} when the test failed), "
+                  f"its last lines:\n{tail}---", file=sys.stderr)
         return False
