@@ -65,7 +65,9 @@ struct ResidentTensor {
   TableStorage storage = TableStorage::kAsIs;
   std::string device;  // where its bytes live: "cpu", or "gpu:N"
   DeviceCopy device_copy;
-  int64_t version = 0;  // 1 for a name's first tensor, +1 for each replacement
+  // 1 for a name's first tensor, +1 for each later one; a delete does not reset the count, so
+  // a (name, version) pair names one upload for the server's life.
+  int64_t version = 0;
   absl::Time created;
   int64_t bytes = 0;               // what it counts against max_resident_bytes
   std::optional<ShardSpec> shard;  // set for one shard of a table

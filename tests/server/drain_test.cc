@@ -27,6 +27,7 @@ using ::tensorcompute::server::test_support::AsyncGather;
 using ::tensorcompute::server::test_support::IsLargeGatherAnswer;
 using ::tensorcompute::server::test_support::LargeGatherRequest;
 using ::tensorcompute::server::test_support::MakeStub;
+using ::tensorcompute::server::test_support::PathFromEnvOr;
 using ::tensorcompute::server::test_support::SendGather;
 using ::tensorcompute::server::test_support::SmallGather;
 using ::tensorcompute::server::test_support::Stub;
@@ -40,7 +41,7 @@ using ::testing::HasSubstr;
 class ServerProcess {
  public:
   explicit ServerProcess(const std::vector<std::string>& flags) {
-    std::vector<std::string> args = {TC_SERVER_BINARY};
+    std::vector<std::string> args = {PathFromEnvOr("TC_SERVER_BINARY", TC_SERVER_BINARY)};
     args.insert(args.end(), flags.begin(), flags.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());

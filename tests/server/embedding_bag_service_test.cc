@@ -34,9 +34,11 @@ namespace {
 using core::DataType;
 using core::EmbeddingBagMode;
 using ::tensorcompute::server::test_support::MakeStub;
+using ::tensorcompute::server::test_support::PutTensor;
 using ::tensorcompute::server::test_support::Stub;
 using ::tensorcompute::server::test_support::TestOptions;
 using ::tensorcompute::server::test_support::ToAbsl;
+using ::tensorcompute::server::test_support::ToEmbeddingBagProto;
 using ::tensorcompute::testing::IsOk;
 using ::tensorcompute::testing::MakeIndices;
 using ::tensorcompute::testing::MakeTensor;
@@ -47,23 +49,6 @@ using ::tensorcompute::testing::UniformInt;
 using ::testing::HasSubstr;
 
 using BagCase = ::tensorcompute::testing::EmbeddingBagCase;
-
-// The wire form of `c`; params inline, or `params_name` instead.
-v1::EmbeddingBagRequest ToProto(const BagCase& c, const std::string& params_name = "") {
-  v1::EmbeddingBagRequest request;
-  if (params_name.empty()) {
-    proto::ToProto(c.params.view(), request.mutable_params());
-  } else {
-    request.set_params_name(params_name);
-  }
-  proto::ToProto(c.indices.view(), request.mutable_indices());
-  if (c.offsets) proto::ToProto(c.offsets->view(), request.mutable_offsets());
-  if (c.weights) proto::ToProto(c.weights->view(), request.mutable_per_sample_weights());
-  request.set_mode(static_cast<v1::EmbeddingBagRequest::Mode>(c.options.mode));
-  request.set_include_last_offset(c.options.include_last_offset);
-  if (c.options.padding_idx) request.set_padding_idx(*c.options.padding_idx);
-  return request;
-}
 
 bool SameBytes(const core::Tensor& a, const core::Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && a.bytes().size() == b.bytes().size() &&
@@ -98,21 +83,8 @@ class EmbeddingBagServiceTest : public ::testing::Test {
     return proto::FromProto(response.output(), "output", INT64_MAX);
   }
 
-  // Stores `tensor` as `name` (replacing), in one PutTensor message.
   absl::Status Put(const std::string& name, const core::Tensor& tensor) {
-    grpc::ClientContext context;
-    v1::PutTensorResponse response;
-    std::unique_ptr<grpc::ClientWriter<v1::PutTensorRequest>> writer =
-        stub_->PutTensor(&context, &response);
-    v1::PutTensorRequest message;
-    message.set_name(name);
-    message.set_dtype(proto::ToProtoDataType(tensor.dtype()));
-    for (int64_t d : tensor.shape()) message.add_shape(d);
-    message.set_replace(true);
-    message.set_data(reinterpret_cast<const char*>(tensor.bytes().data()), tensor.bytes().size());
-    writer->Write(message);
-    writer->WritesDone();
-    return ToAbsl(writer->Finish());
+    return PutTensor(*stub_, name, tensor);
   }
 
   std::unique_ptr<Server> server_;
@@ -126,11 +98,11 @@ TEST_F(EmbeddingBagServiceTest, RandomRequestsGetCoresBytesInlineAndByName) {
     SCOPED_TRACE(c.DebugString());
     const absl::StatusOr<core::Tensor> expected = c.Expected();
     ASSERT_THAT(expected, IsOk());
-    const absl::StatusOr<core::Tensor> inline_answer = Send(ToProto(c));
+    const absl::StatusOr<core::Tensor> inline_answer = Send(ToEmbeddingBagProto(c));
     ASSERT_THAT(inline_answer, IsOk());
     EXPECT_TRUE(SameBytes(*inline_answer, *expected));
     ASSERT_THAT(Put("table", c.params), IsOk());
-    const absl::StatusOr<core::Tensor> by_name = Send(ToProto(c, "table"));
+    const absl::StatusOr<core::Tensor> by_name = Send(ToEmbeddingBagProto(c, "table"));
     ASSERT_THAT(by_name, IsOk());
     EXPECT_TRUE(SameBytes(*by_name, *expected));
   }
@@ -148,38 +120,39 @@ TEST_F(EmbeddingBagServiceTest, ALargeRequestGetsCoresBytes) {
   const absl::StatusOr<core::Tensor> expected = c.Expected();
   ASSERT_THAT(expected, IsOk());
   ASSERT_THAT(Put("big", c.params), IsOk());
-  const absl::StatusOr<core::Tensor> answer = Send(ToProto(c, "big"));
+  const absl::StatusOr<core::Tensor> answer = Send(ToEmbeddingBagProto(c, "big"));
   ASSERT_THAT(answer, IsOk());
   EXPECT_TRUE(SameBytes(*answer, *expected));
 }
 
 TEST_F(EmbeddingBagServiceTest, ErrorsCarryTheirCodesAndWords) {
   const BagCase c = ErrorCase();
-  EXPECT_THAT(Send(ToProto(c)), StatusIs(absl::StatusCode::kInvalidArgument,
-                                         HasSubstr("indices[1] = 9 is not in [-4, 4)")));
+  EXPECT_THAT(
+      Send(ToEmbeddingBagProto(c)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("indices[1] = 9 is not in [-4, 4)")));
 
-  v1::EmbeddingBagRequest both = ToProto(c);
+  v1::EmbeddingBagRequest both = ToEmbeddingBagProto(c);
   both.set_params_name("table");
   EXPECT_THAT(Send(both), StatusIs(absl::StatusCode::kInvalidArgument,
                                    HasSubstr("either params (the tensor inline) or params_name")));
   EXPECT_THAT(
-      Send(ToProto(c, "nothing-here")),
+      Send(ToEmbeddingBagProto(c, "nothing-here")),
       StatusIs(absl::StatusCode::kNotFound, HasSubstr("no resident tensor named 'nothing-here'")));
 
-  v1::EmbeddingBagRequest bad_mode = ToProto(c);
+  v1::EmbeddingBagRequest bad_mode = ToEmbeddingBagProto(c);
   bad_mode.set_mode(static_cast<v1::EmbeddingBagRequest::Mode>(7));
   EXPECT_THAT(Send(bad_mode), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("mode")));
 
   BagCase ints = ErrorCase();
   ints.params = MakeTensor<int32_t>({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
-  EXPECT_THAT(Send(ToProto(ints)),
+  EXPECT_THAT(Send(ToEmbeddingBagProto(ints)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("params must be float16, bfloat16, float32 or float64")));
 
   BagCase decreasing = ErrorCase();
   decreasing.indices = MakeIndices(DataType::kInt64, {3}, {0, 1, 2});
   decreasing.offsets = MakeIndices(DataType::kInt64, {3}, {0, 2, 1});
-  EXPECT_THAT(Send(ToProto(decreasing)),
+  EXPECT_THAT(Send(ToEmbeddingBagProto(decreasing)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("offsets[2]")));
 
   // An output over the server's limit: 2^20 bags of a 1024-float row from 8 KiB of request.
@@ -191,7 +164,7 @@ TEST_F(EmbeddingBagServiceTest, ErrorsCarryTheirCodesAndWords) {
   auto limited = Server::Start(small);
   ASSERT_TRUE(limited.ok()) << limited.status();
   stub_ = MakeStub((*limited)->port());
-  EXPECT_THAT(Send(ToProto(huge)), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(Send(ToEmbeddingBagProto(huge)), StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
 }  // namespace

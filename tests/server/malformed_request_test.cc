@@ -47,6 +47,7 @@ namespace {
 
 using ::tensorcompute::server::test_support::MakeChannel;
 using ::tensorcompute::server::test_support::MakeStub;
+using ::tensorcompute::server::test_support::PathFromEnvOr;
 using ::tensorcompute::server::test_support::SmallGather;
 using ::tensorcompute::server::test_support::Stub;
 using ::tensorcompute::server::test_support::TestOptions;
@@ -990,7 +991,7 @@ std::map<std::string, std::pair<std::string, std::string>> DocRows(const std::st
 }
 
 TEST(MalformedRequestDoc, ListsExactlyTheRowsOfTheTable) {
-  const auto doc = DocRows(TC_ERRORS_DOC);
+  const auto doc = DocRows(PathFromEnvOr("TC_ERRORS_DOC", TC_ERRORS_DOC));
   std::map<std::string, const Row*> table;
   int errors = 0;
   for (const Row& row : AllRows()) {

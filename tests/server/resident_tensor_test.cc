@@ -159,7 +159,9 @@ class ResidentTensorTest : public ::testing::Test {
 
 // Puts a random table of every dtype (device `device`, "" for the default) and checks that
 // gathers by name equal the same gathers inline, byte for byte; strings always live on the CPU.
-void CheckEveryDtype(Stub& stub, const std::string& device, const std::string& expected_device) {
+// `expected_version`: the names' version after the put (a delete does not reset it).
+void CheckEveryDtype(Stub& stub, const std::string& device, const std::string& expected_device,
+                     int64_t expected_version = 1) {
   testing::Rng rng(9);
   const core::DataType dtypes[] = {
       core::DataType::kBool,    core::DataType::kInt8,      core::DataType::kInt16,
@@ -182,7 +184,7 @@ void CheckEveryDtype(Stub& stub, const std::string& device, const std::string& e
     EXPECT_EQ(info->dtype(), proto::ToProtoDataType(dtype));
     EXPECT_THAT(info->shape(), ::testing::ElementsAre(7, 3, 2));
     EXPECT_EQ(info->device(), dtype == core::DataType::kString ? "cpu" : expected_device);
-    EXPECT_EQ(info->version(), 1);
+    EXPECT_EQ(info->version(), expected_version);
     for (core::DataType index_dtype : {core::DataType::kInt32, core::DataType::kInt64}) {
       const core::Tensor indices =
           testing::RandomIndices(index_dtype, {4, 2}, {7}, rng);  // negatives included
@@ -211,7 +213,8 @@ void CheckEveryDtype(Stub& stub, const std::string& device, const std::string& e
 }
 
 TEST_F(ResidentTensorTest, GatherByNameEqualsInlineForEveryDtype) {
-  CheckEveryDtype(*stub_, "", "cpu");
+  // The server's default device (TC_TEST_DEVICE=gpu puts the whole suite on a GPU).
+  CheckEveryDtype(*stub_, "", server_->device() == "cpu" ? "cpu" : "gpu:0");
 }
 
 TEST_F(ResidentTensorTest, ATableLargerThanTheMessageLimitArrivesInChunks) {
@@ -266,8 +269,10 @@ TEST_F(ResidentTensorTest, NamesAreCheckedAndExistingOnesNeedReplace) {
   EXPECT_THAT(Put(*stub_, "d", v1.view(), bad_device).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device 'tpu'")));
   bad_device.device = "gpu";
-  EXPECT_THAT(Put(*stub_, "d", v1.view(), bad_device).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("computes on the CPU")));
+  if (server_->device() == "cpu") {  // a GPU server (TC_TEST_DEVICE=gpu) takes it
+    EXPECT_THAT(Put(*stub_, "d", v1.view(), bad_device).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("computes on the CPU")));
+  }
 }
 
 TEST_F(ResidentTensorTest, UnknownNamesBothParamsAndDeletes) {
@@ -534,7 +539,7 @@ TEST_F(ResidentTensorTest, OnTheGpuGatherByNameEqualsInlineForEveryDtype) {
   const absl::StatusOr<std::vector<v1::TensorInfo>> listed = List(*stub_);
   ASSERT_THAT(listed.status(), IsOk());
   for (const v1::TensorInfo& info : *listed) ASSERT_THAT(Delete(*stub_, info.name()), IsOk());
-  CheckEveryDtype(*stub_, "gpu:0", "gpu:0");
+  CheckEveryDtype(*stub_, "gpu:0", "gpu:0", /*expected_version=*/2);
   const core::Tensor s = testing::MakeStrings({2}, {"a", "b"});
   PutOptions put;
   put.device = "gpu";

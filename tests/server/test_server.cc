@@ -30,6 +30,11 @@ absl::StatusOr<core::Tensor> DecodeOutput(const grpc::Status& status, const v1::
 
 }  // namespace
 
+std::string PathFromEnvOr(const char* env_name, const char* built) {
+  const char* value = std::getenv(env_name);
+  return value != nullptr && *value != '\0' ? value : built;
+}
+
 ServerOptions TestOptions() {
   ServerOptions options;
   options.listen = "127.0.0.1:0";
@@ -83,6 +88,23 @@ v1::GatherNdRequest ToGatherNdProto(const testing::GatherRequest& request) {
   return out;
 }
 
+v1::EmbeddingBagRequest ToEmbeddingBagProto(const testing::EmbeddingBagCase& c,
+                                            const std::string& params_name) {
+  v1::EmbeddingBagRequest request;
+  if (params_name.empty()) {
+    proto::ToProto(c.params.view(), request.mutable_params());
+  } else {
+    request.set_params_name(params_name);
+  }
+  proto::ToProto(c.indices.view(), request.mutable_indices());
+  if (c.offsets) proto::ToProto(c.offsets->view(), request.mutable_offsets());
+  if (c.weights) proto::ToProto(c.weights->view(), request.mutable_per_sample_weights());
+  request.set_mode(static_cast<v1::EmbeddingBagRequest::Mode>(c.options.mode));
+  request.set_include_last_offset(c.options.include_last_offset);
+  if (c.options.padding_idx) request.set_padding_idx(*c.options.padding_idx);
+  return request;
+}
+
 absl::StatusOr<core::Tensor> Call(Stub& stub, const testing::GatherRequest& request,
                                   absl::Duration timeout) {
   grpc::ClientContext context;
@@ -95,6 +117,23 @@ absl::StatusOr<core::Tensor> Call(Stub& stub, const testing::GatherRequest& requ
   v1::GatherResponse response;
   const grpc::Status status = stub.Gather(&context, ToGatherProto(request), &response);
   return DecodeOutput(status, response.output());
+}
+
+absl::Status PutTensor(Stub& stub, const std::string& name, const core::Tensor& tensor) {
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(absl::Seconds(60)));
+  v1::PutTensorResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::PutTensorRequest>> writer =
+      stub.PutTensor(&context, &response);
+  v1::PutTensorRequest message;
+  message.set_name(name);
+  message.set_dtype(proto::ToProtoDataType(tensor.dtype()));
+  for (int64_t d : tensor.shape()) message.add_shape(d);
+  message.set_replace(true);
+  message.set_data(reinterpret_cast<const char*>(tensor.bytes().data()), tensor.bytes().size());
+  writer->Write(message);
+  writer->WritesDone();
+  return ToAbsl(writer->Finish());
 }
 
 v1::GatherRequest SmallGather() {

@@ -27,6 +27,7 @@
 
 #include "core/tensor.h"
 #include "server/server.h"
+#include "tests/testing/random_embedding_bag.h"
 #include "tests/testing/random_tensor.h"
 
 namespace tensorcompute::server::test_support {
@@ -36,6 +37,11 @@ using Stub = v1::TensorCompute::Stub;
 // Loopback, port 0, device "cpu" (or $TC_TEST_DEVICE), two CPU threads, a 30 s drain
 // timeout; everything else at its default.
 ServerOptions TestOptions();
+
+// `built`, a path the build compiled in (the server binary, a doc of the source tree), unless
+// the environment variable `env_name` names another: the GPU kit (tools/gpu_kit.sh) runs these
+// tests on a machine where neither the build folder nor the source tree is where it was.
+std::string PathFromEnvOr(const char* env_name, const char* built);
 
 // Starts an in-process server with `options`. Returns it, or, when it does not start, fails
 // the calling test (non-fatally, printing the status) and returns null.
@@ -52,11 +58,19 @@ absl::Status ToAbsl(const grpc::Status& status);
 // The wire form of `request` (see tests/testing/random_tensor.h).
 v1::GatherRequest ToGatherProto(const testing::GatherRequest& request);
 v1::GatherNdRequest ToGatherNdProto(const testing::GatherRequest& request);
+// The wire form of EmbeddingBag call `c` (tests/testing/random_embedding_bag.h): params inline,
+// or `params_name` (a resident table's) instead when it is not empty.
+v1::EmbeddingBagRequest ToEmbeddingBagProto(const testing::EmbeddingBagCase& c,
+                                            const std::string& params_name = "");
 
 // Sends `request` as Gather or GatherNd (request.nd) with a deadline `timeout` from now.
 // Returns the decoded output, or the RPC's status.
 absl::StatusOr<core::Tensor> Call(Stub& stub, const testing::GatherRequest& request,
                                   absl::Duration timeout = absl::Seconds(60));
+
+// Stores `tensor` as `name` on the server (replacing one of that name), in one PutTensor
+// message; returns the RPC's status.
+absl::Status PutTensor(Stub& stub, const std::string& name, const core::Tensor& tensor);
 
 // A valid, tiny Gather: params int32 [3] = {10, 20, 30}, indices int32 [2] = {2, 0}.
 v1::GatherRequest SmallGather();

@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# The GPU kit's run.sh (tools/gpu_kit.sh copies this file to gpu-kit/run.sh): everything a GPU
+# machine is asked to prove, in one call, with nothing installed there but an NVIDIA driver.
+# The kit's binaries load their libraries from the kit (LD_LIBRARY_PATH); only the C library
+# and the driver's come from the machine.
+#
+#   bash gpu-kit/run.sh            # logs and report.md under $OUT (or ./gpu-kit-out)
+#
+# Steps, each with its result in report.md, each under a time limit (the whole run stays
+# under 7 minutes on an H100):
+#   1. nvidia-smi, and every binary's libraries resolved (ldd -r; each test binary lists its
+#      tests): a missing library stops the run at once, naming it;
+#   2. the CUDA tests (cuda_test; cuda_fake_test), where a skip is a failure;
+#   3. the server tests with TC_TEST_DEVICE=gpu (server_test, in parallel shards), same rule;
+#   4. CPU and GPU byte for byte on random requests (GpuServerTest.*, in step 3's binary);
+#   5. compute-sanitizer --tool memcheck over the CUDA tests (a refusal is reported, not fatal);
+#   6. the benchmarks: the kernels against a device-to-device copy (cuda_gather_bench), and
+#      batching on against --max_batch_size=1 at concurrency 64 through the server.
+# Tests that can only pass without a device are left out by name (*WithoutADevice*,
+# *WithoutAUsableGpu*, *WithoutAGpu*); any other skip counts as a failure.
+#
+# Exit codes: 0 every step passed; 1 a step failed (report.md says which); 2 a library is
+# missing (step 1); 3 no usable NVIDIA device (every GPU step says "no device").
+set -uo pipefail
+kit="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${OUT:-$PWD/gpu-kit-out}"
+mkdir -p "$out"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null' EXIT
+export LD_LIBRARY_PATH="$kit/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TC_SERVER_BINARY="$kit/bin/tensorcompute-server"
+export TC_ERRORS_DOC="$kit/errors.md"
+report="$out/report.md"
+failed=0
+start=$SECONDS
+
+say() { echo "$*" | tee -a "$report"; }
+step() { say ""; say "## $*"; step_start=$SECONDS; }
+took() { say "($((SECONDS - step_start)) s)"; }
+
+# Gtest's summary of a log: passed, failed and skipped counts, and the failing and skipped
+# names. Returns non-zero when anything failed or was skipped (or the binary did not finish).
+gtest_verdict() {
+  local log=$1 passed failed skipped
+  passed=$(grep -c '^\[       OK \]' "$log")
+  failed=$(grep -E '^\[  FAILED  \] [A-Za-z0-9_/]+\.[A-Za-z0-9_/]+' "$log" | grep -v ' listed below' \
+    | awk '{print $4}' | sort -u)
+  skipped=$(grep -E '^\[  SKIPPED \] [A-Za-z0-9_/]+\.[A-Za-z0-9_/]+' "$log" | awk '{print $4}' | sort -u)
+  say "- passed: $passed, failed: $(echo -n "$failed" | grep -c .), skipped: $(echo -n "$skipped" | grep -c .)"
+  [ -z "$failed" ] || say "- FAILED: $(echo $failed)"
+  [ -z "$skipped" ] || say "- SKIPPED (a failure here): $(echo $skipped)"
+  if ! grep -q '^\[==========\] .* ran\.' "$log"; then say "- did not finish (crash or time limit)"; return 1; fi
+  [ -z "$failed" ] && [ -z "$skipped" ]
+}
+
+{
+  echo "# GPU kit run $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo
+  echo "Kit: $(cat "$kit/VERSION" 2>/dev/null || echo unknown)"
+} > "$report"
+
+# ---- 1. the machine and the libraries -------------------------------------------------------
+step "1. Device and libraries"
+device=1
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  device=0; say "- no device: nvidia-smi is not installed"
+elif ! nvidia-smi > "$out/env.log" 2>&1; then
+  device=0; say "- no device: nvidia-smi failed: $(tail -1 "$out/env.log")"
+else
+  say "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader | head -1)"
+  say "- CUDA (driver): $(nvidia-smi | grep -o 'CUDA Version: [0-9.]*' | head -1)"
+fi
+missing=0
+for bin in "$kit"/bin/*; do
+  {
+    echo "== ldd -r $bin"
+    ldd -r "$bin" 2>&1
+  } >> "$out/env.log"
+  if ldd -r "$bin" 2>&1 | grep -E 'not found|undefined symbol' > "$work/missing"; then
+    missing=1
+    say "- $(basename "$bin"): MISSING $(sort -u "$work/missing" | tr '\n' ' ')"
+  fi
+done
+for test_bin in cuda_test cuda_fake_test server_test; do
+  if ! "$kit/bin/$test_bin" --gtest_list_tests > "$work/list" 2>&1; then
+    missing=1; say "- $test_bin does not start: $(tail -2 "$work/list" | tr '\n' ' ')"
+  fi
+done
+if ! "$kit/bin/tensorcompute" --help > "$work/list" 2>&1; then
+  missing=1; say "- tensorcompute --help fails: $(tail -2 "$work/list" | tr '\n' ' ')"
+fi
+if [ $missing = 1 ]; then
+  say "- stopped: a library is missing"; took; exit 2
+fi
+say "- every binary's libraries resolve from the kit ($(ls "$kit/lib" | wc -l) libraries)"
+took
+
+if [ $device = 0 ]; then
+  for s in "2. CUDA tests" "3. Server tests on the GPU" "4. CPU and GPU byte for byte" \
+           "5. compute-sanitizer" "6. Benchmarks"; do
+    step "$s"; say "- no device"
+  done
+  say ""; say "Exit 3: no usable NVIDIA device ($((SECONDS - start)) s)."
+  exit 3
+fi
+
+device_only_filter='-*WithoutADevice*:*WithoutAUsableGpu*:*WithoutAGpu*'
+
+# ---- 2. the CUDA tests ------------------------------------------------------------------------
+step "2. CUDA tests (cuda_test: the real device; cuda_fake_test: the fake runtime)"
+timeout -k 5 120 "$kit/bin/cuda_test" --gtest_filter="$device_only_filter" > "$out/cuda_test.log" 2>&1
+say "cuda_test (exit $?):"; gtest_verdict "$out/cuda_test.log" || failed=1
+timeout -k 5 60 "$kit/bin/cuda_fake_test" --gtest_filter="$device_only_filter" > "$work/fake.log" 2>&1
+say "cuda_fake_test (exit $?):"; gtest_verdict "$work/fake.log" || failed=1
+{ echo "==== cuda_fake_test"; cat "$work/fake.log"; } >> "$out/cuda_test.log"
+took
+
+# ---- 3 and 4, with 5 beside them: server tests on the GPU, memcheck ---------------------------
+step "3-4. Server tests with TC_TEST_DEVICE=gpu (server_test, 8 shards), CPU and GPU byte for byte"
+# 5 runs beside them: compute-sanitizer is slow on the host side, not the device's.
+sanitizer=""
+for candidate in compute-sanitizer /usr/local/cuda/bin/compute-sanitizer; do
+  command -v "$candidate" >/dev/null 2>&1 && { sanitizer=$(command -v "$candidate"); break; }
+done
+if [ -n "$sanitizer" ]; then
+  timeout -k 5 200 "$sanitizer" --tool memcheck --error-exitcode 99 --leak-check no \
+    "$kit/bin/cuda_test" --gtest_filter="CudaExecutor*:$device_only_filter" \
+    > "$out/sanitizer.log" 2>&1 &
+  sanitizer_pid=$!
+fi
+shards=8
+for i in $(seq 0 $((shards - 1))); do
+  TC_TEST_DEVICE=gpu GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
+    timeout -k 5 200 "$kit/bin/server_test" --gtest_filter="$device_only_filter" \
+    > "$work/server_test.$i.log" 2>&1 &
+  eval "shard_pid_$i=$!"
+done
+shard_failed=0
+: > "$out/server_test.log"
+for i in $(seq 0 $((shards - 1))); do
+  eval "wait \$shard_pid_$i"; rc=$?
+  { echo "==== shard $i (exit $rc)"; cat "$work/server_test.$i.log"; } >> "$out/server_test.log"
+  grep -q '^\[==========\] .* ran\.' "$work/server_test.$i.log" || { shard_failed=1; say "- shard $i did not finish (exit $rc)"; }
+done
+gtest_verdict "$out/server_test.log" || failed=1
+[ $shard_failed = 0 ] || failed=1
+gpu_only='^\[       OK \] (GpuServerTest|CpuAndGpuServersTest)\.'
+if grep -qE "$gpu_only" "$out/server_test.log"; then
+  say "- GPU-only cases passed: $(grep -E "$gpu_only" "$out/server_test.log" | awk '{print $4}' | tr '\n' ' ')"
+else
+  say "- no GPU-only case (GpuServerTest, CpuAndGpuServersTest) passed"; failed=1
+fi
+took
+
+step "5. compute-sanitizer --tool memcheck over the CUDA executor tests"
+if [ -z "$sanitizer" ]; then
+  say "- compute-sanitizer is not on this machine"
+else
+  wait "$sanitizer_pid"; rc=$?
+  summary=$(grep -E 'ERROR SUMMARY|Device not supported|error' "$out/sanitizer.log" | tail -3 | tr '\n' ' ')
+  if [ $rc = 0 ]; then
+    say "- clean: $summary"
+  elif grep -q 'Device not supported' "$out/sanitizer.log"; then
+    say "- compute-sanitizer refused the device (not counted as a failure): $summary"
+  else
+    say "- exit $rc: $summary"; failed=1
+  fi
+fi
+took
+
+# ---- 6. benchmarks ---------------------------------------------------------------------------
+step "6. Benchmarks"
+say "### Kernels against a device-to-device copy (cuda_gather_bench)"
+timeout -k 5 100 "$kit/bin/cuda_gather_bench" > "$out/bench.log" 2>&1
+rc=$?
+say '```'; cat "$out/bench.log" >> "$report"; say '```'
+[ $rc = 0 ] || { say "- cuda_gather_bench exit $rc"; failed=1; }
+
+cli="$kit/bin/tensorcompute"
+port=50071
+: > "$out/e2e.log"
+# start_server NAME FLAGS...: a server on the next port, healthy before it returns.
+start_server() {
+  local name=$1; shift
+  port=$((port + 1))
+  "$kit/bin/tensorcompute-server" --listen=127.0.0.1:$port "$@" > "$work/server-$name.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do "$cli" health --target 127.0.0.1:$port >/dev/null 2>&1 && return 0; sleep 0.1; done
+  say "- server $name did not become healthy"; failed=1
+}
+stop_server() {
+  kill -TERM $server_pid; wait $server_pid
+  { echo "==== server $1"; cat "$work/server-$1.log"; } >> "$out/e2e.log"
+}
+# load LABEL FLAGS...: three closed-loop runs at concurrency 64; one line each in the report.
+load() {
+  local label=$1; shift
+  for rep in 1 2 3; do
+    "$cli" load --target 127.0.0.1:$port --concurrency 64 --connections 4 --duration 3 \
+      --warmup 1 --json "$work/load.json" "$@" >> "$out/e2e.log" 2>&1 || failed=1
+    python3 - "$work/load.json" "$label" "$rep" <<'PY' | tee -a "$report"
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"- {sys.argv[2]} rep {sys.argv[3]}: {j['qps']:.0f} QPS, "
+      f"p50 {j['latency_us_p50']:.0f} us, p99 {j['latency_us_p99']:.0f} us, codes {j['by_code']}")
+PY
+  done
+}
+# npy FILE ROWS COLS [random]: a float32 .npy, random bytes or (sparse) zeros.
+npy() {
+  python3 - "$@" <<'PY'
+import os, struct, sys
+path, rows, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols)
+header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+with open(path, "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+    if len(sys.argv) > 4:
+        f.write(os.urandom(rows * cols * 4))
+    else:
+        f.truncate(f.tell() + rows * cols * 4)
+PY
+}
+
+say "### End to end: small requests at concurrency 64, batching on against --max_batch_size=1"
+for mbs in 32 1; do
+  start_server "mbs$mbs" --device=gpu --max_batch_size=$mbs
+  load "max_batch_size=$mbs" --rows 1024 --slice 64 --indices 16
+  stop_server "mbs$mbs"
+done
+
+say "### Resident table on the GPU against the same table inline (float32 [1024, 64], 16 rows a call)"
+npy "$work/small.npy" 1024 64 random
+start_server resident --device=gpu
+"$cli" put small --target 127.0.0.1:$port --input "$work/small.npy" >> "$out/e2e.log" 2>&1 || failed=1
+load "resident" --params-name small --indices 16
+load "inline" --rows 1024 --slice 64 --indices 16
+load "embedding-bag resident, bags of 8" --op embedding-bag --params-name small --indices 64 --bag-size 8
+stop_server resident
+
+say "### A 4 GiB table uploaded: to the GPU (pinned chunks) against to the CPU, same server and wire"
+npy "$work/big.npy" 1048576 1024
+start_server upload --device=gpu --max_resident_bytes=9663676416
+for device in gpu cpu; do
+  t0=$(date +%s.%N)
+  "$cli" put "big_$device" --target 127.0.0.1:$port --input "$work/big.npy" --device $device \
+    >> "$out/e2e.log" 2>&1 || { say "- put --device $device failed"; failed=1; }
+  t1=$(date +%s.%N)
+  python3 -c "import sys; s=float(sys.argv[2])-float(sys.argv[1]); print(f'- put --device {sys.argv[3]}: {s:.2f} s, {4*2**30/s/1e9:.2f} GB/s')" \
+    "$t0" "$t1" "$device" | tee -a "$report"
+  "$cli" delete "big_$device" --target 127.0.0.1:$port >> "$out/e2e.log" 2>&1
+done
+stop_server upload
+rm -f "$work/big.npy"
+took
+
+say ""
+if [ $failed = 0 ]; then
+  say "Exit 0: every step passed ($((SECONDS - start)) s)."
+else
+  say "Exit 1: a step failed ($((SECONDS - start)) s); see above and the logs."
+fi
+exit $failed
