@@ -233,4 +233,21 @@ absl::Status TableEncoder::Append(absl::Span<const uint8_t> bytes) {
   return absl::OkStatus();
 }
 
+absl::Status CheckStoredRows(absl::string_view name, TableStorage storage,
+                             const TensorView& stored) {
+  if (storage != TableStorage::kInt8RowwisePrequantized) return absl::OkStatus();
+  const int64_t rows = stored.shape[0], row_bytes = stored.shape[1];
+  const uint8_t* data = stored.data.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    float scale, bias;
+    std::memcpy(&scale, data + r * row_bytes + row_bytes - kRowwise8Trailer, 4);
+    std::memcpy(&bias, data + r * row_bytes + row_bytes - kRowwise8Trailer + 4, 4);
+    if (!std::isfinite(scale) || !std::isfinite(bias)) {
+      return Invalid("tensor '", name, "': row ", r, " has scale ", scale, " and bias ", bias,
+                     "; INT8_ROWWISE_PREQUANTIZED rows need a finite scale and bias");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tensorcompute::core

@@ -16,7 +16,9 @@
 //                             max - min overflows float32, is INVALID_ARGUMENT (its codes would
 //                             mean nothing).
 //   kInt8RowwisePrequantized  uint8 [rows, dim + 8] already in that layout (e.g. made offline
-//                             by FBGEMM or TorchRec); stored as sent.
+//                             by FBGEMM or TorchRec); stored as sent. A row whose scale or bias
+//                             is not finite is INVALID_ARGUMENT (CheckStoredRows): its values
+//                             would be NaNs whose bits differ between a CPU and a GPU.
 //
 // A compact table's logical dtype and shape are float32 [rows, dim] (what a lookup returns);
 // its stored tensor is float16 [rows, dim] or uint8 [rows, dim + 8], which is what it costs
@@ -40,6 +42,7 @@
 #include "core/compact_row.h"
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "core/tensor.h"
 
 namespace tensorcompute::core {
 
@@ -129,6 +132,14 @@ absl::Status EncodeFloat16Row(absl::string_view name, int64_t row, const float* 
                               uint8_t* out);
 absl::Status EncodeRowwise8Row(absl::string_view name, int64_t row, const float* values,
                                int64_t dim, uint8_t* out);
+
+// Checks the rows of a stored table as `storage` requires them: for kInt8RowwisePrequantized,
+// a finite float32 scale and bias in every row; nothing for the other kinds (their conversion
+// checked them). OK, or INVALID_ARGUMENT naming the first bad row: "tensor 'NAME': row 3 has
+// scale nan and bias 0; INT8_ROWWISE_PREQUANTIZED rows need a finite scale and bias".
+// REQUIRES: `stored` has the stored dtype and shape PlanTableLayout gave.
+absl::Status CheckStoredRows(absl::string_view name, TableStorage storage,
+                             const TensorView& stored);
 
 }  // namespace tensorcompute::core
 

@@ -111,6 +111,7 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
     std::string name, Tensor tensor, DeviceCopy device_copy, bool replace, Reservation reservation,
     TableStorage storage, std::optional<ShardSpec> shard) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
+  if (absl::Status rows = CheckStoredRows(name, storage, tensor.view()); !rows.ok()) return rows;
   if (shard.has_value()) {
     const int64_t rows = tensor.shape().empty() ? 0 : tensor.shape()[0];
     if (absl::Status valid = ValidateShardSpec(name, *shard, rows); !valid.ok()) return valid;

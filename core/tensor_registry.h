@@ -159,7 +159,8 @@ class TensorRegistry {
 
   // Publishes `tensor` as `name`, keeping `reservation`'s bytes until the entry is freed.
   // ALREADY_EXISTS if the name is taken and `replace` is false; INVALID_ARGUMENT for a name
-  // that is empty, longer than 256 bytes, or not printable ASCII. Returns the entry.
+  // that is empty, longer than 256 bytes, or not printable ASCII, or for rows `storage` does
+  // not accept (CheckStoredRows). Returns the entry.
   // `device_copy` (optional) is the tensor's copy in a GPU's memory: device "gpu:N", else "cpu".
   // `storage`: how `tensor` holds the table (core/table_storage.h; `tensor` is then the stored
   // form PlanTableLayout gave). `shard`: which rows of a table `tensor` holds

@@ -294,6 +294,36 @@ Tensor Encode(const Tensor& table, TableStorage storage, Rng& rng) {
   return stored;
 }
 
+// Prequantized rows are stored as sent, so their scale and bias are checked: a NaN or an
+// infinity would dequantize to NaNs whose bits differ between a CPU and a GPU.
+TEST(TableStorageRowwise8, PrequantizedRowsNeedAFiniteScaleAndBias) {
+  constexpr int64_t kRows = 4, kDim = 3, kRowBytes = kDim + kRowwise8Trailer;
+  std::vector<uint8_t> bytes(kRows * kRowBytes, 7);
+  auto set_trailer = [&bytes](int64_t row, float scale, float bias) {
+    std::memcpy(bytes.data() + row * kRowBytes + kDim, &scale, 4);
+    std::memcpy(bytes.data() + row * kRowBytes + kDim + 4, &bias, 4);
+  };
+  for (int64_t r = 0; r < kRows; ++r) set_trailer(r, 0.5f, -1.0f);
+  core::TensorView view;
+  view.dtype = DataType::kUint8;
+  view.shape = {kRows, kRowBytes};
+  view.data = absl::MakeConstSpan(bytes);
+  EXPECT_OK(CheckStoredRows("q", TableStorage::kInt8RowwisePrequantized, view));
+  set_trailer(2, std::numeric_limits<float>::quiet_NaN(), 0.0f);
+  EXPECT_THAT(
+      CheckStoredRows("q", TableStorage::kInt8RowwisePrequantized, view),
+      testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                        HasSubstr("tensor 'q': row 2 has scale nan and bias 0; "
+                                  "INT8_ROWWISE_PREQUANTIZED rows need a finite scale and bias")));
+  set_trailer(2, 0.5f, 0.0f);
+  set_trailer(3, 1.0f, -std::numeric_limits<float>::infinity());
+  EXPECT_THAT(CheckStoredRows("q", TableStorage::kInt8RowwisePrequantized, view),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("row 3 has scale 1 and bias -inf")));
+  // The other kinds were checked as they were converted (or hold anything, as sent).
+  EXPECT_OK(CheckStoredRows("q", TableStorage::kAsIs, view));
+}
+
 TEST(TableEncoder, PiecesOfAnySizeGiveTheRowsEncodedWhole) {
   Rng rng(2402);
   for (TableStorage storage : {TableStorage::kFloat16, TableStorage::kInt8Rowwise}) {
