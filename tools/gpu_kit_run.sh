@@ -8,8 +8,9 @@
 #
 # Steps, each with its result in report.md, each under a time limit (the whole run stays
 # under 7 minutes on an H100):
-#   1. nvidia-smi, and every binary's libraries resolved (ldd -r; each test binary lists its
-#      tests): a missing library stops the run at once, naming it;
+#   1. nvidia-smi, and every binary's libraries resolved (ldd -r), from the kit but for the C
+#      library's and the driver's; each test binary lists its tests: a missing library stops
+#      the run at once, naming it;
 #   2. the CUDA tests (cuda_test; cuda_fake_test), where a skip is a failure;
 #   3. the server tests with TC_TEST_DEVICE=gpu (server_test, in parallel shards), same rule;
 #   4. CPU and GPU byte for byte on random requests (GpuServerTest.*, in step 3's binary);
@@ -70,15 +71,24 @@ else
   say "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader | head -1)"
   say "- CUDA (driver): $(nvidia-smi | grep -o 'CUDA Version: [0-9.]*' | head -1)"
 fi
+# The C library's and the driver's libraries come from the machine; every other library must
+# resolve inside the kit (on a machine that happens to have it installed too, a library the
+# kit lacks would otherwise go unnoticed until a bare machine).
+system_library='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libresolv|libutil|libanl|libcuda|libnvidia-)'
 missing=0
 for bin in "$kit"/bin/*; do
-  {
-    echo "== ldd -r $bin"
-    ldd -r "$bin" 2>&1
-  } >> "$out/env.log"
-  if ldd -r "$bin" 2>&1 | grep -E 'not found|undefined symbol' > "$work/missing"; then
+  ldd -r "$bin" > "$work/ldd" 2>&1
+  { echo "== ldd -r $bin"; cat "$work/ldd"; } >> "$out/env.log"
+  if grep -E 'not found|undefined symbol' "$work/ldd" > "$work/missing"; then
     missing=1
     say "- $(basename "$bin"): MISSING $(sort -u "$work/missing" | tr '\n' ' ')"
+  fi
+  awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' "$work/ldd" | while read -r name path; do
+    [[ "$path" == "$kit/lib/"* ]] || [[ "$name" =~ $system_library ]] || echo "$name ($path)"
+  done > "$work/outside"
+  if [ -s "$work/outside" ]; then
+    missing=1
+    say "- $(basename "$bin"): not in the kit: $(tr '\n' ' ' < "$work/outside")"
   fi
 done
 for test_bin in cuda_test cuda_fake_test server_test; do
