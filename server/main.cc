@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/spdlog.h"
 #include <signal.h>
@@ -36,6 +37,9 @@ ABSL_FLAG(std::string, gpus, "", "comma-separated CUDA ordinals to use, e.g. 0,1
 ABSL_FLAG(int, gpu_streams, 4, "streams (batches in flight) per GPU, 1 to 64");
 ABSL_FLAG(int64_t, gpu_staging_mib, 16,
           "pinned host staging per GPU stream, MiB; larger transfers are chunked through it");
+ABSL_FLAG(absl::Duration, gpu_timeout, absl::Seconds(10),
+          "longest wait for a GPU (a copy, a kernel) before it is taken out of service and the "
+          "CPU answers, e.g. 10s");
 ABSL_FLAG(int, cpu_threads, 0, "CPU executor threads; 0 = one per core");
 ABSL_FLAG(int, compute_nice, 10,
           "nice value (0 to 19) of the CPU executor threads, below the RPC threads");
@@ -268,6 +272,7 @@ int main(int argc, char** argv) {
   options.gpus = gpus;
   options.gpu_streams = absl::GetFlag(FLAGS_gpu_streams);
   options.gpu_staging_bytes = staging_mib << 20;
+  options.gpu_timeout = absl::GetFlag(FLAGS_gpu_timeout);
   options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options.compute_nice = absl::GetFlag(FLAGS_compute_nice);
   options.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);

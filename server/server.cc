@@ -259,7 +259,7 @@ absl::StatusOr<core::DeviceCopy> Server::PlaceTensor(const std::string& device,
   if (device.empty()) {
     // The server's default: its GPU when it computes on one (strings stay on the CPU).
     if (cuda_executor_ == nullptr || strings) return core::DeviceCopy{};
-    return cuda::CudaUploadTable(GpuOrdinals().front(), tensor);
+    return cuda_executor_->UploadTable(GpuOrdinals().front(), tensor);
   }
   if (device == "cpu") return core::DeviceCopy{};
   int ordinal = 0;
@@ -282,7 +282,7 @@ absl::StatusOr<core::DeviceCopy> Server::PlaceTensor(const std::string& device,
     return absl::InvalidArgumentError(
         absl::StrCat("device '", device, "': DT_STRING tensors live on the CPU (device cpu)"));
   }
-  return cuda::CudaUploadTable(ordinal, tensor);
+  return cuda_executor_->UploadTable(ordinal, tensor);
 }
 
 absl::Status Server::SetUpGpu() {
@@ -296,6 +296,7 @@ absl::Status Server::SetUpGpu() {
     gpu_options.devices = options_.gpus;
     gpu_options.streams_per_device = options_.gpu_streams;
     gpu_options.staging_bytes = options_.gpu_staging_bytes;
+    gpu_options.device_timeout = options_.gpu_timeout;
     gpu_options.fallback = metered_cpu_.get();
     gpu_options.on_device_lost = [this](int ordinal, const absl::Status& error) {
       OnDeviceLost(ordinal, error);

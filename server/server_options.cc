@@ -52,8 +52,10 @@ absl::Status ServerOptions::Validate() const {
   if (compute_nice < 0 || compute_nice > 19 || malloc_trim_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("need 0 <= compute_nice <= 19 and malloc_trim_interval >= 0");
   }
-  if (gpu_streams < 1 || gpu_streams > 64 || gpu_staging_bytes < (int64_t{64} << 10)) {
-    return absl::InvalidArgumentError("need 1 <= gpu_streams <= 64 and gpu_staging_bytes >= 65536");
+  if (gpu_streams < 1 || gpu_streams > 64 || gpu_staging_bytes < (int64_t{64} << 10) ||
+      gpu_timeout < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError(
+        "need 1 <= gpu_streams <= 64, gpu_staging_bytes >= 65536 and gpu_timeout >= 1ms");
   }
   if (max_resident_bytes < 1) {
     return absl::InvalidArgumentError("need max_resident_bytes >= 1");

@@ -40,6 +40,11 @@ struct ServerOptions {
   // At least 64 KiB; default 16 MiB.
   int64_t gpu_staging_bytes = int64_t{16} << 20;
 
+  // The longest wait for a GPU (a batch's copy or kernel, a table's upload) before the GPU is
+  // taken out of service: its requests in flight and later ones are answered by the CPU, and
+  // with device "gpu" health turns NOT_SERVING. At least 1 ms; default 10 s.
+  absl::Duration gpu_timeout = absl::Seconds(10);
+
   // Threads of the CPU executor's pool; <= 0 means one per hardware thread.
   int cpu_threads = 0;
 

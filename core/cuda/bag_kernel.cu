@@ -28,6 +28,13 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+absl::Status ProbeBagKernels() {
+  cudaFuncAttributes attributes;
+  TC_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attributes, BagBatchKernel),
+                          "probing the EmbeddingBag kernel");
+  return absl::OkStatus();
+}
+
 absl::Status LaunchBagBatch(const BagLaunchArgs& args, const uint8_t* input, uint8_t* output,
                             int sm_count, cudaStream_t stream) {
   const uint64_t needed = (args.total_units + kThreads - 1) / kThreads;

@@ -26,6 +26,11 @@ struct BagLaunchArgs {
   uint64_t flags_offset = 0;  // into the output buffer
 };
 
+// Checks that this build's EmbeddingBag kernel can run on the calling thread's current device
+// (cudaFuncGetAttributes). OK, or INTERNAL naming the CUDA error, e.g.
+// cudaErrorNoKernelImageForDevice for a device this binary has no code for.
+absl::Status ProbeBagKernels();
+
 // Launches the kernel over device buffers `input` (input_bytes, already holding
 // PackBagInput's bytes) and `output` (output_bytes, flags already reset to kNoBadIndex), sized
 // to fill `sm_count` multiprocessors. Does not wait for the kernel.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -13,9 +12,11 @@
 #include <cuda_runtime.h>
 
 #include "core/batching/cpu_executor.h"
+#include "core/cuda/bag_kernel.h"
 #include "core/cuda/cuda_status.h"
+#include "core/cuda/gather_kernel.h"
 #include "core/cuda/stream_slot.h"
-#include "core/cuda/upload_chunks.h"
+#include "core/cuda/task_routing.h"
 #include "core/status_macros.h"
 
 namespace tensorcompute::cuda {
@@ -23,39 +24,6 @@ namespace {
 
 constexpr int kMaxStreamsPerDevice = 64;
 constexpr int64_t kMinStagingBytes = int64_t{64} << 10;
-
-// Whether the GPU can compute `task` at all; the rest goes to the fallback executor.
-bool GpuKind(const batching::Task& task) {
-  if (const core::EmbeddingBagPlan* bag = task.bag()) {
-    // No rows to reduce: only the index values need checking, which the CPU does at once.
-    return bag->bags > 0 && bag->dim > 0;
-  }
-  const core::GatherPlan& plan = *task.gather();
-  switch (plan.element_size) {
-    case 1:
-    case 2:
-    case 4:
-    case 8:
-    case 16:
-      break;
-    default:  // strings (0)
-      return false;
-  }
-  // Nothing to copy: only the index values need checking, which the CPU does at once.
-  return plan.output_rows() > 0 && plan.slice > 0;
-}
-
-// Whether a task of GpuKind fits max_task_bytes on device `ordinal`: what travels (indices,
-// offsets, weights, output) and its params unless they are a resident copy on that device.
-bool GpuFits(const batching::Task& task, int ordinal, int64_t max_task_bytes) {
-  int64_t bytes = static_cast<int64_t>(task.indices.data.size() + task.offsets.data.size() +
-                                       task.weights.data.size()) +
-                  batching::OutputBytes(task.plan);
-  if (ResidentParams(task, ordinal) == nullptr) {
-    bytes += static_cast<int64_t>(task.params.data.size());
-  }
-  return bytes <= max_task_bytes;
-}
 
 // The device holding the resident copies of most of `tasks`' tables, or -1 if none has one.
 int PreferredDevice(const batching::Batch& tasks) {
@@ -96,79 +64,11 @@ absl::StatusOr<int> VisibleDevices() {
   return count;
 }
 
-// What a staged upload holds: its stream, and per staging buffer the pinned memory and an
-// event marking the end of the buffer's last copy. The destructor waits for the stream before
-// freeing anything, so that no copy still reads a buffer (or writes a table) being freed, on
-// error paths too.
-struct UploadStaging {
-  UploadStaging() = default;
-  UploadStaging(const UploadStaging&) = delete;
-  UploadStaging& operator=(const UploadStaging&) = delete;
-  ~UploadStaging() {
-    if (stream != nullptr) (void)cudaStreamSynchronize(stream);
-    for (int b = 0; b < 2; ++b) {
-      if (done[b] != nullptr) (void)cudaEventDestroy(done[b]);
-      if (buffers[b] != nullptr) (void)cudaFreeHost(buffers[b]);
-    }
-    if (stream != nullptr) (void)cudaStreamDestroy(stream);
-  }
-
-  cudaStream_t stream = nullptr;
-  void* buffers[2] = {nullptr, nullptr};
-  cudaEvent_t done[2] = {nullptr, nullptr};
-};
-
-// Copies `bytes` to `dst` (device memory of the current device) chunk by chunk through pinned
-// staging (upload_chunks.h), and waits for the copy. Returns true once copied, false (having
-// copied nothing, and holding no pinned memory any more) when no pinned memory can be had, or
-// the CUDA error (`what` saying what was being done).
-absl::StatusOr<bool> StagedCopy(void* dst, absl::Span<const uint8_t> bytes,
-                                const std::string& what) {
-  const uint64_t total = bytes.size();
-  const uint64_t chunk_bytes = UploadChunkBytes(total);
-  const uint64_t chunks = UploadChunkCount(total, chunk_bytes);
-  UploadStaging staging;
-  for (int b = 0; b < UploadStagingBuffers(chunks); ++b) {
-    if (cudaMallocHost(&staging.buffers[b], chunk_bytes) != cudaSuccess) {
-      (void)cudaGetLastError();  // a sticky error would fail the caller's pageable copy too
-      staging.buffers[b] = nullptr;
-      return false;
-    }
-    TC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging.done[b], cudaEventDisableTiming),
-                            what);
-  }
-  TC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&staging.stream, cudaStreamNonBlocking), what);
-  for (uint64_t i = 0; i < chunks; ++i) {
-    const UploadChunk chunk = UploadChunkAt(total, chunk_bytes, i);
-    if (chunk.reuses_buffer) {
-      TC_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.done[chunk.buffer]), what);
-    }
-    void* stage = staging.buffers[chunk.buffer];
-    std::memcpy(stage, bytes.data() + chunk.offset, chunk.bytes);
-    TC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + chunk.offset, stage,
-                                            chunk.bytes, cudaMemcpyHostToDevice, staging.stream),
-                            what);
-    TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging.done[chunk.buffer], staging.stream), what);
-  }
-  TC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(staging.stream), what);
-  return true;
-}
-
-// Copies `bytes` to `dst` (device memory of the current device) and waits for the copy: a
-// small table with one cudaMemcpy, a larger one through pinned staging (StagedCopy), or with
-// one cudaMemcpy from its pageable memory when no pinned memory can be had.
-absl::Status CopyTableToDevice(void* dst, absl::Span<const uint8_t> bytes, int device) {
-  const std::string what = absl::StrCat("copying a table to device ", device);
-  if (UploadIsStaged(bytes.size())) {
-    TC_ASSIGN_OR_RETURN(const bool copied, StagedCopy(dst, bytes, what));
-    if (copied) return absl::OkStatus();
-  }
-  TC_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
-                          what);
-  // From pageable memory cudaMemcpy may return once the bytes are staged, before the DMA lands
-  // (CUDA's "API synchronization behavior"); the executor's streams do not wait on the legacy
-  // stream, so the copy is waited for here.
-  return CudaError(cudaDeviceSynchronize(), what);
+// Whether this build's kernels run on the current device: a binary without code for its
+// architecture would fail every launch while looking healthy.
+absl::Status ProbeKernels() {
+  TC_RETURN_IF_ERROR(ProbeGatherKernels());
+  return ProbeBagKernels();
 }
 
 }  // namespace
@@ -184,6 +84,7 @@ class CudaExecutor::Impl {
   // The slot for the GPU tasks `gpu` of a Run, or nullptr when none is in service.
   StreamSlot* PickSlot(const batching::Batch& gpu);
   void DeviceLost(DeviceState& device, const absl::Status& error);
+  absl::StatusOr<core::DeviceCopy> UploadTable(int ordinal, const core::Tensor& tensor);
 
   const CudaExecutorOptions options_;
   std::string name_;
@@ -199,10 +100,11 @@ class CudaExecutor::Impl {
 absl::Status CudaExecutor::Impl::Init(const std::vector<int>& ordinals) {
   StreamSlot::Hooks hooks;
   hooks.fallback = options_.fallback;
-  hooks.on_sticky_error = [this](DeviceState& device, const absl::Status& error) {
+  hooks.on_device_lost = [this](DeviceState& device, const absl::Status& error) {
     DeviceLost(device, error);
   };
   hooks.on_batch_stages = options_.on_batch_stages;
+  hooks.timeout = options_.device_timeout;
   std::vector<std::string> names;
   for (int ordinal : ordinals) {
     TC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), absl::StrCat("selecting device ", ordinal));
@@ -213,11 +115,20 @@ absl::Status CudaExecutor::Impl::Init(const std::vector<int>& ordinals) {
       return absl::UnavailableError(
           absl::StrCat("CUDA device ", ordinal, " has no stream-ordered memory pools"));
     }
+    if (absl::Status probe = ProbeKernels(); !probe.ok()) {
+      (void)cudaGetLastError();  // not sticky: the device is only not used
+      return absl::UnavailableError(
+          absl::StrCat("CUDA device ", ordinal, " (", props.name, ", sm_", props.major, props.minor,
+                       ") cannot run this build's kernels (built for CUDA architectures ",
+                       TC_CUDA_ARCHITECTURES, "): ", probe.message()));
+    }
     auto device = std::make_unique<DeviceState>();
     device->ordinal = ordinal;
     device->sm_count = std::max(1, props.multiProcessorCount);
     TC_ASSIGN_OR_RETURN(device->description, CudaDeviceDescription(ordinal));
-    TC_ASSIGN_OR_RETURN(device->pool, MemoryPool::Create(ordinal));
+    TC_ASSIGN_OR_RETURN(device->pool, MemoryPool::Create(ordinal, MemoryPool::kKeepAll));
+    TC_ASSIGN_OR_RETURN(device->uploader,
+                        TableUploader::Create(ordinal, options_.device_timeout, &device->pool));
     for (int s = 0; s < options_.streams_per_device; ++s) {
       TC_ASSIGN_OR_RETURN(
           std::unique_ptr<StreamSlot> slot,
@@ -239,7 +150,7 @@ void CudaExecutor::Impl::Run(batching::Batch batch, absl::AnyInvocable<void() &&
   batching::Batch gathers, bags, cpu;
   const absl::Time now = absl::Now();
   for (std::unique_ptr<batching::Task>& task : batch) {
-    if (!GpuKind(*task)) {
+    if (!GpuComputes(*task, options_.max_bag_length)) {
       cpu.push_back(std::move(task));
       continue;
     }
@@ -305,9 +216,39 @@ StreamSlot* CudaExecutor::Impl::PickSlot(const batching::Batch& gpu) {
 
 void CudaExecutor::Impl::DeviceLost(DeviceState& device, const absl::Status& error) {
   if (device.lost.exchange(true)) return;
+  device.uploader->DeviceLost();
   healthy_slots_ -= options_.streams_per_device;
   healthy_devices_ -= 1;
   if (options_.on_device_lost) options_.on_device_lost(device.ordinal, error);
+}
+
+absl::StatusOr<core::DeviceCopy> CudaExecutor::Impl::UploadTable(int ordinal,
+                                                                 const core::Tensor& tensor) {
+  if (tensor.dtype() == core::DataType::kString) {
+    return absl::InvalidArgumentError("a string tensor cannot live on a GPU; keep it on the CPU");
+  }
+  DeviceState* device = nullptr;
+  for (const std::unique_ptr<DeviceState>& d : devices_) {
+    if (d->ordinal == ordinal) device = d.get();
+  }
+  if (device == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GPU ", ordinal, " is not one of this executor's (", name_, ")"));
+  }
+  if (device->lost.load()) {
+    return absl::UnavailableError(absl::StrCat("GPU ", ordinal, " is out of service"));
+  }
+  absl::StatusOr<core::DeviceCopy> copy = device->uploader->Upload(tensor);
+  if (copy.ok() || absl::IsResourceExhausted(copy.status())) return copy;
+  // A copy that never finished, or a sticky error (which every later call reports too), means
+  // the device is gone: its slots must stop taking batches as well.
+  const bool hung = absl::IsDeadlineExceeded(copy.status());
+  if (hung || IsStickyError(cudaPeekAtLastError())) {
+    DeviceLost(*device, copy.status());
+    return absl::UnavailableError(
+        absl::StrCat("GPU ", ordinal, " is out of service: ", copy.status().message()));
+  }
+  return copy;
 }
 
 int CudaDeviceCount() {
@@ -328,57 +269,17 @@ absl::StatusOr<std::string> CudaDeviceDescription(int ordinal) {
                       props.totalGlobalMem >> 30, " GiB)");
 }
 
-absl::StatusOr<core::DeviceCopy> CudaUploadTable(int device, const core::Tensor& tensor) {
-  if (tensor.dtype() == core::DataType::kString) {
-    return absl::InvalidArgumentError("a string tensor cannot live on a GPU; keep it on the CPU");
-  }
-  TC_ASSIGN_OR_RETURN(const int count, VisibleDevices());
-  if (device < 0 || device >= count) {
-    return absl::UnavailableError(
-        absl::StrCat("CUDA device ", device, " does not exist (", count, " visible)"));
-  }
-  int previous = 0;
-  TC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous), "reading the current device");
-  TC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), absl::StrCat("selecting device ", device));
-  absl::Status status = absl::OkStatus();
-  core::DeviceCopy copy;
-  const absl::Span<const uint8_t> bytes = tensor.bytes();
-  void* data = nullptr;
-  // At least one byte, so that every copy has an address (an empty table is never read).
-  const cudaError_t malloc_error = cudaMalloc(&data, std::max<size_t>(1, bytes.size()));
-  if (malloc_error == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
-    status = absl::ResourceExhaustedError(absl::StrCat(
-        "CUDA device ", device, " has no room for a table of ", bytes.size(), " bytes"));
-  } else if (malloc_error != cudaSuccess) {
-    status = CudaError(malloc_error, absl::StrCat("allocating a table on device ", device));
-  } else {
-    copy.gpu = device;
-    copy.data = data;
-    copy.storage = std::shared_ptr<const void>(data, [device](const void* p) {
-      int current = 0;
-      const bool restore = cudaGetDevice(&current) == cudaSuccess && current != device;
-      if (restore) cudaSetDevice(device);
-      cudaFree(const_cast<void*>(p));
-      if (restore) cudaSetDevice(current);
-    });
-    if (!bytes.empty()) status = CopyTableToDevice(data, bytes, device);
-  }
-  (void)cudaSetDevice(previous);
-  if (!status.ok()) return status;  // `copy.storage`, if made, frees the memory
-  return copy;
-}
-
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
     const CudaExecutorOptions& options) {
   if (options.fallback == nullptr) {
     return absl::InvalidArgumentError("CudaExecutor needs a fallback executor");
   }
   if (options.streams_per_device < 1 || options.streams_per_device > kMaxStreamsPerDevice ||
-      options.staging_bytes < kMinStagingBytes || options.max_task_bytes < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("need 1 <= streams_per_device <= ", kMaxStreamsPerDevice,
-                     ", staging_bytes >= ", kMinStagingBytes, " and max_task_bytes >= 1"));
+      options.staging_bytes < kMinStagingBytes || options.max_task_bytes < 1 ||
+      options.max_bag_length < 1 || options.device_timeout < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "need 1 <= streams_per_device <= ", kMaxStreamsPerDevice, ", staging_bytes >= ",
+        kMinStagingBytes, ", max_task_bytes >= 1, max_bag_length >= 1 and device_timeout >= 1ms"));
   }
   TC_ASSIGN_OR_RETURN(const int count, VisibleDevices());
   std::vector<int> ordinals = options.devices;
@@ -410,6 +311,10 @@ CudaExecutor::CudaExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 CudaExecutor::~CudaExecutor() {
   impl_->stopping_ = true;
   impl_->slots_.clear();  // each slot runs what it was given, then joins its worker
+}
+
+absl::StatusOr<core::DeviceCopy> CudaExecutor::UploadTable(int device, const core::Tensor& tensor) {
+  return impl_->UploadTable(device, tensor);
 }
 
 void CudaExecutor::Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) {

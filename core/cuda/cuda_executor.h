@@ -16,10 +16,11 @@
 // Each stream slot (streams_per_device on every device used) runs one batch at a time on its
 // own worker thread, so copies and kernels of different batches overlap across streams.
 // Device memory comes from the device's stream-ordered pool (cudaMallocAsync with the release
-// threshold raised so that freed memory is kept): no cudaMalloc per request.
+// threshold raised so that freed memory is kept): no cudaMalloc per request. An allocation that
+// fails for want of memory is retried once after the pools gave back what they hold idle.
 //
 // Resident tables (core/tensor_registry.h): a task whose Task::table has a device copy
-// (CudaUploadTable) is sent to a slot of that copy's device when one is in service (a batch
+// (UploadTable) is sent to a slot of that copy's device when one is in service (a batch
 // goes to the device holding most of its resident tasks), and there the kernel reads the
 // copy in place, for gathers and lookups alike: the batch's input buffer carries only
 // descriptors and indices (and a lookup's offsets and weights), so one H2D copy of all
@@ -28,15 +29,19 @@
 // goes to `fallback`, as below).
 //
 // What the GPU does not serve goes to `fallback` (the CPU executor), transparently, within
-// the same batch: strings; gathers with no output rows or empty slices and lookups with no
-// bags or rows of no elements (only their indices need checking); tasks larger than
+// the same batch (task_routing.h): strings; gathers with no output rows or empty slices and
+// lookups with no bags or rows of no elements (only their indices need checking); slices the
+// kernel cannot count; lookups with a bag longer than max_bag_length; tasks larger than
 // max_task_bytes; a batch for which the device has no memory left. The slots' work is in
 // stream_slot.h.
 //
 // Errors: a CUDA error fails the batch's GPU tasks with INTERNAL naming the CUDA error
-// ("cudaErrorLaunchFailure: ..."). A sticky error (the context is unusable) takes the device
-// out of service: its slots stop taking batches, later batches go to the other devices or to
-// `fallback`, and on_device_lost is called once with the error. Nothing crashes.
+// ("cudaErrorInvalidValue: ..."). A sticky error (the context is unusable), or a wait for the
+// device longer than device_timeout (a hung kernel, a GPU that fell off the bus), takes the device
+// out of service: the tasks of the batch not yet answered go to `fallback`, its slots stop taking
+// batches, later batches go to the other devices or to `fallback`, and on_device_lost is called
+// once with the error. Nothing crashes, and nothing waits for the device forever (shutdown
+// included).
 //
 // Thread-safety: Run may be called concurrently; slots() and healthy() from any thread.
 
@@ -78,6 +83,12 @@ struct CudaExecutorOptions {
   // Tasks whose params + indices (+ offsets + weights) + output exceed this run on
   // `fallback`; params on a resident copy on the device do not count. Default 1 GiB.
   int64_t max_task_bytes = int64_t{1} << 30;
+  // Lookups with a bag of more indices than this run on `fallback`: one GPU thread walks a
+  // whole bag, in order, so a bag of millions would hold a slot for seconds. Default 4096.
+  int64_t max_bag_length = 4096;
+  // The longest wait for a device (a batch's copy or kernel, a table's upload) before the
+  // device is taken for lost. Default 10 s; at least 1 ms.
+  absl::Duration device_timeout = absl::Seconds(10);
   // Takes strings and whatever the GPU does not serve. Not owned; must outlive the executor.
   // REQUIRES: non-null.
   batching::Executor* fallback = nullptr;
@@ -102,27 +113,12 @@ int CudaDeviceCount();
 // CudaDeviceCount() is 0, CudaDeviceDescription(0)'s error is the reason.
 absl::StatusOr<std::string> CudaDeviceDescription(int ordinal);
 
-// Copies `tensor` (a fixed-size dtype) into newly allocated memory of device `device`, for a
-// resident table. Returns the copy (gpu = device, data = its device address, 256-byte
-// aligned; storage frees it with cudaFree on that device when the last holder lets go), or
-// INVALID_ARGUMENT for a kString tensor (strings stay on the CPU), UNAVAILABLE for a device
-// that does not exist or cannot be used, RESOURCE_EXHAUSTED when the device has no room,
-// INTERNAL naming any other CUDA error, UNIMPLEMENTED in a build without CUDA. Waits for the
-// copy to finish; the calling thread's current device is left as it was.
-// How it copies (upload_chunks.h): a table of at most 4 MiB with one cudaMemcpy; a larger one
-// in chunks of at most 64 MiB through two pinned staging buffers used in turn on a stream of
-// its own (the host fills one while the other's chunk is in flight), so that the host never
-// holds a second whole copy of the table, only the staging (at most 128 MiB, freed before
-// returning, errors included). When no pinned memory can be had, one cudaMemcpy from the
-// table's pageable memory instead (not an error).
-absl::StatusOr<core::DeviceCopy> CudaUploadTable(int device, const core::Tensor& tensor);
-
 class CudaExecutor : public batching::Executor {
  public:
   // Returns the executor with its streams, buffers and worker threads ready, or UNAVAILABLE
-  // when a device cannot be used (none visible, bad ordinal, out of memory), UNIMPLEMENTED in
-  // a build without CUDA, INVALID_ARGUMENT for bad options (checked first) or an ordinal
-  // listed twice.
+  // when a device cannot be used (none visible, bad ordinal, out of memory, kernels this build
+  // has no code for), UNIMPLEMENTED in a build without CUDA, INVALID_ARGUMENT for bad options
+  // (checked first) or an ordinal listed twice.
   static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const CudaExecutorOptions& options);
 
   // Waits for every batch that was handed over to finish on the GPU (parts handed to
@@ -131,6 +127,17 @@ class CudaExecutor : public batching::Executor {
   ~CudaExecutor() override;
 
   void Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) override;
+
+  // Copies `tensor` (a fixed-size dtype) into memory of device `device` (one of this
+  // executor's), for a resident table, and waits for the copy, without stalling the batches
+  // running on the device (table_upload.h says how). Returns the copy (gpu = device, data = its
+  // device address, 256-byte aligned; freed when the last holder lets go, after the executor
+  // too), or INVALID_ARGUMENT for a kString tensor (strings stay on the CPU) or a device that
+  // is not the executor's, RESOURCE_EXHAUSTED when the device has no room, UNAVAILABLE when the
+  // device is out of service (or this upload found it hung or broken, which takes it out),
+  // INTERNAL naming any other CUDA error. The calling thread's current device is left as it
+  // was. Thread-safe.
+  absl::StatusOr<core::DeviceCopy> UploadTable(int device, const core::Tensor& tensor);
   absl::string_view name() const override;
 
   // Stream slots in service (what the batcher's max_inflight_batches should be); 0 once

@@ -21,8 +21,6 @@ int CudaDeviceCount() { return 0; }
 
 absl::StatusOr<std::string> CudaDeviceDescription(int) { return NoCuda(); }
 
-absl::StatusOr<core::DeviceCopy> CudaUploadTable(int, const core::Tensor&) { return NoCuda(); }
-
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const CudaExecutorOptions&) {
   return NoCuda();
 }
@@ -33,6 +31,10 @@ CudaExecutor::~CudaExecutor() = default;
 void CudaExecutor::Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) {
   for (std::unique_ptr<batching::Task>& task : batch) std::move(task->done)(NoCuda());
   std::move(batch_done)();
+}
+
+absl::StatusOr<core::DeviceCopy> CudaExecutor::UploadTable(int, const core::Tensor&) {
+  return NoCuda();
 }
 
 absl::string_view CudaExecutor::name() const { return "cuda"; }

@@ -1,7 +1,5 @@
 #include "core/cuda/device_buffer.h"
 
-#include <limits>
-
 #include "absl/strings/str_cat.h"
 
 #include "core/cuda/cuda_status.h"
@@ -18,7 +16,7 @@ absl::StatusOr<PinnedBuffer> PinnedBuffer::Allocate(uint64_t bytes) {
   return buffer;
 }
 
-absl::StatusOr<MemoryPool> MemoryPool::Create(int ordinal) {
+absl::StatusOr<MemoryPool> MemoryPool::Create(int ordinal, uint64_t release_threshold) {
   cudaMemPoolProps props = {};
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
@@ -28,12 +26,14 @@ absl::StatusOr<MemoryPool> MemoryPool::Create(int ordinal) {
                           absl::StrCat("creating a memory pool on device ", ordinal));
   MemoryPool pool;
   pool.pool_.reset(p);
-  // Keep every freed byte cached: a release threshold of "everything" means the pool never
-  // trims itself at synchronisation points.
-  uint64_t threshold = std::numeric_limits<uint64_t>::max();
-  TC_CUDA_RETURN_IF_ERROR(cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &threshold),
-                          "setting the memory pool's release threshold");
+  TC_CUDA_RETURN_IF_ERROR(
+      cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &release_threshold),
+      "setting the memory pool's release threshold");
   return pool;
+}
+
+void MemoryPool::Trim() const {
+  if (pool_ != nullptr) (void)cudaMemPoolTrimTo(pool_.get(), 0);
 }
 
 absl::StatusOr<DeviceAllocation> DeviceAllocation::Allocate(uint64_t bytes, cudaMemPool_t pool,

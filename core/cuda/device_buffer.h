@@ -33,6 +33,13 @@ class PinnedBuffer {
   uint8_t* data() const { return data_.get(); }
   uint64_t size() const { return size_; }
 
+  // Lets go of the memory without freeing it: for a device that stopped answering, whose
+  // copies may still write here and whose cudaFreeHost would wait for it forever.
+  void Abandon() {
+    (void)data_.release();
+    size_ = 0;
+  }
+
  private:
   struct Free {
     void operator()(uint8_t* p) const { cudaFreeHost(p); }
@@ -41,16 +48,27 @@ class PinnedBuffer {
   uint64_t size_ = 0;
 };
 
-// A stream-ordered memory pool of one device whose release threshold is infinite: memory
-// freed with cudaFreeAsync stays in the pool for the next allocation instead of going back to
-// the driver, so that steady-state batches allocate nothing from the driver.
+// A stream-ordered memory pool of one device. Memory freed with cudaFreeAsync stays in the
+// pool, for the next allocation, up to the pool's release threshold; beyond it the pool gives
+// memory back to the driver at the next synchronisation (of an event or a stream that waits
+// for the free). The executor's batches use a pool that keeps everything (kKeepAll), so that
+// steady-state batches allocate nothing from the driver; resident tables one that keeps
+// nothing (their memory goes back as soon as a table is freed). Trim() gives back what a pool
+// holds idle: what to do before retrying an allocation that failed for want of memory.
 class MemoryPool {
  public:
-  // A new pool on device `ordinal`, or INTERNAL.
-  static absl::StatusOr<MemoryPool> Create(int ordinal);
+  static constexpr uint64_t kKeepAll = ~uint64_t{0};
+
+  // A new pool on device `ordinal` with `release_threshold` bytes kept, or INTERNAL.
+  static absl::StatusOr<MemoryPool> Create(int ordinal, uint64_t release_threshold);
 
   MemoryPool() = default;
   cudaMemPool_t get() const { return pool_.get(); }
+
+  // Gives every idle byte back to the driver (cudaMemPoolTrimTo 0); memory that frees still
+  // queued on a stream will return stays until they ran. Errors are ignored: nothing better
+  // can be done than to retry the allocation.
+  void Trim() const;
 
  private:
   struct Destroy {

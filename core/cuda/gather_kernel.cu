@@ -28,6 +28,15 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+absl::Status ProbeGatherKernels() {
+  cudaFuncAttributes attributes;
+  TC_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attributes, GatherBatchKernel<uint32_t>),
+                          "probing the gather kernel");
+  TC_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attributes, GatherBatchKernel<uint64_t>),
+                          "probing the gather kernel");
+  return absl::OkStatus();
+}
+
 absl::Status LaunchGatherBatch(const LaunchArgs& layout, const uint8_t* input, uint8_t* output,
                                int sm_count, cudaStream_t stream) {
   const uint64_t needed = (layout.total_units + kThreads - 1) / kThreads;

@@ -61,6 +61,12 @@ TC_HOST_DEVICE inline uint32_t VectorBytes(int64_t slice_bytes) {
   return w;
 }
 
+// Whether the kernel can count a slice of `slice_bytes` in chunks: chunks_per_row is 32-bit,
+// so a slice of more than UINT32_MAX chunks (4 GiB or more of 1-byte chunks) is for the CPU.
+TC_HOST_DEVICE inline bool GatherSliceFitsKernel(int64_t slice_bytes) {
+  return static_cast<uint64_t>(slice_bytes) / VectorBytes(slice_bytes) <= 0xffffffffu;
+}
+
 template <int W>
 TC_HOST_DEVICE inline void CopyChunk(uint8_t* dst, const uint8_t* src) {
 #if defined(TC_DEVICE_CODE)

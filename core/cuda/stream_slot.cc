@@ -10,15 +10,17 @@
 #include "core/batching/cpu_executor.h"
 #include "core/cuda/bag_kernel.h"
 #include "core/cuda/cuda_status.h"
+#include "core/cuda/device_wait.h"
 #include "core/cuda/gather_kernel.h"
+#include "core/cuda/task_routing.h"
 #include "core/status_macros.h"
 
 namespace tensorcompute::cuda {
 namespace {
 
-// The worker waits on these events: blocking (not spinning) keeps its core free for gRPC and
-// the CPU executor, at the price of a few microseconds of wake-up per wait.
-constexpr unsigned kEventFlags = cudaEventDisableTiming | cudaEventBlockingSync;
+// The worker polls these events with a deadline (device_wait.h), so they need no timing and
+// no blocking synchronisation.
+constexpr unsigned kEventFlags = cudaEventDisableTiming;
 constexpr uint64_t kHalfGranularity = 4096;
 
 // Task i's verdict once its flag is known: OK, or the bad-index error (the same text as the
@@ -36,12 +38,6 @@ absl::Status Verdict(const batching::Task& task, uint64_t flag) {
 
 }  // namespace
 
-const void* ResidentParams(const batching::Task& task, int ordinal) {
-  if (task.table == nullptr) return nullptr;
-  const core::DeviceCopy& copy = task.table->device_copy;
-  return copy.gpu == ordinal ? copy.data : nullptr;
-}
-
 absl::StatusOr<std::unique_ptr<StreamSlot>> StreamSlot::Create(DeviceState* device,
                                                                uint64_t staging_bytes,
                                                                Hooks hooks) {
@@ -52,9 +48,10 @@ absl::StatusOr<std::unique_ptr<StreamSlot>> StreamSlot::Create(DeviceState* devi
     TC_ASSIGN_OR_RETURN(half.buffer, PinnedBuffer::Allocate(slot->half_bytes_));
     TC_ASSIGN_OR_RETURN(half.idle, EventHandle::Create(kEventFlags));
   }
+  TC_ASSIGN_OR_RETURN(slot->sync_, EventHandle::Create(kEventFlags));
   if (slot->hooks_.on_batch_stages != nullptr) {
     for (EventHandle& mark : slot->marks_) {
-      TC_ASSIGN_OR_RETURN(mark, EventHandle::Create(cudaEventBlockingSync));
+      TC_ASSIGN_OR_RETURN(mark, EventHandle::Create(cudaEventDefault));
     }
   }
   slot->worker_ = std::thread([s = slot.get()] { s->Loop(); });
@@ -68,8 +65,13 @@ StreamSlot::~StreamSlot() {
   }
   wake_.SignalAll();
   worker_.join();
-  // Every batch synchronised on its last copy; this only waits for the frees queued after it.
-  cudaStreamSynchronize(stream_.get());
+  if (device_->lost.load()) {
+    // The device may never finish what it was given: cudaFreeHost would wait for it forever.
+    for (Half& half : halves_) half.buffer.Abandon();
+    return;
+  }
+  // Every batch waited for its last copy; this only waits for the frees queued after it.
+  (void)WaitForStream(stream_.get(), sync_.get(), hooks_.timeout, "a slot's last frees");
 }
 
 void StreamSlot::Enqueue(SlotWork work) {
@@ -130,16 +132,27 @@ void StreamSlot::Process(SlotWork work) {
   }
   // The staging halves must be idle before the next batch touches them, and the stream's
   // answer tells whether the context survived.
-  const cudaError_t sync = cudaStreamSynchronize(stream_.get());
+  bool lost = absl::IsDeadlineExceeded(status);
+  if (!lost) {
+    const absl::Status drained =
+        WaitForStream(stream_.get(), sync_.get(), hooks_.timeout, "a failed batch's copies");
+    // A sticky error fails every call alike, this query too.
+    lost = absl::IsDeadlineExceeded(drained) || IsStickyError(cudaEventQuery(sync_.get()));
+  }
   (void)cudaGetLastError();  // a non-sticky error must not surface in the next batch's checks
-  if (IsStickyError(sync)) MarkLost(status);
+  if (lost) MarkLost(status);
   batching::Batch rest;
   for (std::unique_ptr<batching::Task>& task : live) {
     if (task != nullptr) rest.push_back(std::move(task));
   }
-  // Out of device memory before anything was computed: the CPU can still answer.
-  if (absl::IsResourceExhausted(status) && rest.size() == live.size()) {
-    hooks_.fallback->Run(std::move(rest), std::move(work.done));
+  // A lost device, or out of device memory before anything was computed: the CPU answers
+  // what is left (a task whose output was made keeps it: make_output is not called again).
+  if (lost || (absl::IsResourceExhausted(status) && rest.size() == live.size())) {
+    if (rest.empty()) {
+      std::move(work.done)();
+    } else {
+      hooks_.fallback->Run(std::move(rest), std::move(work.done));
+    }
     return;
   }
   for (std::unique_ptr<batching::Task>& task : rest) std::move(task->done)(status);
@@ -148,7 +161,7 @@ void StreamSlot::Process(SlotWork work) {
 }
 
 void StreamSlot::MarkLost(const absl::Status& error) {
-  if (hooks_.on_sticky_error) hooks_.on_sticky_error(*device_, error);
+  if (hooks_.on_device_lost) hooks_.on_device_lost(*device_, error);
   device_->lost.store(true);
 }
 
@@ -236,8 +249,13 @@ absl::Status StreamSlot::Execute(batching::Batch& tasks) {
 
   // One allocation for both buffers; the pool keeps it for the next batch after the free.
   const uint64_t output_at = AlignUp(pass.input_bytes);
+  const uint64_t bytes = output_at + pass.output_bytes;
   absl::StatusOr<DeviceAllocation> buffers =
-      DeviceAllocation::Allocate(output_at + pass.output_bytes, device_->pool.get(), stream);
+      DeviceAllocation::Allocate(bytes, device_->pool.get(), stream);
+  if (absl::IsResourceExhausted(buffers.status())) {
+    device_->TrimPools();  // memory held idle after a burst, or by freed tables
+    buffers = DeviceAllocation::Allocate(bytes, device_->pool.get(), stream);
+  }
   if (!buffers.ok()) return buffers.status();
   uint8_t* input = buffers->data();
   uint8_t* output = input + output_at;
@@ -248,6 +266,10 @@ absl::Status StreamSlot::Execute(batching::Batch& tasks) {
   TC_RETURN_IF_ERROR(
       CudaError(cudaMemsetAsync(output + pass.flags_offset, 0xff, n * sizeof(uint64_t), stream),
                 "resetting the bad-index flags"));
+  // The launch is checked with cudaGetLastError, which also reports an error an earlier call
+  // on this thread left behind (a failed timing query, say): clear it first. A sticky error
+  // is reported again by the launch itself.
+  (void)cudaGetLastError();
   TC_RETURN_IF_ERROR(pass.launch(input, output, device_->sm_count, stream));
   timed = timed && Mark(2);
   TC_RETURN_IF_ERROR(CopyOut(pass, tasks, output));
@@ -262,10 +284,13 @@ bool StreamSlot::Mark(int i) {
 }
 
 void StreamSlot::ReportStages() {
-  if (cudaEventSynchronize(marks_[3].get()) != cudaSuccess) return;
+  if (!WaitForEvent(marks_[3].get(), hooks_.timeout, "a batch's last stage mark").ok()) return;
   float ms[3] = {0, 0, 0};
   for (int i = 0; i < 3; ++i) {
-    if (cudaEventElapsedTime(&ms[i], marks_[i].get(), marks_[i + 1].get()) != cudaSuccess) return;
+    if (cudaEventElapsedTime(&ms[i], marks_[i].get(), marks_[i + 1].get()) != cudaSuccess) {
+      (void)cudaGetLastError();  // timing is optional: its error is no one's
+      return;
+    }
   }
   GpuBatchStages stages;
   stages.copy_in = absl::Microseconds(static_cast<int64_t>(ms[0] * 1000.0f));
@@ -285,8 +310,7 @@ absl::Status StreamSlot::CopyIn(const DevicePass& pass, uint8_t* device_input) {
     const uint64_t end = std::min(w + half_bytes_, pass.input_bytes);
     Half& half = halves_[next_half_];
     next_half_ ^= 1;
-    TC_RETURN_IF_ERROR(
-        CudaError(cudaEventSynchronize(half.idle.get()), "waiting for a staging buffer"));
+    TC_RETURN_IF_ERROR(WaitForEvent(half.idle.get(), hooks_.timeout, "a staging buffer's copy"));
     for (; p < pieces.size() && pieces[p].offset < end; ++p) {
       const Piece& piece = pieces[p];
       const uint64_t from = std::max(piece.offset, w);
@@ -338,8 +362,7 @@ absl::Status StreamSlot::CopyOut(const DevicePass& pass, batching::Batch& tasks,
     const Half& half = halves_[k % 2];
     const uint64_t w = k * half_bytes_;
     const uint64_t end = std::min(w + half_bytes_, total);
-    TC_RETURN_IF_ERROR(
-        CudaError(cudaEventSynchronize(half.idle.get()), "waiting for outputs from the device"));
+    TC_RETURN_IF_ERROR(WaitForEvent(half.idle.get(), hooks_.timeout, "copying outputs back"));
     if (w < flags_end) {
       const uint64_t from = std::max(w, pass.flags_offset);
       const uint64_t to = std::min(end, flags_end);
@@ -353,7 +376,10 @@ absl::Status StreamSlot::CopyOut(const DevicePass& pass, batching::Batch& tasks,
       if (!started) {
         started = true;
         verdicts[next] = Verdict(task, flags[next]);
-        if (verdicts[next].ok() && task.make_output) task.output = std::move(task.make_output)();
+        if (verdicts[next].ok() && task.make_output) {
+          task.output = std::move(task.make_output)();
+          task.make_output = nullptr;  // a fallback that finishes the task uses this output
+        }
         if (verdicts[next].ok() && task.output.data.size() != bytes) {
           verdicts[next] = absl::InternalError("the output slot does not match the plan's size");
         }

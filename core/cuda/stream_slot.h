@@ -15,10 +15,14 @@
 //   arrived (make_output, copy, done) -> free.
 // A batch smaller than a half costs one pack, one H2D copy, one launch and one D2H copy.
 //
-// Errors: a CUDA error answers the batch's unanswered tasks with INTERNAL naming it; when the
-// device is out of memory the batch goes to the fallback executor instead. A sticky error (or
-// a stream that no longer synchronises) calls on_sticky_error; from then on, and once the
-// device is marked lost, every batch the slot receives goes to the fallback executor.
+// Errors: a CUDA error answers the batch's unanswered tasks with INTERNAL naming it. When the
+// device is out of memory, the device's pools give back what they hold idle and the allocation
+// is tried once more; if it fails again the batch goes to the fallback executor. A sticky
+// error, or a wait for the device longer than Hooks::timeout (device_wait.h: a hung kernel, a
+// lost GPU), takes the device out of service (on_device_lost, then DeviceState::lost): the
+// batch's unanswered tasks, and every later batch the slot receives, go to the fallback
+// executor. The slot then never frees its pinned memory (a hung device would never let
+// cudaFreeHost return).
 //
 // Thread-safety: Enqueue and load may be called from any thread. The slot's CUDA resources
 // are used only by its worker thread.
@@ -31,7 +35,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -39,23 +42,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 #include "core/batching/executor.h"
 #include "core/cuda/bag_batch.h"
 #include "core/cuda/cuda_executor.h"
 #include "core/cuda/device_buffer.h"
+#include "core/cuda/device_state.h"
 #include "core/cuda/gather_batch.h"
 
 namespace tensorcompute::cuda {
-
-// A device in use, shared by its slots.
-struct DeviceState {
-  int ordinal = 0;
-  int sm_count = 1;
-  std::string description;  // CudaDeviceDescription()
-  MemoryPool pool;          // device memory of every batch (freed memory stays cached)
-  std::atomic<bool> lost{false};
-};
 
 // What a slot is handed: tasks (non-empty; all gathers or all pooled lookups; every one served
 // by the GPU: a gather of a fixed-size dtype with output rows and slices, a lookup with bags and
@@ -65,18 +61,16 @@ struct SlotWork {
   absl::AnyInvocable<void() &&> done;
 };
 
-// The device address of `task`'s params when they are a resident table whose copy lives on
-// device `ordinal` (the kernel then reads them there, and they never travel), else nullptr.
-const void* ResidentParams(const batching::Task& task, int ordinal);
-
 class StreamSlot {
  public:
   struct Hooks {
     // Takes batches the slot cannot run (device out of memory or lost). Not owned.
     batching::Executor* fallback = nullptr;
-    // Called, from the worker thread, for every sticky error seen on the device, before
-    // the device is marked lost.
-    std::function<void(DeviceState& device, const absl::Status& error)> on_sticky_error;
+    // Called, from the worker thread, when the slot finds the device lost (a sticky error or
+    // a wait past `timeout`), before the device is marked lost.
+    std::function<void(DeviceState& device, const absl::Status& error)> on_device_lost;
+    // The longest wait for the device (a copy, a kernel) before it is taken for lost.
+    absl::Duration timeout = absl::Seconds(10);
     // Optional: each computed batch's stages (CudaExecutorOptions::on_batch_stages).
     std::function<void(int device, const GpuBatchStages& stages)> on_batch_stages;
   };
@@ -89,7 +83,8 @@ class StreamSlot {
   static absl::StatusOr<std::unique_ptr<StreamSlot>> Create(DeviceState* device,
                                                             uint64_t staging_bytes, Hooks hooks);
 
-  // Runs everything already enqueued, then joins the worker and frees the resources.
+  // Runs everything already enqueued, then joins the worker and frees the resources (but the
+  // pinned memory of a lost device).
   ~StreamSlot();
 
   StreamSlot(const StreamSlot&) = delete;
@@ -130,7 +125,7 @@ class StreamSlot {
   absl::Status CopyIn(const DevicePass& pass, uint8_t* device_input);
   absl::Status CopyOut(const DevicePass& pass, batching::Batch& tasks,
                        const uint8_t* device_output);
-  // Takes the device out of service: on_sticky_error (which may report it), then `lost`.
+  // Takes the device out of service: on_device_lost (which may report it), then `lost`.
   void MarkLost(const absl::Status& error);
 
   DeviceState* const device_;
@@ -140,6 +135,7 @@ class StreamSlot {
   // Timing events of a batch's stages: before copy-in, after it, after the kernel, after
   // copy-out (only with on_batch_stages).
   EventHandle marks_[4];
+  EventHandle sync_;  // what waits for the whole stream record and wait on
   uint64_t half_bytes_ = 0;
   int next_half_ = 0;  // the half the next input chunk goes through
   std::atomic<int64_t> load_{0};

@@ -1,10 +1,11 @@
 // File: core/cuda/upload_chunks.h
 //
-// How CudaUploadTable (cuda_executor.h) cuts a resident table into chunks for its copy to the
-// device: a table of more than kUploadDirectMaxBytes goes chunk by chunk through two pinned
-// staging buffers used in turn (one is filled by the host while the other's chunk is in flight),
-// so that the host never holds a second whole copy of the table. Plain host arithmetic, no CUDA
-// here, so that every build (with nvcc or without) compiles and tests it.
+// How a resident table is cut into chunks for its copy to the device (table_upload.h): a table
+// of more than kUploadDirectMaxBytes goes chunk by chunk through two pinned staging buffers of
+// kUploadMaxChunkBytes, which the device's uploader keeps for the next upload, used in turn (one
+// is filled by the host while the other's chunk is in flight), so that the host never holds a
+// second whole copy of the table. Plain host arithmetic, no CUDA here, so that every build (with
+// nvcc or without) compiles and tests it.
 //
 // Thread-safety: pure functions and constants.
 
@@ -16,12 +17,13 @@
 
 namespace tensorcompute::cuda {
 
-// Tables of at most this many bytes are copied with one plain cudaMemcpy: staging would cost
-// more (pinned allocation, a stream, events) than it saves.
+// Tables of at most this many bytes are copied from their own (pageable) memory with one copy:
+// staging would cost more than it saves.
 inline constexpr uint64_t kUploadDirectMaxBytes = uint64_t{4} << 20;
 
-// The most each of the two pinned staging buffers of a larger upload holds.
-inline constexpr uint64_t kUploadMaxChunkBytes = uint64_t{64} << 20;
+// The most each of the two pinned staging buffers of a larger upload holds (16 MiB: a copy of
+// that size runs at the bus's speed, and the two are kept per device, 32 MiB of pinned memory).
+inline constexpr uint64_t kUploadMaxChunkBytes = uint64_t{16} << 20;
 
 // One chunk of an upload: bytes [offset, offset + bytes) of the table, staged through staging
 // buffer `buffer` (0 or 1).
@@ -34,7 +36,7 @@ struct UploadChunk {
   bool reuses_buffer = false;
 };
 
-// Whether a table of `total` bytes goes through pinned staging (else one plain cudaMemcpy).
+// Whether a table of `total` bytes goes through pinned staging (else one direct copy).
 inline bool UploadIsStaged(uint64_t total) { return total > kUploadDirectMaxBytes; }
 
 // The size of each staging buffer for an upload of `total` bytes:

@@ -298,7 +298,7 @@ TEST_F(CudaExecutorBagTest, LookupsOnAResidentTableReduceItsDeviceCopy) {
   std::vector<Resident> tables;
   for (DataType dtype : kFloatTypes) {
     core::Tensor t = testing::RandomTensor(dtype, {2048, 16}, rng);
-    absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, t);
+    absl::StatusOr<core::DeviceCopy> copy = executor->UploadTable(0, t);
     ASSERT_THAT(copy, IsOk());
     auto entry = std::make_shared<core::ResidentTensor>();
     entry->name = "table";
@@ -379,7 +379,7 @@ TEST_F(CudaExecutorBagTest, LookupsOnCompactTablesMatchTheCpu) {
       ASSERT_THAT(core::ExecuteEmbeddingBag(read, stored.view(), all_rows.view(), nullptr, nullptr,
                                             meanings.back().mutable_view()),
                   IsOk());
-      absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, stored);
+      absl::StatusOr<core::DeviceCopy> copy = executor->UploadTable(0, stored);
       ASSERT_THAT(copy, IsOk());
       auto entry = std::make_shared<core::ResidentTensor>();
       entry->name = "compact";

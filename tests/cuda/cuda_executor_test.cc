@@ -5,7 +5,7 @@
 // strings and empty outputs on the fallback, 32 small tasks in one batch, tasks larger than
 // the staging buffer (chunked copies both ways), cancelled and expired tasks, make_output,
 // concurrent Run calls, a destructor that finishes what it was given, and resident tables:
-// CudaUploadTable's errors, tasks on uploaded tables reading the device copy in place, and
+// UploadTable's errors, tasks on uploaded tables reading the device copy in place, and
 // large tables uploaded through pinned staging chunks arriving byte for byte.
 
 #include "core/cuda/cuda_executor.h"
@@ -118,13 +118,6 @@ TEST(CudaExecutorCreate, IsUnimplementedWithoutCuda) {
   EXPECT_EQ(CudaDeviceCount(), 0);
 }
 #endif
-
-TEST(CudaUploadTable, FailsCleanlyWithoutADevice) {
-  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
-  const core::Tensor t = MakeTensor<float>({2}, {1, 2});
-  EXPECT_THAT(CudaUploadTable(0, t).status().code(),
-              AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kUnimplemented));
-}
 
 // ---- tests that need a device ----
 
@@ -549,9 +542,10 @@ TEST_F(CudaExecutorTest, DestructorFinishesEverythingItWasGiven) {
 namespace tensorcompute::cuda {
 namespace {
 
-// A resident table on device 0: the entry a server would publish after CudaUploadTable.
-std::shared_ptr<const core::ResidentTensor> UploadedTable(core::Tensor tensor) {
-  absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, tensor);
+// A resident table on device 0: the entry a server would publish after UploadTable.
+std::shared_ptr<const core::ResidentTensor> UploadedTable(CudaExecutor& executor,
+                                                          core::Tensor tensor) {
+  absl::StatusOr<core::DeviceCopy> copy = executor.UploadTable(0, tensor);
   EXPECT_THAT(copy, IsOk());
   if (!copy.ok()) return nullptr;
   auto entry = std::make_shared<core::ResidentTensor>();
@@ -562,12 +556,14 @@ std::shared_ptr<const core::ResidentTensor> UploadedTable(core::Tensor tensor) {
   return entry;
 }
 
-TEST_F(CudaExecutorTest, UploadTableRefusesStringsAndMissingDevices) {
-  EXPECT_THAT(CudaUploadTable(0, MakeStrings({1}, {"a"})),
+TEST_F(CudaExecutorTest, UploadTableRefusesStringsAndOtherDevices) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  EXPECT_THAT(executor->UploadTable(0, MakeStrings({1}, {"a"})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("string")));
-  EXPECT_THAT(CudaUploadTable(CudaDeviceCount(), MakeTensor<float>({1}, {1})),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("does not exist")));
-  absl::StatusOr<core::DeviceCopy> empty = CudaUploadTable(0, MakeTensor<float>({0, 4}, {}));
+  EXPECT_THAT(executor->UploadTable(CudaDeviceCount(), MakeTensor<float>({1}, {1})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not one of")));
+  absl::StatusOr<core::DeviceCopy> empty = executor->UploadTable(0, MakeTensor<float>({0, 4}, {}));
   ASSERT_THAT(empty, IsOk());
   EXPECT_EQ(empty->gpu, 0);
   EXPECT_NE(empty->data, nullptr);
@@ -594,7 +590,7 @@ TEST_F(CudaExecutorTest, TasksOnAResidentTableGatherFromItsDeviceCopy) {
     core::Tensor zeros = t.Clone();
     std::memset(zeros.mutable_bytes().data(), 0, zeros.mutable_bytes().size());
     ASSERT_GT(static_cast<int64_t>(t.bytes().size()), options.max_task_bytes);
-    tables.push_back({UploadedTable(std::move(t)), std::move(zeros)});
+    tables.push_back({UploadedTable(*executor, std::move(t)), std::move(zeros)});
     ASSERT_NE(tables.back().table, nullptr);
   }
   std::vector<std::unique_ptr<Case>> cases;
@@ -661,8 +657,8 @@ core::Tensor RandomishTable(int64_t rows, uint64_t seed) {
 // Large tables are uploaded through pinned staging chunks (upload_chunks.h): every byte must
 // arrive, in place. Each table is read back whole by a gather of all its rows in order on the
 // device copy (the task's params view shows zeros on the host, so a gather that did not read
-// the copy comes back wrong), compared byte for byte. Sizes: 150 MiB and 3 KiB (two full
-// 64 MiB chunks and a partial one, through alternating buffers), exactly 128 MiB (two full
+// the copy comes back wrong), compared byte for byte. Sizes: 150 MiB and 3 KiB (nine full
+// 16 MiB chunks and a partial one, through alternating buffers), exactly 128 MiB (eight full
 // chunks) and 5 MiB and 256 bytes (staged in a single chunk).
 TEST_F(CudaExecutorTest, LargeTablesUploadThroughStagingChunksExactly) {
   std::unique_ptr<CudaExecutor> executor = MakeExecutor();
@@ -673,7 +669,7 @@ TEST_F(CudaExecutorTest, LargeTablesUploadThroughStagingChunksExactly) {
     const core::Tensor expected = t.Clone();
     core::Tensor zeros = *core::Tensor::Allocate(core::DataType::kUint32, {rows, 64});
     std::memset(zeros.mutable_bytes().data(), 0, zeros.mutable_bytes().size());
-    std::shared_ptr<const core::ResidentTensor> table = UploadedTable(std::move(t));
+    std::shared_ptr<const core::ResidentTensor> table = UploadedTable(*executor, std::move(t));
     ASSERT_NE(table, nullptr);
     core::Tensor indices = *core::Tensor::Allocate(core::DataType::kInt64, {rows});
     for (int64_t r = 0; r < rows; ++r) {

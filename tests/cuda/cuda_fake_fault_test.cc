@@ -1,11 +1,14 @@
 // CudaExecutor under injected faults, against the fake CUDA runtime
-// (tests/cuda/testing/fake_cuda_runtime.h; only in cuda_fake_test): a sticky error takes the
-// device out of service once, answers its batch with INTERNAL and sends every later batch to
-// the fallback, without a crash; a device out of memory sends the batch to the fallback and
-// stays in service. And the launches a batch makes: one per kind of task (gathers, pooled
-// lookups), whatever the number of tasks. And CudaUploadTable's pinned staging: two buffers
-// for a large table, none for a small one, a pageable copy when pinned memory runs out, and
-// the staging freed on every path, a failed copy included.
+// (tests/cuda/testing/fake_cuda_runtime.h; only in cuda_fake_test): a sticky error or a hung
+// device takes the device out of service once, the CPU answers the batch's tasks and every
+// later batch, without a crash, and shutdown does not wait for the device; a device out of
+// memory is trimmed and tried again, then sends the batch to the fallback and stays in
+// service; an error left behind by a timing query fails no launch; kernels the device cannot
+// run make Create fail; a bag longer than max_bag_length goes to the CPU. And the launches a
+// batch makes: one per kind of task (gathers, pooled lookups), whatever the number of tasks.
+// And UploadTable: two pinned staging buffers, made on the first large table and kept, none
+// for a small one, a pageable copy when pinned memory runs out, a retry after trimming, and
+// a hung upload taking the device out.
 
 #include <atomic>
 #include <cstdint>
@@ -39,6 +42,7 @@ using ::tensorcompute::testing::RandomGatherRequest;
 using ::tensorcompute::testing::Rng;
 using ::tensorcompute::testing::RunReference;
 using ::tensorcompute::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // One request and what its done received.
@@ -48,6 +52,21 @@ struct Job {
   absl::Status got = absl::UnknownError("done was never called");
   std::atomic<int> calls{0};
 };
+
+// A uint8 [bytes] table whose byte i is a hash of i.
+core::Tensor PatternTable(int64_t bytes) {
+  core::Tensor t = *core::Tensor::Allocate(core::DataType::kUint8, {bytes});
+  absl::Span<uint8_t> b = t.mutable_bytes();
+  for (int64_t i = 0; i < bytes; ++i) {
+    b[i] = static_cast<uint8_t>((static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 56);
+  }
+  return t;
+}
+
+// Whether the fake device copy (a host pointer here) holds `t`'s bytes.
+bool DeviceCopyHolds(const core::DeviceCopy& copy, const core::Tensor& t) {
+  return std::memcmp(copy.data, t.bytes().data(), t.bytes().size()) == 0;
+}
 
 class CudaExecutorFaultTest : public ::testing::Test {
  protected:
@@ -120,12 +139,9 @@ TEST_F(CudaExecutorFaultTest, StickyErrorTakesTheDeviceOutOnceAndLaterBatchesUse
   ExpectCorrect(RunBatch(*executor, 10));
 
   fake::FailLaunchAfter(0);
-  int internal = 0;
-  for (const std::unique_ptr<Job>& job : RunBatch(*executor, 10)) {
-    EXPECT_EQ(job->calls.load(), 1);
-    internal += absl::IsInternal(job->got);
-  }
-  EXPECT_GT(internal, 0);
+  const int64_t launches_before = fake::Launches();
+  ExpectCorrect(RunBatch(*executor, 10));  // the CPU answers the batch the error hit
+  EXPECT_EQ(fake::Launches(), launches_before);
   EXPECT_EQ(lost.load(), 1);
   EXPECT_FALSE(executor->healthy());
   EXPECT_EQ(executor->slots(), 0);
@@ -136,17 +152,82 @@ TEST_F(CudaExecutorFaultTest, StickyErrorTakesTheDeviceOutOnceAndLaterBatchesUse
   EXPECT_EQ(lost.load(), 1);
 }
 
-TEST_F(CudaExecutorFaultTest, OutOfMemoryRunsTheBatchOnTheFallback) {
+TEST_F(CudaExecutorFaultTest, OutOfMemoryIsRetriedOnceAfterTrimmingThenRunsOnTheFallback) {
   std::unique_ptr<CudaExecutor> executor = MakeExecutor();
   ASSERT_NE(executor, nullptr);
-  const int64_t launches = fake::Launches();
-  fake::FailNextAllocations(1);
+  int64_t launches = fake::Launches();
+  int64_t trims = fake::PoolTrims();
+  fake::FailNextAllocations(1);  // the retry after the trim succeeds: the device computes
+  ExpectCorrect(RunBatch(*executor, 10));
+  EXPECT_EQ(fake::Launches(), launches + 1);
+  EXPECT_GE(fake::PoolTrims(), trims + 2) << "the batch pool and the tables' pool";
+
+  launches = fake::Launches();
+  fake::FailNextAllocations(2);  // the retry fails too: the CPU computes
   ExpectCorrect(RunBatch(*executor, 10));
   EXPECT_EQ(fake::Launches(), launches);
   EXPECT_TRUE(executor->healthy());
 
   ExpectCorrect(RunBatch(*executor, 10));  // the device serves the next batch
   EXPECT_EQ(fake::Launches(), launches + 1);
+}
+
+TEST_F(CudaExecutorFaultTest, AHungDeviceIsTakenOutTheCpuAnswersAndShutdownDoesNotWait) {
+  std::atomic<int> lost{0};
+  CudaExecutorOptions options;
+  options.streams_per_device = 2;
+  options.device_timeout = absl::Milliseconds(200);
+  options.on_device_lost = [&lost](int device, const absl::Status& error) {
+    EXPECT_EQ(device, 0);
+    EXPECT_THAT(error,
+                StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("the GPU did not finish")));
+    lost.fetch_add(1);
+  };
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  ExpectCorrect(RunBatch(*executor, 10));
+
+  fake::HangDevice();
+  ExpectCorrect(RunBatch(*executor, 10));  // waited 200 ms for the device, then the CPU
+  EXPECT_EQ(lost.load(), 1);
+  EXPECT_FALSE(executor->healthy());
+  const int64_t launches = fake::Launches();
+  ExpectCorrect(RunBatch(*executor, 10));
+  EXPECT_EQ(fake::Launches(), launches) << "a batch went to the hung device";
+  EXPECT_THAT(executor->UploadTable(0, PatternTable(8)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("out of service")));
+
+  const absl::Time start = absl::Now();
+  executor.reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "shutdown waited for the hung device";
+  fake::Reset();  // the device's queued work (frees included) runs now
+}
+
+TEST_F(CudaExecutorFaultTest, AnErrorLeftByATimingQueryFailsNoLaunch) {
+  std::atomic<int> reported{0};
+  CudaExecutorOptions options;
+  options.streams_per_device = 1;
+  options.on_batch_stages = [&reported](int, const GpuBatchStages&) { reported.fetch_add(1); };
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  const int64_t launches = fake::Launches();
+  fake::FailNextElapsedTime();  // the first batch's stages cannot be timed
+  ExpectCorrect(RunBatch(*executor, 10));
+  ExpectCorrect(RunBatch(*executor, 10));
+  EXPECT_EQ(fake::Launches(), launches + 2) << "a launch failed on an earlier call's error";
+  EXPECT_EQ(reported.load(), 1);
+  EXPECT_TRUE(executor->healthy());
+}
+
+TEST_F(CudaExecutorFaultTest, KernelsTheDeviceCannotRunMakeCreateFail) {
+  fake::FailKernelProbes();
+  CudaExecutorOptions options;
+  options.fallback = &fallback_;
+  EXPECT_THAT(CudaExecutor::Create(options),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("CUDA device 0 (Fake CUDA device, sm_90) cannot run this "
+                                       "build's kernels"),
+                             HasSubstr("cudaErrorNoKernelImageForDevice"))));
 }
 
 // `n` random lookups of every mode and dtype, as one batch with `gathers` random gathers;
@@ -207,7 +288,7 @@ TEST_F(CudaExecutorFaultTest, LookupsOutOfDeviceMemoryRunOnTheFallback) {
   std::unique_ptr<CudaExecutor> executor = MakeExecutor();
   ASSERT_NE(executor, nullptr);
   const int64_t launches = fake::Launches();
-  fake::FailNextAllocations(1);
+  fake::FailNextAllocations(2);  // and again after the trim
   RunLookups(*executor, 16, 0, rng_);
   EXPECT_EQ(fake::Launches(), launches);
   EXPECT_TRUE(executor->healthy());
@@ -237,75 +318,147 @@ TEST_F(CudaExecutorFaultTest, AFailedLookupLaunchTakesTheDeviceOut) {
   executor->Run(std::move(batch), [&finished] { finished.Notify(); });
   ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
   EXPECT_EQ(c->calls.load(), 1);
-  EXPECT_THAT(c->got, StatusIs(absl::StatusCode::kInternal, HasSubstr("cudaErrorLaunchFailure")));
+  ASSERT_THAT(c->got, IsOk()) << "the CPU answers what the lost device did not";
+  const absl::StatusOr<core::Tensor> cpu = c->req.Expected();
+  ASSERT_THAT(cpu, IsOk());
+  EXPECT_TRUE(core::IdenticalTensors(c->output.view(), cpu->view()));
   EXPECT_EQ(lost.load(), 1);
   EXPECT_FALSE(executor->healthy());
 }
 
-// A uint8 [bytes] table whose byte i is a hash of i.
-core::Tensor PatternTable(int64_t bytes) {
-  core::Tensor t = *core::Tensor::Allocate(core::DataType::kUint8, {bytes});
-  absl::Span<uint8_t> b = t.mutable_bytes();
-  for (int64_t i = 0; i < bytes; ++i) {
-    b[i] = static_cast<uint8_t>((static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull) >> 56);
-  }
-  return t;
+// One lookup of `bags` bags of `bag_size` indices each (offsets), on a float32 [16, 8] table.
+std::unique_ptr<batching::test_support::BagCase> LookupWithBags(int64_t bags, int64_t bag_size,
+                                                                Rng& rng) {
+  testing::EmbeddingBagCase c;
+  c.params = testing::RandomTensor(core::DataType::kFloat32, {16, 8}, rng);
+  c.indices = testing::RandomIndices(core::DataType::kInt64, {bags * bag_size}, {16}, rng);
+  std::vector<int64_t> offsets;
+  for (int64_t b = 0; b < bags; ++b) offsets.push_back(b * bag_size);
+  c.offsets = testing::MakeIndices(core::DataType::kInt64, {bags}, offsets);
+  return batching::test_support::MakeBagCase(std::move(c));
 }
 
-// Whether the fake device copy (a host pointer here) holds `t`'s bytes.
-bool DeviceCopyHolds(const core::DeviceCopy& copy, const core::Tensor& t) {
-  return std::memcmp(copy.data, t.bytes().data(), t.bytes().size()) == 0;
+TEST_F(CudaExecutorFaultTest, ALookupWithABagLongerThanMaxBagLengthRunsOnTheCpu) {
+  CudaExecutorOptions options;
+  options.max_bag_length = 8;
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  for (const int64_t bag_size : {8, 9}) {
+    std::unique_ptr<batching::test_support::BagCase> c = LookupWithBags(5, bag_size, rng_);
+    ASSERT_NE(c, nullptr);
+    batching::Batch batch;
+    batch.push_back(batching::test_support::MakeBagTask(*c));
+    const int64_t launches = fake::Launches();
+    absl::Notification finished;
+    executor->Run(std::move(batch), [&finished] { finished.Notify(); });
+    ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(120)));
+    ASSERT_THAT(c->got, IsOk());
+    const absl::StatusOr<core::Tensor> cpu = c->req.Expected();
+    ASSERT_THAT(cpu, IsOk());
+    EXPECT_TRUE(core::IdenticalTensors(c->output.view(), cpu->view()));
+    EXPECT_EQ(fake::Launches(), launches + (bag_size <= 8 ? 1 : 0)) << "bags of " << bag_size;
+  }
 }
 
 // Slow copies: the host would overwrite a staging buffer before its chunk left, were it not
-// waiting for the buffer's event.
-TEST_F(CudaExecutorFaultTest, UploadStagesLargeTablesThroughTwoPinnedBuffersAndFreesThem) {
+// waiting for the buffer's event. The two staging buffers are made by the first table large
+// enough to be staged and kept for the next (no pinned allocation or free per upload), and
+// freed with the executor.
+TEST_F(CudaExecutorFaultTest, UploadsStageLargeTablesThroughTwoPinnedBuffersKeptForTheNext) {
   fake::DelayAsyncCopies(100'000);
   const int64_t held = fake::PinnedBuffersHeld();
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  const int64_t slots_pinned = fake::PinnedBuffersHeld() - held;
   struct Size {
     int64_t bytes;
     int64_t pinned;  // staging buffers the upload allocates
   };
-  for (const Size size : {Size{int64_t{4} << 20, 0}, Size{(int64_t{4} << 20) + 1, 1},
-                          Size{(int64_t{150} << 20) + 3072, 2}}) {
+  for (const Size size : {Size{int64_t{4} << 20, 0}, Size{(int64_t{4} << 20) + 1, 2},
+                          Size{(int64_t{150} << 20) + 3072, 0}, Size{int64_t{1} << 20, 0}}) {
     const core::Tensor t = PatternTable(size.bytes);
     const int64_t allocations = fake::PinnedAllocations();
-    absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, t);
+    absl::StatusOr<core::DeviceCopy> copy = executor->UploadTable(0, t);
     ASSERT_THAT(copy, IsOk()) << size.bytes << " bytes";
     EXPECT_TRUE(DeviceCopyHolds(*copy, t)) << size.bytes << " bytes";
     EXPECT_EQ(fake::PinnedAllocations() - allocations, size.pinned) << size.bytes << " bytes";
-    EXPECT_EQ(fake::PinnedBuffersHeld(), held) << size.bytes << " bytes";
   }
+  EXPECT_EQ(fake::PinnedBuffersHeld(), held + slots_pinned + 2);
+  executor.reset();
+  EXPECT_EQ(fake::PinnedBuffersHeld(), held);
 }
 
 TEST_F(CudaExecutorFaultTest, UploadCopiesFromPageableMemoryWhenPinnedMemoryRunsOut) {
-  const int64_t held = fake::PinnedBuffersHeld();
   const core::Tensor t = PatternTable((int64_t{130} << 20) + 5);
   for (int had : {0, 1}) {  // the first buffer fails, or the second after the first was had
     fake::Reset();
+    std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+    ASSERT_NE(executor, nullptr);
     fake::FailPinnedAllocationsAfter(had);
     const int64_t allocations = fake::PinnedAllocations();
-    absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, t);
+    absl::StatusOr<core::DeviceCopy> copy = executor->UploadTable(0, t);
     ASSERT_THAT(copy, IsOk());
     EXPECT_TRUE(DeviceCopyHolds(*copy, t));
     EXPECT_EQ(fake::PinnedAllocations() - allocations, had);
-    EXPECT_EQ(fake::PinnedBuffersHeld(), held);
+    fake::Reset();  // pinned memory again: the next upload makes the missing buffer
+    copy = executor->UploadTable(0, t);
+    ASSERT_THAT(copy, IsOk());
+    EXPECT_TRUE(DeviceCopyHolds(*copy, t));
+    EXPECT_EQ(fake::PinnedAllocations() - allocations, 2);
   }
 }
 
-TEST_F(CudaExecutorFaultTest, AFailedStagedCopyIsInternalAndFreesTheStaging) {
-  const int64_t held = fake::PinnedBuffersHeld();
+TEST_F(CudaExecutorFaultTest, AFailedStagedCopyIsInternalAndTheNextUploadWorks) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
   const core::Tensor t = PatternTable((int64_t{150} << 20) + 3072);
   fake::DelayAsyncCopies(100'000);  // the first two chunks are still in flight...
   fake::FailAsyncCopyAfter(2);      // ...when the third chunk's copy fails
-  EXPECT_THAT(CudaUploadTable(0, t),
+  EXPECT_THAT(executor->UploadTable(0, t),
               StatusIs(absl::StatusCode::kInternal,
                        HasSubstr("cudaErrorInvalidValue: injected by the fake CUDA runtime "
                                  "(copying a table to device 0)")));
-  EXPECT_EQ(fake::PinnedBuffersHeld(), held);
-  absl::StatusOr<core::DeviceCopy> copy = CudaUploadTable(0, t);  // the error was not sticky
+  absl::StatusOr<core::DeviceCopy> copy = executor->UploadTable(0, t);  // not sticky
   ASSERT_THAT(copy, IsOk());
   EXPECT_TRUE(DeviceCopyHolds(*copy, t));
+  EXPECT_TRUE(executor->healthy());
+}
+
+TEST_F(CudaExecutorFaultTest, AnUploadToAFullDeviceIsRetriedOnceAfterTrimming) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  const core::Tensor t = PatternTable(int64_t{1} << 20);
+  const int64_t trims = fake::PoolTrims();
+  fake::FailNextAllocations(1);
+  absl::StatusOr<core::DeviceCopy> copy = executor->UploadTable(0, t);
+  ASSERT_THAT(copy, IsOk());
+  EXPECT_TRUE(DeviceCopyHolds(*copy, t));
+  EXPECT_GE(fake::PoolTrims(), trims + 2) << "the tables' pool and the batch pool";
+  fake::FailNextAllocations(2);
+  EXPECT_THAT(executor->UploadTable(0, t),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("has no room")));
+  EXPECT_TRUE(executor->healthy());
+}
+
+TEST_F(CudaExecutorFaultTest, AnUploadThatNeverFinishesTakesTheDeviceOut) {
+  std::atomic<int> lost{0};
+  CudaExecutorOptions options;
+  options.device_timeout = absl::Milliseconds(200);
+  options.on_device_lost = [&lost](int, const absl::Status&) { lost.fetch_add(1); };
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  fake::HangDevice();
+  EXPECT_THAT(
+      executor->UploadTable(0, PatternTable(int64_t{20} << 20)),
+      StatusIs(absl::StatusCode::kUnavailable, AllOf(HasSubstr("GPU 0 is out of service"),
+                                                     HasSubstr("did not finish copying a table"))));
+  EXPECT_EQ(lost.load(), 1);
+  EXPECT_FALSE(executor->healthy());
+  ExpectCorrect(RunBatch(*executor, 5));  // the CPU answers
+  const absl::Time start = absl::Now();
+  executor.reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  fake::Reset();
 }
 
 }  // namespace

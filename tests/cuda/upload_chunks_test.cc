@@ -97,25 +97,26 @@ TEST(UploadChunks, EveryTotalUpToAFewChunksTilesExactly) {
   }
 }
 
-TEST(UploadChunks, SmallTablesAreCopiedDirectlyLargeOnesInChunksOfAtMost64MiB) {
+TEST(UploadChunks, SmallTablesAreCopiedDirectlyLargeOnesInChunksOfAtMost16MiB) {
+  EXPECT_EQ(kUploadMaxChunkBytes, uint64_t{16} << 20);
   EXPECT_FALSE(UploadIsStaged(0));
   EXPECT_FALSE(UploadIsStaged(kUploadDirectMaxBytes));
   EXPECT_TRUE(UploadIsStaged(kUploadDirectMaxBytes + 1));
-  // A staged table smaller than the largest chunk gets buffers of its own size.
+  // A staged table smaller than the largest chunk is one chunk of its own size.
   EXPECT_EQ(UploadChunkBytes(kUploadDirectMaxBytes + 1), kUploadDirectMaxBytes + 1);
   EXPECT_EQ(UploadChunkBytes(kUploadMaxChunkBytes), kUploadMaxChunkBytes);
   EXPECT_EQ(UploadChunkBytes(uint64_t{4} << 30), kUploadMaxChunkBytes);
-  // 150 MiB and 3 KiB (the GPU test's table): 64 + 64 + 22 MiB and 3 KiB.
+  // 150 MiB and 3 KiB (the GPU test's table): nine chunks of 16 MiB, then 6 MiB and 3 KiB.
   const uint64_t total = (uint64_t{150} << 20) + 3072;
   const uint64_t chunk_bytes = UploadChunkBytes(total);
   const std::vector<UploadChunk> chunks = Chunks(total, chunk_bytes);
-  ASSERT_EQ(chunks.size(), 3u);
+  ASSERT_EQ(chunks.size(), 10u);
   EXPECT_TRUE(TilesExactly(chunks, total, chunk_bytes));
-  EXPECT_EQ(chunks[2].bytes, (uint64_t{22} << 20) + 3072);
+  EXPECT_EQ(chunks[9].bytes, (uint64_t{6} << 20) + 3072);
   // Sizes past 4 GiB do not overflow.
   const uint64_t huge = (uint64_t{5} << 30) + 1;
-  EXPECT_EQ(UploadChunkCount(huge, kUploadMaxChunkBytes), 81u);
-  EXPECT_EQ(UploadChunkAt(huge, kUploadMaxChunkBytes, 80).bytes, 1u);
+  EXPECT_EQ(UploadChunkCount(huge, kUploadMaxChunkBytes), 321u);
+  EXPECT_EQ(UploadChunkAt(huge, kUploadMaxChunkBytes, 320).bytes, 1u);
 }
 
 }  // namespace

@@ -42,6 +42,21 @@ void DelayAsyncCopies(int64_t microseconds);
 int64_t PinnedAllocations();
 int64_t PinnedBuffersHeld();
 
+// The device stops: no stream runs another operation until Reset (a hung kernel, a GPU that
+// fell off the bus). Events are never reached, so every wait for one times out.
+void HangDevice();
+
+// The next cudaEventElapsedTime fails with cudaErrorInvalidValue (not sticky), leaving it as
+// the calling thread's last error.
+void FailNextElapsedTime();
+
+// ProbeGatherKernels and ProbeBagKernels fail with cudaErrorNoKernelImageForDevice (a binary
+// built for another architecture) until Reset.
+void FailKernelProbes();
+
+// cudaMemPoolTrimTo calls since the process started.
+int64_t PoolTrims();
+
 // Clears every injected fault (the device works again).
 void Reset();
 
