@@ -1,13 +1,13 @@
-#include <algorithm>
+#include <cstdint>
 
 #include "core/cuda/cuda_status.h"
 #include "core/cuda/gather_kernel.h"
+#include "core/cuda/kernel_occupancy.h"
 
 namespace tensorcompute::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlocksPerSm = 8;  // 2048 resident threads per SM on sm_90
 
 // Grid-stride over the batch's units; each runs GatherUnit for its task (found by binary
 // search over the descriptor table, which stays in L1 across a block's units).
@@ -26,26 +26,35 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-}  // namespace
-
-absl::Status LaunchGatherBatch(const LaunchArgs& layout, const uint8_t* input, uint8_t* output,
-                               int sm_count, cudaStream_t stream) {
-  const uint64_t needed = (layout.total_units + kThreads - 1) / kThreads;
-  const auto blocks = static_cast<unsigned>(std::max<uint64_t>(
-      1, std::min<uint64_t>(needed, uint64_t{1} * std::max(sm_count, 1) * kBlocksPerSm)));
-  const int tasks = layout.num_tasks;
-  if (layout.fits_32bit) {
-    GatherBatchKernel<uint32_t><<<blocks, kThreads, 0, stream>>>(
-        input, output, tasks, static_cast<uint32_t>(layout.total_units), layout.descs_offset,
-        layout.dims_offset, layout.flags_offset);
-  } else {
-    GatherBatchKernel<uint64_t><<<blocks, kThreads, 0, stream>>>(
-        input, output, tasks, layout.total_units, layout.descs_offset, layout.dims_offset,
-        layout.flags_offset);
-  }
+// Launches GatherBatchKernel<I> with one wave of blocks.
+template <typename I>
+absl::Status LaunchFor(const LaunchArgs& args, const uint8_t* input, uint8_t* output, int sm_count,
+                       cudaStream_t stream) {
+  int per_sm = 0;
+  const absl::Status occupancy = KernelBlocksPerSm<GatherBatchKernel<I>>(kThreads, &per_sm);
+  if (!occupancy.ok()) return occupancy;
+  const unsigned blocks =
+      GridBlocks((args.total_units + kThreads - 1) / kThreads, sm_count, per_sm);
+  GatherBatchKernel<I><<<blocks, kThreads, 0, stream>>>(
+      input, output, args.num_tasks, static_cast<I>(args.total_units), args.descs_offset,
+      args.dims_offset, args.flags_offset);
   const cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) return CudaError(error, "launching the gather kernel");
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LaunchGatherBatch(const LaunchArgs& args, const uint8_t* input, uint8_t* output,
+                               int sm_count, cudaStream_t stream) {
+  return args.fits_32bit ? LaunchFor<uint32_t>(args, input, output, sm_count, stream)
+                         : LaunchFor<uint64_t>(args, input, output, sm_count, stream);
+}
+
+absl::Status ProbeGatherKernels() {
+  const char* what = "probing the gather kernels";
+  const absl::Status status = ProbeKernel<GatherBatchKernel<uint32_t>>(kThreads, what);
+  return status.ok() ? ProbeKernel<GatherBatchKernel<uint64_t>>(kThreads, what) : status;
 }
 
 }  // namespace tensorcompute::cuda
