@@ -40,6 +40,9 @@ struct BatchLayout {
   // Whether unit and row arithmetic fits 32 bits: total_units, every task's output rows and
   // chunks below 2^31 (the kernel then divides in 32 bits).
   bool fits_32bit = true;
+  // The vector_bytes of every task when they all have the same (the kernel then copies in
+  // typed vectors of that width, several units per thread: gather_kernel.h); 0 when they differ.
+  uint32_t uniform_vector_bytes = 0;
 };
 
 // Plans the layout of `plans` (one per task, in order). `resident_params` is empty, or holds

@@ -80,42 +80,123 @@ TC_HOST_DEVICE inline void CopyChunk(uint8_t* dst, const uint8_t* src) {
 #endif
 }
 
-// Copies work unit `u` (0 <= u < d.units) of task `d`: one chunk of one output row, after
-// checking that row's index tuple. `in`/`out` are the batch's buffers; `dims` the dims table.
-// `I` is the type of the row and unit arithmetic: uint32_t when the whole batch fits
-// (BatchLayout::fits_32bit; 64-bit division costs several times more on a GPU), else uint64_t.
-// The arithmetic is core/index_math.h's, done in I.
+// A work unit is done in three steps, so that a thread may hold several units at once (the
+// unrolled kernel locates a few units of one task, reads their first index components
+// together, resolves them, then has all their loads in flight, then all their stores):
+//   LocateGatherUnit    pure arithmetic: which output row and chunk, params block, index tuple;
+//   FirstGatherIndices  the reads the rest depends on: each tuple's first component;
+//   ResolveGatherSite   the other components, the range checks (a bad component lowers the
+//                       flag and the unit copies nothing), and the chunk's source and target.
+// ResolveGatherUnit runs the three for one unit, and GatherUnit copies its chunk too: what the
+// host twin (RunBatchOnHost) runs for every unit. `I` is the type of the row and unit
+// arithmetic: uint32_t when the whole batch fits (BatchLayout::fits_32bit; 64-bit division costs
+// several times more on a GPU), else uint64_t. The arithmetic is core/index_math.h's, done in I.
+
+// Where work unit u of a task sits: chunk `chunk` of output row `r`, read from params block
+// `block` (b * outer + o) at the row that index tuple `tuple` (b * num_indices + n) names.
 template <typename I>
-TC_HOST_DEVICE inline void GatherUnit(const GatherDesc& d, const int64_t* dims, I u,
-                                      const uint8_t* in, uint8_t* out, unsigned long long* flag) {
+struct GatherUnitSite {
+  I r;
+  I chunk;
+  I block;
+  I tuple;
+};
+
+// REQUIRES: u < d.units.
+template <typename I>
+TC_HOST_DEVICE inline GatherUnitSite<I> LocateGatherUnit(const GatherDesc& d, I u) {
   const I chunks = static_cast<I>(d.chunks_per_row);
-  const I r = u / chunks;
-  const I chunk = u - r * chunks;
   const I num_indices = static_cast<I>(d.num_indices);
-  const I block = r / num_indices;  // b * outer + o
-  const I n = r - block * num_indices;
-  const I tuple = (block / static_cast<I>(d.outer)) * num_indices + n;
-  const uint8_t* index =
-      in + d.indices_offset + static_cast<uint64_t>(tuple) * d.depth * d.index_bytes;
+  GatherUnitSite<I> s;
+  // The shortcuts (one chunk per row; outer 1) skip a division each; they give the same values.
+  s.r = chunks == 1 ? u : u / chunks;
+  s.chunk = u - s.r * chunks;
+  s.block = s.r / num_indices;  // b * outer + o
+  const I n = s.r - s.block * num_indices;
+  s.tuple = d.outer == 1 ? s.r : (s.block / static_cast<I>(d.outer)) * num_indices + n;
+  return s;
+}
+
+// Component k of index tuple `tuple` of task d, as stored (int32 or int64).
+TC_HOST_DEVICE inline int64_t GatherIndexValue(const GatherDesc& d, const uint8_t* in,
+                                               uint64_t tuple, int64_t k) {
+  const uint8_t* index = in + d.indices_offset + tuple * d.depth * d.index_bytes;
+  return d.index_bytes == 4 ? reinterpret_cast<const int32_t*>(index)[k]
+                            : reinterpret_cast<const int64_t*>(index)[k];
+}
+
+// first[i] = the first component of sites[i]'s tuple (0, and nothing read, for depth 0). The
+// branches on the task's depth and index type are taken once for all N, so that the N reads
+// sit together and are in flight together. REQUIRES: every site is one of task d's units.
+template <typename I, int N>
+TC_HOST_DEVICE inline void FirstGatherIndices(const GatherDesc& d, const uint8_t* in,
+                                              const GatherUnitSite<I> (&sites)[N],
+                                              int64_t (&first)[N]) {
+  const uint8_t* indices = in + d.indices_offset;
+  const uint64_t tuple_bytes = d.depth * d.index_bytes;
+  if (d.depth == 0) {
+    TC_UNROLL
+    for (int i = 0; i < N; ++i) first[i] = 0;
+  } else if (d.index_bytes == 4) {
+    TC_UNROLL
+    for (int i = 0; i < N; ++i) {
+      first[i] = *reinterpret_cast<const int32_t*>(indices + sites[i].tuple * tuple_bytes);
+    }
+  } else {
+    TC_UNROLL
+    for (int i = 0; i < N; ++i) {
+      first[i] = *reinterpret_cast<const int64_t*>(indices + sites[i].tuple * tuple_bytes);
+    }
+  }
+}
+
+// Checks the unit's index tuple (`first`: its first component, FirstGatherIndices). Returns
+// true and sets *from / *to to the d.vector_bytes chunk to copy (from params, to the output
+// buffer); or, on a component outside [-dim, dim), lowers *flag to its flat position and
+// returns false.
+template <typename I>
+TC_HOST_DEVICE inline bool ResolveGatherSite(const GatherDesc& d, const int64_t* dims,
+                                             const GatherUnitSite<I>& s, int64_t first,
+                                             const uint8_t* in, uint8_t* out,
+                                             unsigned long long* flag, const uint8_t** from,
+                                             uint8_t** to) {
   int64_t row = 0;
   for (int64_t k = 0; k < d.depth; ++k) {
-    const int64_t v = d.index_bytes == 4 ? reinterpret_cast<const int32_t*>(index)[k]
-                                         : reinterpret_cast<const int64_t*>(index)[k];
+    const int64_t v = k == 0 ? first : GatherIndexValue(d, in, s.tuple, k);
     int64_t component;
     if (!core::NormalizeIndex(v, dims[d.dims_offset + k], &component)) {
-      LowerFlag(flag, static_cast<unsigned long long>(tuple) * d.depth + k);
-      return;
+      LowerFlag(flag, static_cast<unsigned long long>(s.tuple) * d.depth + k);
+      return false;
     }
     row = core::AccumulateRow(row, dims[d.dims_offset + k], component);
   }
-  const uint64_t offset = static_cast<uint64_t>(chunk) * d.vector_bytes;
+  const uint64_t offset = static_cast<uint64_t>(s.chunk) * d.vector_bytes;
   const uint8_t* params = d.params_address != 0 ? reinterpret_cast<const uint8_t*>(d.params_address)
                                                 : in + d.params_offset;
-  const uint8_t* from =
-      params + static_cast<uint64_t>(core::ParamsSliceOffset(block, d.rows, row, d.slice_bytes)) +
-      offset;
-  uint8_t* to = out + d.output_offset + static_cast<uint64_t>(r) * d.slice_bytes + offset;
-  switch (d.vector_bytes) {
+  *from = params +
+          static_cast<uint64_t>(core::ParamsSliceOffset(s.block, d.rows, row, d.slice_bytes)) +
+          offset;
+  *to = out + d.output_offset + static_cast<uint64_t>(s.r) * d.slice_bytes + offset;
+  return true;
+}
+
+// The three steps for unit `u` (0 <= u < d.units) of task `d`. `in`/`out` are the batch's
+// buffers; `dims` the dims table; `flag` the task's flag.
+template <typename I>
+TC_HOST_DEVICE inline bool ResolveGatherUnit(const GatherDesc& d, const int64_t* dims, I u,
+                                             const uint8_t* in, uint8_t* out,
+                                             unsigned long long* flag, const uint8_t** from,
+                                             uint8_t** to) {
+  const GatherUnitSite<I> site[1] = {LocateGatherUnit<I>(d, u)};
+  int64_t first[1];
+  FirstGatherIndices<I, 1>(d, in, site, first);
+  return ResolveGatherSite<I>(d, dims, site[0], first[0], in, out, flag, from, to);
+}
+
+// Copies one chunk of `vector_bytes` (1, 2, 4, 8 or 16; both addresses aligned to it).
+TC_HOST_DEVICE inline void CopyGatherChunk(uint32_t vector_bytes, uint8_t* to,
+                                           const uint8_t* from) {
+  switch (vector_bytes) {
     case 16:
       CopyChunk<16>(to, from);
       break;
@@ -131,6 +212,17 @@ TC_HOST_DEVICE inline void GatherUnit(const GatherDesc& d, const int64_t* dims, 
     default:
       CopyChunk<1>(to, from);
       break;
+  }
+}
+
+// Does work unit `u` (0 <= u < d.units) of task `d`: ResolveGatherUnit, then the copy.
+template <typename I>
+TC_HOST_DEVICE inline void GatherUnit(const GatherDesc& d, const int64_t* dims, I u,
+                                      const uint8_t* in, uint8_t* out, unsigned long long* flag) {
+  const uint8_t* from;
+  uint8_t* to;
+  if (ResolveGatherUnit<I>(d, dims, u, in, out, flag, &from, &to)) {
+    CopyGatherChunk(d.vector_bytes, to, from);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 
 #include "core/gather_plan.h"
+#include "core/index_math.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
 #include "tests/testing/status_matchers.h"
@@ -32,12 +33,16 @@ absl::StatusOr<core::GatherPlan> Plan(const GatherRequest& r) {
               : core::PlanGather(r.params.view(), r.indices.view(), r.axis, r.batch_dims);
 }
 
-// Runs `requests` as one batch through the host twin of the device pass; returns each task's
-// result. Tasks marked in `resident` read their params in place, as from a resident table's
-// device copy (the host pointer stands for the device address).
+// Runs `requests` as one batch through the host twin of the device pass (or `run`); returns
+// each task's result. Tasks marked in `resident` read their params in place, as from a resident
+// table's device copy (the host pointer stands for the device address). How a batch's units are run
+// over host copies of its buffers: RunBatchOnHost, or another order of the same steps.
+using BatchRunner = void (*)(const BatchLayout& layout, const uint8_t* input, uint8_t* output);
+
 std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<GatherRequest>& requests,
                                                    bool force_64bit = false,
-                                                   const std::vector<bool>& resident = {}) {
+                                                   const std::vector<bool>& resident = {},
+                                                   BatchRunner run = RunBatchOnHost) {
   std::vector<core::GatherPlan> plans;
   std::vector<core::TensorView> params, indices;
   for (const GatherRequest& r : requests) {
@@ -61,7 +66,7 @@ std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<GatherReque
   std::vector<uint8_t> input(layout.input_bytes, 0xAB), output(layout.output_bytes, 0xCD);
   PackInput(layout, param_ptrs, index_ptrs, input.data());
   ResetFlags(layout, output.data());
-  RunBatchOnHost(layout, input.data(), output.data());
+  run(layout, input.data(), output.data());
   std::vector<absl::StatusOr<core::Tensor>> results;
   for (size_t i = 0; i < plans.size(); ++i) {
     auto out = core::Tensor::Allocate(plans[i].dtype, plans[i].output_shape);
@@ -106,6 +111,114 @@ TEST(VectorBytes, IsTheWidestPowerOfTwoDividingTheSlice) {
   EXPECT_EQ(VectorBytes(24), 8u);
   EXPECT_EQ(VectorBytes(48), 16u);
   EXPECT_EQ(VectorBytes(4096), 16u);
+}
+
+// The unrolled kernel's order on the host (gather_kernel.cu): each task's units kGroup at a
+// time, those past the task's end standing in as copies of the group's first; the group is
+// located, its first index components read together (FirstGatherIndices), each unit resolved
+// (ResolveGatherSite), then copied. I as the layout says.
+constexpr int kGroup = 4;
+
+template <typename I>
+void RunInGroupsAs(const BatchLayout& layout, const uint8_t* in, uint8_t* out) {
+  const auto* descs = reinterpret_cast<const GatherDesc*>(in + layout.descs_offset);
+  const auto* dims = reinterpret_cast<const int64_t*>(in + layout.dims_offset);
+  auto* flags = reinterpret_cast<unsigned long long*>(out + layout.flags_offset);
+  for (size_t t = 0; t < layout.descs.size(); ++t) {
+    const GatherDesc& d = descs[t];
+    for (uint64_t base = 0; base < d.units; base += kGroup) {
+      GatherUnitSite<I> site[kGroup];
+      bool live[kGroup];
+      for (int k = 0; k < kGroup; ++k) {
+        live[k] = base + k < d.units;
+        site[k] = LocateGatherUnit<I>(d, static_cast<I>(live[k] ? base + k : base));
+      }
+      int64_t first[kGroup];
+      FirstGatherIndices<I, kGroup>(d, in, site, first);
+      const uint8_t* from[kGroup];
+      uint8_t* to[kGroup];
+      bool ok[kGroup];
+      for (int k = 0; k < kGroup; ++k) {
+        ok[k] = live[k] && ResolveGatherSite<I>(d, dims, site[k], first[k], in, out, flags + t,
+                                                &from[k], &to[k]);
+      }
+      for (int k = 0; k < kGroup; ++k) {
+        if (ok[k]) CopyGatherChunk(d.vector_bytes, to[k], from[k]);
+      }
+    }
+  }
+}
+
+void RunInGroups(const BatchLayout& layout, const uint8_t* in, uint8_t* out) {
+  if (layout.fits_32bit) {
+    RunInGroupsAs<uint32_t>(layout, in, out);
+  } else {
+    RunInGroupsAs<uint64_t>(layout, in, out);
+  }
+}
+
+// A plan of `dtype` params [rows, width] gathered along axis 0 by `n` int32 indices.
+struct SimpleTask {
+  GatherRequest request;
+  core::GatherPlan plan;
+  SimpleTask(core::DataType dtype, int64_t width, Rng& rng) {
+    request.params = testing::RandomTensor(dtype, {5, width}, rng);
+    request.indices = testing::MakeIndices(core::DataType::kInt32, {3}, {4, 0, -2});
+    request.axis = 0;
+    plan = *Plan(request);
+  }
+};
+
+BatchLayout PlanOf(const std::vector<const SimpleTask*>& tasks) {
+  std::vector<const core::GatherPlan*> plans;
+  for (const SimpleTask* t : tasks) plans.push_back(&t->plan);
+  return PlanBatch(plans);
+}
+
+TEST(PlanBatch, UniformVectorBytesIsTheTasksCommonWidthOrZero) {
+  Rng rng(5);
+  const SimpleTask wide(core::DataType::kFloat32, 8, rng);    // rows of 32 bytes: 16
+  const SimpleTask wide2(core::DataType::kFloat64, 6, rng);   // rows of 48 bytes: 16
+  const SimpleTask narrow(core::DataType::kFloat32, 3, rng);  // rows of 12 bytes: 4
+  const SimpleTask odd(core::DataType::kInt8, 7, rng);        // rows of 7 bytes: 1
+  EXPECT_EQ(PlanOf({&wide}).uniform_vector_bytes, 16u);
+  EXPECT_EQ(PlanOf({&wide, &wide2, &wide}).uniform_vector_bytes, 16u);
+  EXPECT_EQ(PlanOf({&narrow}).uniform_vector_bytes, 4u);
+  EXPECT_EQ(PlanOf({&odd, &odd}).uniform_vector_bytes, 1u);
+  EXPECT_EQ(PlanOf({&wide, &narrow}).uniform_vector_bytes, 0u);
+  EXPECT_EQ(PlanOf({&wide, &wide2, &odd}).uniform_vector_bytes, 0u);
+  EXPECT_EQ(PlanOf({&narrow, &wide, &narrow}).uniform_vector_bytes, 0u);
+}
+
+// LocateGatherUnit's shortcuts (one chunk per row, outer 1) give what the general arithmetic
+// (core/index_math.h's DecomposeOutputRow) gives.
+TEST(LocateGatherUnit, AgreesWithTheIndexMath) {
+  for (int64_t outer : {1, 2, 5}) {
+    for (int64_t num_indices : {1, 3, 7}) {
+      for (uint32_t chunks : {1u, 2u, 9u}) {
+        GatherDesc d{};
+        d.outer = outer;
+        d.num_indices = num_indices;
+        d.chunks_per_row = chunks;
+        const uint64_t units = uint64_t{2} * outer * num_indices * chunks;  // batch 2
+        for (uint64_t u = 0; u < units; ++u) {
+          const GatherUnitSite<uint32_t> s32 =
+              LocateGatherUnit<uint32_t>(d, static_cast<uint32_t>(u));
+          const GatherUnitSite<uint64_t> s64 = LocateGatherUnit<uint64_t>(d, u);
+          const int64_t r = static_cast<int64_t>(u / chunks);
+          const core::RowSource source = core::DecomposeOutputRow(r, outer, num_indices);
+          EXPECT_EQ(s64.r, static_cast<uint64_t>(r));
+          EXPECT_EQ(s64.chunk, u % chunks);
+          EXPECT_EQ(s64.block, static_cast<uint64_t>(source.block));
+          EXPECT_EQ(s64.tuple, static_cast<uint64_t>(source.tuple));
+          EXPECT_EQ(s32.r, s64.r);
+          EXPECT_EQ(s32.chunk, s64.chunk);
+          EXPECT_EQ(s32.block, s64.block);
+          EXPECT_EQ(s32.tuple, s64.tuple);
+        }
+      }
+    }
+  }
 }
 
 TEST(FindTask, FindsTheTaskHoldingEachUnit) {
@@ -162,6 +275,26 @@ TEST(RunBatchOnHost, RandomBatchesAgreeWithTheReference) {
       requests.push_back(RandomGpuRequest(rng, testing::Chance(rng, 0.2)));
     const bool force_64bit = batch % 3 == 0;
     const auto results = RunBatch(requests, force_64bit);
+    for (int i = 0; i < n; ++i) {
+      SCOPED_TRACE(requests[i].DebugString());
+      EXPECT_TRUE(testing::AgreesWithReference(results[i], testing::RunReference(requests[i])));
+    }
+  }
+}
+
+// The steps that the unrolled kernel runs, in its order (several units resolved before any
+// is copied), give the reference's bytes and errors too.
+TEST(GatherUnitSteps, ResolvingUnitsInGroupsThenCopyingAgreesWithTheReference) {
+  Rng rng(2026);
+  for (int batch = 0; batch < 400; ++batch) {
+    std::vector<GatherRequest> requests;
+    std::vector<bool> resident;
+    const int n = static_cast<int>(testing::UniformInt(rng, 1, 6));
+    for (int i = 0; i < n; ++i) {
+      requests.push_back(RandomGpuRequest(rng, testing::Chance(rng, 0.2)));
+      resident.push_back(testing::Chance(rng, 0.3));
+    }
+    const auto results = RunBatch(requests, batch % 2 == 0, resident, RunInGroups);
     for (int i = 0; i < n; ++i) {
       SCOPED_TRACE(requests[i].DebugString());
       EXPECT_TRUE(testing::AgreesWithReference(results[i], testing::RunReference(requests[i])));
