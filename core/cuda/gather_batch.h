@@ -50,8 +50,9 @@ struct BatchLayout {
 // table's copy on the batch's device (GatherDesc::params_address; the input buffer then has
 // no params region for the task, so the table never travels), else nullptr.
 // REQUIRES: every plan has a fixed-size dtype of element size 1, 2, 4, 8 or 16, and
-// output_rows() > 0 and slice > 0 (the executor answers the others on the CPU); a resident
-// address points to the plan's params bytes, 256-byte aligned.
+// output_rows() > 0 and slice > 0, and GatherSliceFitsKernel(slice_bytes()) (the executor
+// answers the others on the CPU); a resident address points to the plan's params bytes,
+// 256-byte aligned.
 BatchLayout PlanBatch(absl::Span<const core::GatherPlan* const> plans,
                       absl::Span<const void* const> resident_params = {});
 

@@ -48,7 +48,7 @@ struct GatherDesc {
   int64_t slice_bytes;
   uint32_t dims_offset;     // first of `depth` entries in the dims table (int64)
   uint32_t vector_bytes;    // 1, 2, 4, 8 or 16
-  uint32_t chunks_per_row;  // slice_bytes / vector_bytes
+  uint32_t chunks_per_row;  // slice_bytes / vector_bytes (GatherSliceFitsKernel)
   uint32_t index_bytes;     // 4 (int32) or 8 (int64)
 };
 // The host writes the table that the device reads: one layout for both compilers.
@@ -78,6 +78,13 @@ TC_HOST_DEVICE inline void CopyChunk(uint8_t* dst, const uint8_t* src) {
 #else
   std::memcpy(dst, src, W);
 #endif
+}
+
+// Whether a slice of `slice_bytes` can be gathered by the kernel: its row splits into at most
+// UINT32_MAX chunks of VectorBytes(slice_bytes) (GatherDesc::chunks_per_row is 32 bits). A task
+// whose slice does not fit must be computed elsewhere (the executor sends it to the CPU).
+TC_HOST_DEVICE inline bool GatherSliceFitsKernel(int64_t slice_bytes) {
+  return static_cast<uint64_t>(slice_bytes) / VectorBytes(slice_bytes) <= uint64_t{UINT32_MAX};
 }
 
 // A work unit is done in three steps, so that a thread may hold several units at once (the

@@ -175,6 +175,18 @@ BatchLayout PlanOf(const std::vector<const SimpleTask*>& tasks) {
   return PlanBatch(plans);
 }
 
+TEST(GatherSliceFitsKernel, ARowMustSplitIntoAtMostUint32MaxChunks) {
+  constexpr int64_t kMax = UINT32_MAX;
+  EXPECT_TRUE(GatherSliceFitsKernel(1));
+  EXPECT_FALSE(GatherSliceFitsKernel(int64_t{1} << 40));  // 2^36 chunks of 16 bytes
+  EXPECT_FALSE(GatherSliceFitsKernel((kMax + 1) * 16));   // 2^32 chunks of 16 bytes
+  EXPECT_TRUE(GatherSliceFitsKernel(kMax * 16));          // UINT32_MAX chunks of 16 bytes
+  EXPECT_TRUE(GatherSliceFitsKernel(kMax));               // odd: UINT32_MAX chunks of 1 byte
+  EXPECT_FALSE(GatherSliceFitsKernel(kMax + 2));          // odd: 2^32 + 1 chunks of 1 byte
+  EXPECT_FALSE(GatherSliceFitsKernel((kMax + 2) * 2));    // 2^32 + 1 chunks of 2 bytes
+  EXPECT_TRUE(GatherSliceFitsKernel(int64_t{3} << 31));   // 3 * 2^27 chunks of 16 bytes
+}
+
 TEST(PlanBatch, UniformVectorBytesIsTheTasksCommonWidthOrZero) {
   Rng rng(5);
   const SimpleTask wide(core::DataType::kFloat32, 8, rng);    // rows of 32 bytes: 16
