@@ -27,44 +27,43 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// A W-byte chunk as one register value.
+// The register type of a W-byte chunk.
 template <int W>
-struct Chunk;
+struct ChunkType;
 template <>
-struct Chunk<16> {
+struct ChunkType<16> {
   using T = uint4;
 };
 template <>
-struct Chunk<8> {
+struct ChunkType<8> {
   using T = uint2;
 };
 template <>
-struct Chunk<4> {
+struct ChunkType<4> {
   using T = unsigned int;
 };
 template <>
-struct Chunk<2> {
+struct ChunkType<2> {
   using T = unsigned short;
 };
 template <>
-struct Chunk<1> {
+struct ChunkType<1> {
   using T = unsigned char;
 };
 
-// Copies one resolved W-byte chunk.
+// GatherUnitGroup's chunk policy on the device: a W-byte chunk as one register value, loaded
+// through the read-only path.
 template <int W>
-__device__ __forceinline__ void CopyResolvedChunk(uint8_t* to, const uint8_t* from) {
-  using T = typename Chunk<W>::T;
-  *reinterpret_cast<T*>(to) = __ldg(reinterpret_cast<const T*>(from));
-}
+struct VectorChunk {
+  using T = typename ChunkType<W>::T;
+  __device__ static T Load(const uint8_t* from) { return __ldg(reinterpret_cast<const T*>(from)); }
+  __device__ static void Store(uint8_t* to, const T& v) { *reinterpret_cast<T*>(to) = v; }
+};
 
 // Unrolled kernel, every task of vector_bytes W: block b takes tiles of K x kThreads
 // consecutive units (b, b + gridDim.x, ...); thread x of a tile takes units x, x + kThreads,
-// ..., so each of the K steps is coalesced across a warp. When its K units belong to one task
-// (all but the threads whose tile straddles two tasks), a thread resolves all K (their first
-// index reads issued together), then loads all K chunks, then stores them: K loads in flight
-// per thread instead of one, and the task's descriptor read once. Otherwise it does its units
-// one by one, each with its own task.
+// ..., so each of the K steps is coalesced across a warp, and does them as GatherUnitGroup
+// says (gather_unit.h; the host tests run it over simulated grids).
 // Loads: params and indices are read-only for the kernel's lifetime (the input buffer, or a
 // resident table's copy, which no one writes while batches read it), so the chunks go through
 // the non-coherent read-only path (__ldg: ld.global.nc); without it a resident table's address,
@@ -77,7 +76,6 @@ __global__ void __launch_bounds__(kThreads)
                               int num_tasks, I total_units, uint64_t descs_offset,
                               uint64_t dims_offset, uint64_t flags_offset) {
   constexpr int K = kGatherUnroll;
-  using T = typename Chunk<W>::T;
   const auto* descs = reinterpret_cast<const GatherDesc*>(in + descs_offset);
   const auto* dims = reinterpret_cast<const int64_t*>(in + dims_offset);
   auto* flags = reinterpret_cast<unsigned long long*>(out + flags_offset);
@@ -87,54 +85,8 @@ __global__ void __launch_bounds__(kThreads)
   const I step = static_cast<I>(gridDim.x) * (K * kThreads);
   for (I base = static_cast<I>(blockIdx.x) * (K * kThreads) + threadIdx.x; base < total_units;
        base += step) {
-    const I left = total_units - base;  // units of this thread: those with k * kThreads < left
-    const I last =
-        base + (left > (K - 1) * kThreads ? (K - 1) * kThreads : (left - 1) / kThreads * kThreads);
-    const int t = FindTask(descs, num_tasks, base);
-    const GatherDesc& d = descs[t];
-    const I begin = static_cast<I>(d.unit_begin);
-    if (last - begin < d.units) {  // every unit of the thread is task t's
-      // Units past the end (the last tile's) stand in as copies of the first, so that every
-      // read below is of a real unit and none is guarded by a branch; only their stores are
-      // skipped.
-      GatherUnitSite<I> site[K];
-      bool live[K];
-      TC_UNROLL
-      for (int k = 0; k < K; ++k) {
-        live[k] = static_cast<I>(k * kThreads) < left;
-        site[k] =
-            LocateGatherUnit<I>(d, base - begin + (live[k] ? static_cast<I>(k * kThreads) : 0));
-      }
-      int64_t first[K];
-      FirstGatherIndices<I, K>(d, in, site, first);
-      const uint8_t* from[K];
-      uint8_t* to[K];
-      bool ok[K];
-      TC_UNROLL
-      for (int k = 0; k < K; ++k) {
-        ok[k] = live[k] && ResolveGatherSite<I>(d, dims, site[k], first[k], in, out, flags + t,
-                                                &from[k], &to[k]);
-        if (!ok[k]) from[k] = in;  // aligned and harmless to read
-      }
-      T value[K];
-      TC_UNROLL
-      for (int k = 0; k < K; ++k) value[k] = __ldg(reinterpret_cast<const T*>(from[k]));
-      TC_UNROLL
-      for (int k = 0; k < K; ++k) {
-        if (ok[k]) *reinterpret_cast<T*>(to[k]) = value[k];
-      }
-    } else {
-      for (int k = 0; k < K && static_cast<I>(k * kThreads) < left; ++k) {
-        const I u = base + static_cast<I>(k * kThreads);
-        const int tk = FindTask(descs, num_tasks, u);
-        const uint8_t* from;
-        uint8_t* to;
-        if (ResolveGatherUnit<I>(descs[tk], dims, u - static_cast<I>(descs[tk].unit_begin), in, out,
-                                 flags + tk, &from, &to)) {
-          CopyResolvedChunk<W>(to, from);
-        }
-      }
-    }
+    GatherUnitGroup<I, K, VectorChunk<W>>(descs, num_tasks, dims, base, kThreads, total_units, in,
+                                          out, flags);
   }
 }
 

@@ -1,9 +1,11 @@
 // File: core/cuda/gather_unit.h
 //
-// What the gather kernel does for one work unit, as TC_HOST_DEVICE functions: compiled into
-// the kernel (gather_kernel.cu) and, on the host, into RunBatchOnHost (gather_batch.h), which
-// the CPU tests run over every unit. Only core/index_math.h and work_units.h (the flag and
-// FindTask, shared with the EmbeddingBag kernel) are included, so nvcc sees no Abseil here.
+// What the gather kernels do for one work unit, and what one thread of the unrolled kernel does
+// with its K units of a tile (GatherUnitGroup), as TC_HOST_DEVICE functions: compiled into the
+// kernels (gather_kernel.cu) and, on the host, into RunBatchOnHost (gather_batch.h), which the
+// CPU tests run over every unit, and into the tests' simulated grids. Only core/index_math.h and
+// work_units.h (the flag and FindTask, shared with the EmbeddingBag kernel) are included, so nvcc
+// sees no Abseil here.
 //
 // Work units. Output row r of a task has `chunks_per_row` units of `vector_bytes` each (the
 // widest power of two <= 16 dividing the slice's bytes, so every access is aligned: buffers
@@ -230,6 +232,83 @@ TC_HOST_DEVICE inline void GatherUnit(const GatherDesc& d, const int64_t* dims, 
   uint8_t* to;
   if (ResolveGatherUnit<I>(d, dims, u, in, out, flag, &from, &to)) {
     CopyGatherChunk(d.vector_bytes, to, from);
+  }
+}
+
+// A W-byte chunk moved with memcpy: the host's chunk policy for GatherUnitGroup (the kernel's
+// moves a chunk as one typed register value through the read-only path, gather_kernel.cu). A
+// policy has a value type T, `static T Load(const uint8_t*)` and `static void Store(uint8_t*,
+// const T&)`.
+template <int W>
+struct MemcpyChunk {
+  struct T {
+    uint8_t bytes[W];
+  };
+  static T Load(const uint8_t* from) {
+    T v;
+    std::memcpy(v.bytes, from, W);
+    return v;
+  }
+  static void Store(uint8_t* to, const T& v) { std::memcpy(to, v.bytes, W); }
+};
+
+// What one thread of the unrolled kernel does with one of its tiles: units base + k * spacing
+// of the batch, k < K, those below total_units, every task's vector_bytes being `Chunk`'s W.
+// When they all belong to one task (all but the threads whose tile straddles two tasks), it
+// locates all K, reads their first index components together, resolves them, then loads all K
+// chunks, then stores them: K loads in flight, and the task's descriptor read once. Units past
+// total_units stand in as copies of the first, so that no read is behind a branch (a unit with
+// a bad index loads from `in`, harmlessly); only their stores are skipped. Otherwise it does
+// its units one by one, each with its own task. Every unit is done as GatherUnit does it.
+// REQUIRES: base < total_units; spacing >= 1; (K - 1) * spacing + total_units fits in I.
+template <typename I, int K, typename Chunk>
+TC_HOST_DEVICE inline void GatherUnitGroup(const GatherDesc* descs, int num_tasks,
+                                           const int64_t* dims, I base, I spacing, I total_units,
+                                           const uint8_t* in, uint8_t* out,
+                                           unsigned long long* flags) {
+  const I left = total_units - base;  // the thread's units: k * spacing < left
+  const I last =
+      base + (left > (K - 1) * spacing ? (K - 1) * spacing : (left - 1) / spacing * spacing);
+  const int t = FindTask(descs, num_tasks, base);
+  const GatherDesc& d = descs[t];
+  const I begin = static_cast<I>(d.unit_begin);
+  if (last - begin < d.units) {  // every unit of the thread is task t's
+    GatherUnitSite<I> site[K];
+    bool live[K];
+    TC_UNROLL
+    for (int k = 0; k < K; ++k) {
+      live[k] = static_cast<I>(k) * spacing < left;
+      site[k] = LocateGatherUnit<I>(d, base - begin + (live[k] ? static_cast<I>(k) * spacing : 0));
+    }
+    int64_t first[K];
+    FirstGatherIndices<I, K>(d, in, site, first);
+    const uint8_t* from[K];
+    uint8_t* to[K];
+    bool ok[K];
+    TC_UNROLL
+    for (int k = 0; k < K; ++k) {
+      ok[k] = live[k] && ResolveGatherSite<I>(d, dims, site[k], first[k], in, out, flags + t,
+                                              &from[k], &to[k]);
+      if (!ok[k]) from[k] = in;
+    }
+    typename Chunk::T value[K];
+    TC_UNROLL
+    for (int k = 0; k < K; ++k) value[k] = Chunk::Load(from[k]);
+    TC_UNROLL
+    for (int k = 0; k < K; ++k) {
+      if (ok[k]) Chunk::Store(to[k], value[k]);
+    }
+    return;
+  }
+  for (int k = 0; k < K && static_cast<I>(k) * spacing < left; ++k) {
+    const I u = base + static_cast<I>(k) * spacing;
+    const int tk = FindTask(descs, num_tasks, u);
+    const uint8_t* from;
+    uint8_t* to;
+    if (ResolveGatherUnit<I>(descs[tk], dims, u - static_cast<I>(descs[tk].unit_begin), in, out,
+                             flags + tk, &from, &to)) {
+      Chunk::Store(to, Chunk::Load(from));
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include "core/cuda/gather_batch.h"
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <vector>
@@ -37,7 +38,8 @@ absl::StatusOr<core::GatherPlan> Plan(const GatherRequest& r) {
 // each task's result. Tasks marked in `resident` read their params in place, as from a resident
 // table's device copy (the host pointer stands for the device address). How a batch's units are run
 // over host copies of its buffers: RunBatchOnHost, or another order of the same steps.
-using BatchRunner = void (*)(const BatchLayout& layout, const uint8_t* input, uint8_t* output);
+using BatchRunner =
+    std::function<void(const BatchLayout& layout, const uint8_t* input, uint8_t* output)>;
 
 std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<GatherRequest>& requests,
                                                    bool force_64bit = false,
@@ -113,47 +115,46 @@ TEST(VectorBytes, IsTheWidestPowerOfTwoDividingTheSlice) {
   EXPECT_EQ(VectorBytes(4096), 16u);
 }
 
-// The unrolled kernel's order on the host (gather_kernel.cu): each task's units kGroup at a
-// time, those past the task's end standing in as copies of the group's first; the group is
-// located, its first index components read together (FirstGatherIndices), each unit resolved
-// (ResolveGatherSite), then copied. I as the layout says.
-constexpr int kGroup = 4;
+// The unrolled kernel (gather_kernel.cu) on the host: a grid of `blocks` blocks of `threads`
+// threads, block b taking tiles of kGroup x threads units, each thread running GatherUnitGroup
+// on its units of each tile (spaced `threads` apart). Every task's vector_bytes is W.
+constexpr int kGroup = 4;  // gather_kernel.h's kGatherUnroll
 
-template <typename I>
-void RunInGroupsAs(const BatchLayout& layout, const uint8_t* in, uint8_t* out) {
+template <typename I, int W>
+void RunUnrolledGridAs(const BatchLayout& layout, const uint8_t* in, uint8_t* out, I blocks,
+                       I threads) {
   const auto* descs = reinterpret_cast<const GatherDesc*>(in + layout.descs_offset);
   const auto* dims = reinterpret_cast<const int64_t*>(in + layout.dims_offset);
   auto* flags = reinterpret_cast<unsigned long long*>(out + layout.flags_offset);
-  for (size_t t = 0; t < layout.descs.size(); ++t) {
-    const GatherDesc& d = descs[t];
-    for (uint64_t base = 0; base < d.units; base += kGroup) {
-      GatherUnitSite<I> site[kGroup];
-      bool live[kGroup];
-      for (int k = 0; k < kGroup; ++k) {
-        live[k] = base + k < d.units;
-        site[k] = LocateGatherUnit<I>(d, static_cast<I>(live[k] ? base + k : base));
-      }
-      int64_t first[kGroup];
-      FirstGatherIndices<I, kGroup>(d, in, site, first);
-      const uint8_t* from[kGroup];
-      uint8_t* to[kGroup];
-      bool ok[kGroup];
-      for (int k = 0; k < kGroup; ++k) {
-        ok[k] = live[k] && ResolveGatherSite<I>(d, dims, site[k], first[k], in, out, flags + t,
-                                                &from[k], &to[k]);
-      }
-      for (int k = 0; k < kGroup; ++k) {
-        if (ok[k]) CopyGatherChunk(d.vector_bytes, to[k], from[k]);
+  const int n = static_cast<int>(layout.descs.size());
+  const I total = static_cast<I>(layout.total_units);
+  const I tile = kGroup * threads;
+  for (I b = 0; b < blocks; ++b) {
+    for (I x = 0; x < threads; ++x) {
+      for (I base = b * tile + x; base < total; base += blocks * tile) {
+        GatherUnitGroup<I, kGroup, MemcpyChunk<W>>(descs, n, dims, base, threads, total, in, out,
+                                                   flags);
       }
     }
   }
 }
 
-void RunInGroups(const BatchLayout& layout, const uint8_t* in, uint8_t* out) {
-  if (layout.fits_32bit) {
-    RunInGroupsAs<uint32_t>(layout, in, out);
-  } else {
-    RunInGroupsAs<uint64_t>(layout, in, out);
+template <typename I>
+void RunUnrolledGrid(const BatchLayout& layout, const uint8_t* in, uint8_t* out, I blocks,
+                     I threads) {
+  switch (layout.uniform_vector_bytes) {
+    case 16:
+      return RunUnrolledGridAs<I, 16>(layout, in, out, blocks, threads);
+    case 8:
+      return RunUnrolledGridAs<I, 8>(layout, in, out, blocks, threads);
+    case 4:
+      return RunUnrolledGridAs<I, 4>(layout, in, out, blocks, threads);
+    case 2:
+      return RunUnrolledGridAs<I, 2>(layout, in, out, blocks, threads);
+    case 1:
+      return RunUnrolledGridAs<I, 1>(layout, in, out, blocks, threads);
+    default:
+      FAIL() << "the unrolled kernel needs tasks of one vector width";
   }
 }
 
@@ -294,23 +295,41 @@ TEST(RunBatchOnHost, RandomBatchesAgreeWithTheReference) {
   }
 }
 
-// The steps that the unrolled kernel runs, in its order (several units resolved before any
-// is copied), give the reference's bytes and errors too.
-TEST(GatherUnitSteps, ResolvingUnitsInGroupsThenCopyingAgreesWithTheReference) {
+// The unrolled kernel's per-thread work (GatherUnitGroup), over grids of every shape (one
+// thread, tiles straddling tasks, threads with fewer than kGroup units, more threads than
+// units), on batches of one vector width: the reference's bytes and errors.
+TEST(GatherUnitGroup, SimulatedGridsAgreeWithTheReference) {
   Rng rng(2026);
-  for (int batch = 0; batch < 400; ++batch) {
+  int batches = 0;
+  while (batches < 300) {
     std::vector<GatherRequest> requests;
     std::vector<bool> resident;
+    uint32_t width = 0;
     const int n = static_cast<int>(testing::UniformInt(rng, 1, 6));
-    for (int i = 0; i < n; ++i) {
-      requests.push_back(RandomGpuRequest(rng, testing::Chance(rng, 0.2)));
+    for (int tries = 0; tries < 60 && static_cast<int>(requests.size()) < n; ++tries) {
+      GatherRequest r = RandomGpuRequest(rng, testing::Chance(rng, 0.2));
+      const uint32_t w = VectorBytes(Plan(r)->slice_bytes());
+      if (width != 0 && w != width) continue;
+      width = w;
+      requests.push_back(std::move(r));
       resident.push_back(testing::Chance(rng, 0.3));
     }
-    const auto results = RunBatch(requests, batch % 2 == 0, resident, RunInGroups);
-    for (int i = 0; i < n; ++i) {
+    const bool wide = batches % 2 == 0;
+    const auto blocks = static_cast<uint32_t>(testing::UniformInt(rng, 1, 5));
+    const auto threads = static_cast<uint32_t>(testing::UniformInt(rng, 1, 9));
+    const auto results = RunBatch(requests, wide, resident,
+                                  [&](const BatchLayout& layout, const uint8_t* in, uint8_t* out) {
+                                    if (layout.fits_32bit) {
+                                      RunUnrolledGrid<uint32_t>(layout, in, out, blocks, threads);
+                                    } else {
+                                      RunUnrolledGrid<uint64_t>(layout, in, out, blocks, threads);
+                                    }
+                                  });
+    for (size_t i = 0; i < requests.size(); ++i) {
       SCOPED_TRACE(requests[i].DebugString());
       EXPECT_TRUE(testing::AgreesWithReference(results[i], testing::RunReference(requests[i])));
     }
+    ++batches;
   }
 }
 
