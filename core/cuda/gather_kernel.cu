@@ -70,9 +70,11 @@ struct VectorChunk {
 // Loads: params and indices are read-only for the kernel's lifetime (the input buffer, or a
 // resident table's copy, which no one writes while batches read it), so the chunks go through
 // the non-coherent read-only path (__ldg: ld.global.nc); without it a resident table's address,
-// made from an integer, is read with a generic load. Loads keep the default caching: gathered
-// rows may be hot and read again. Stores: plain write-back; the output is read next by the
-// batch's device-to-host copy, which an evict-first (streaming) store would make miss in L2.
+// made from an integer, is read with a generic load. Index reads stay plain global loads
+// (cached in L1 by default on sm_90, where the units of one row share them). Loads keep the
+// default caching: gathered rows may be hot and read again. Stores: plain write-back; the output is
+// read next by the batch's device-to-host copy, which an evict-first (streaming) store would make
+// miss in L2.
 template <typename I, int W>
 __global__ void __launch_bounds__(kThreads)
     GatherBatchKernelUnrolled(const uint8_t* __restrict__ in, uint8_t* __restrict__ out,
