@@ -26,18 +26,21 @@ struct BagLaunchArgs {
   uint64_t flags_offset = 0;  // into the output buffer
 };
 
-// Checks that this build's EmbeddingBag kernel can run on the calling thread's current device
-// (cudaFuncGetAttributes). OK, or INTERNAL naming the CUDA error, e.g.
-// cudaErrorNoKernelImageForDevice for a device this binary has no code for.
-absl::Status ProbeBagKernels();
-
 // Launches the kernel over device buffers `input` (input_bytes, already holding
-// PackBagInput's bytes) and `output` (output_bytes, flags already reset to kNoBadIndex), sized
-// to fill `sm_count` multiprocessors. Does not wait for the kernel.
-// Returns OK, or INTERNAL naming the CUDA error of the launch.
+// PackBagInput's bytes) and `output` (output_bytes, flags already reset to kNoBadIndex) on the
+// current device, one wave of blocks for `sm_count` multiprocessors (kernel_occupancy.h).
+// Does not wait for the kernel.
+// Returns OK, or INTERNAL naming the CUDA error of the occupancy query or of the launch.
 // REQUIRES: args.total_units > 0; the buffers are 256-byte aligned device memory.
 absl::Status LaunchBagBatch(const BagLaunchArgs& args, const uint8_t* input, uint8_t* output,
                             int sm_count, cudaStream_t stream);
+
+// Checks, on the calling thread's current device, the kernel that LaunchBagBatch launches
+// (cudaFuncGetAttributes), and fills its grid-size cache. For start-up: a binary built without
+// code for the device fails here rather than at the first batch.
+// Returns OK, or INTERNAL naming the CUDA error (cudaErrorNoKernelImageForDevice when the
+// binary has no code for the device).
+absl::Status ProbeBagKernels();
 
 }  // namespace tensorcompute::cuda
 

@@ -15,6 +15,11 @@
 // warp's accesses are coalesced; on the device a whole, 16-byte-aligned piece is read with one
 // vector load.
 //
+// Loads in flight. A unit takes its bag's positions kBagRowsInFlight at a time: it checks
+// the group's index values in order (read while the previous group's rows were loading), loads
+// the pieces (and weights) of all the group's rows, then adds them one by one in position
+// order. The loads overlap; the arithmetic is the one below, unchanged.
+//
 // Arithmetic. A unit walks its bag's index positions in order (core::BagBounds) and treats
 // each element exactly as the CPU's ExecuteEmbeddingBag does: the same functions of
 // core/embedding_bag_math.h (AccumulateWeighted / AccumulateUnweighted / AccumulateMax,
@@ -34,7 +39,8 @@
 // as read, as the CPU does.
 //
 // Bad indices: a unit meeting an index value outside [-rows, rows) stops there, writing
-// nothing, and lowers its task's flag (work_units.h) to that flat position of indices. Every
+// nothing and reading no later row, and lowers its task's flag (work_units.h) to that flat
+// position of indices. Padding rows are skipped (not read, not counted). Every
 // unit of a bag meets the bag's first bad position first, and every index belongs to exactly
 // one bag, so the flag ends at the task's lowest bad position: the one the CPU reports.
 //
@@ -50,12 +56,6 @@
 #include "core/cuda/work_units.h"
 #include "core/embedding_bag_math.h"
 #include "core/index_math.h"
-
-#if defined(TC_DEVICE_CODE)
-#define TC_BAG_UNROLL _Pragma("unroll")
-#else
-#define TC_BAG_UNROLL
-#endif
 
 namespace tensorcompute::cuda {
 
@@ -105,6 +105,10 @@ struct BagDesc {
 // The host writes the table that the device reads: one layout for both compilers.
 static_assert(sizeof(BagDesc) == 128, "BagDesc must have no padding surprises");
 
+// Rows of a bag whose pieces one unit loads before adding them (so that this many loads are in
+// flight per thread, not one); the order of the additions does not depend on it.
+inline constexpr int kBagRowsInFlight = 4;
+
 // Elements of one unit: 16 bytes' worth. REQUIRES: element_size is 2, 4 or 8.
 TC_HOST_DEVICE inline int64_t BagChunkElements(int64_t element_size) { return 16 / element_size; }
 
@@ -153,6 +157,21 @@ TC_HOST_DEVICE inline int64_t LoadIndexAt(const uint8_t* data, int bytes, int64_
 #endif
 }
 
+// out[j] = value `first + j` of an int32 (bytes 4) or int64 (bytes 8) array, for the j < G with
+// first + j < last (0 for the others). One branch on the type for all G, so that the G reads
+// sit together and are in flight together.
+template <int G>
+TC_HOST_DEVICE inline void LoadIndexGroup(const uint8_t* data, int bytes, int64_t first,
+                                          int64_t last, int64_t (&out)[G]) {
+  if (bytes == 4) {
+    TC_UNROLL
+    for (int j = 0; j < G; ++j) out[j] = first + j < last ? LoadIndexAt(data, 4, first + j) : 0;
+  } else {
+    TC_UNROLL
+    for (int j = 0; j < G; ++j) out[j] = first + j < last ? LoadIndexAt(data, 8, first + j) : 0;
+  }
+}
+
 // The element at `p` as Elem::Acc: on the device an aligned load of its bits (Elem::Load's
 // memcpy from an address of unknown alignment would go byte by byte), then Elem::Load.
 template <typename Elem>
@@ -178,57 +197,144 @@ TC_HOST_DEVICE inline void StoreElem(uint8_t* p, typename Elem::Acc v) {
 #endif
 }
 
-// Elements [0, n) of a unit's piece of a row into x (n <= kE).
-template <typename Elem, int kE>
-TC_HOST_DEVICE inline void LoadPiece(const uint8_t* src, int n, typename Elem::Acc* x) {
-#if defined(TC_DEVICE_CODE)
-  if (n == kE && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(src);
-    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&raw);
-    TC_BAG_UNROLL
-    for (int k = 0; k < kE; ++k) x[k] = Elem::Load(bytes + k * Elem::kSize);
-    return;
-  }
-#endif
-  TC_BAG_UNROLL
-  for (int k = 0; k < kE; ++k) {
-    if (k < n) x[k] = LoadElem<Elem>(src + k * Elem::kSize);
+// A unit's piece of one stored row as loaded, before it is read as numbers: the bytes of its
+// elements (or 8-bit codes) from byte 0 of `words` (little-endian, on the host as on the
+// device), and for an 8-bit row-wise row the row's scale and bias. A unit loads the pieces of a
+// group of rows into RawPieces (registers on the device), then decodes them one at a time as it
+// adds them (Piece::Fetch, Piece::Decode).
+struct RawPiece {
+  uint32_t words[4];
+  float scale;
+  float bias;
+};
+// The host fills `words` with memcpy and RawBits reads them as little-endian, as the device is.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "RawPiece assumes a little-endian host");
+
+// Element k (of kSize bytes; kSize 1: an 8-bit code) of a RawPiece, as its bits.
+template <int kSize>
+TC_HOST_DEVICE inline auto RawBits(const RawPiece& raw, int k) {
+  if constexpr (kSize == 1) {
+    return static_cast<uint8_t>(raw.words[k >> 2] >> ((k & 3) * 8));
+  } else if constexpr (kSize == 2) {
+    return static_cast<uint16_t>(raw.words[k >> 1] >> ((k & 1) * 16));
+  } else if constexpr (kSize == 4) {
+    return raw.words[k];
+  } else {
+    return static_cast<uint64_t>(raw.words[2 * k]) |
+           (static_cast<uint64_t>(raw.words[2 * k + 1]) << 32);
   }
 }
 
-// Reads a unit's piece of a stored row as float values: elements [e0, e0 + n) of the row at
-// `row`. PlainPiece: params of the output's own type (LoadPiece). Float16Piece and
-// Rowwise8Piece: compact tables (core/compact_row.h), read element by element with the
-// TC_HOST_DEVICE readers the CPU uses, so both dequantize alike.
+// raw.words = the bytes [0, n * kSize) at `src` (kSize-aligned on the device), the rest 0;
+// kPiece = kE * kSize bytes is the whole piece (at most 16). On the device a whole piece at an
+// address aligned to its size is one vector load through the read-only path (params are not
+// written while the kernel runs), else one load per element; on the host a memcpy.
+template <int kSize, int kE>
+TC_HOST_DEVICE inline void FetchRaw(const uint8_t* src, int n, RawPiece& raw) {
+  constexpr int kPiece = kSize * kE;
+  static_assert(kPiece == 4 || kPiece == 8 || kPiece == 16, "a piece is 4, 8 or 16 bytes");
+  TC_UNROLL
+  for (int w = 0; w < 4; ++w) raw.words[w] = 0;
+#if defined(TC_DEVICE_CODE)
+  if (n == kE && (reinterpret_cast<uintptr_t>(src) & (kPiece - 1)) == 0) {
+    if constexpr (kPiece == 16) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
+      raw.words[0] = v.x;
+      raw.words[1] = v.y;
+      raw.words[2] = v.z;
+      raw.words[3] = v.w;
+    } else if constexpr (kPiece == 8) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(src));
+      raw.words[0] = v.x;
+      raw.words[1] = v.y;
+    } else {
+      raw.words[0] = __ldg(reinterpret_cast<const unsigned int*>(src));
+    }
+    return;
+  }
+  TC_UNROLL
+  for (int k = 0; k < kE; ++k) {
+    if (k >= n) break;
+    if constexpr (kSize == 1) {
+      raw.words[k >> 2] |= static_cast<uint32_t>(src[k]) << ((k & 3) * 8);
+    } else if constexpr (kSize == 2) {
+      raw.words[k >> 1] |= static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(src)[k])
+                           << ((k & 1) * 16);
+    } else if constexpr (kSize == 4) {
+      raw.words[k] = reinterpret_cast<const uint32_t*>(src)[k];
+    } else {
+      const uint64_t v = reinterpret_cast<const uint64_t*>(src)[k];
+      raw.words[2 * k] = static_cast<uint32_t>(v);
+      raw.words[2 * k + 1] = static_cast<uint32_t>(v >> 32);
+    }
+  }
+#else
+  if (n > 0) std::memcpy(raw.words, src, static_cast<size_t>(n) * kSize);
+#endif
+}
+
+// Element k of a RawPiece of `Elem`s as Elem::Acc (Elem::Load of its bits).
+template <typename Elem>
+TC_HOST_DEVICE inline typename Elem::Acc DecodeRawElem(const RawPiece& raw, int k) {
+  const auto bits = RawBits<Elem::kSize>(raw, k);
+  return Elem::Load(reinterpret_cast<const uint8_t*>(&bits));
+}
+
+// How a unit's piece of a stored row is read: Fetch(row, dim, e0, n, raw) loads the bytes of
+// elements [e0, e0 + n) of the row at `row` (n <= kE); Decode(raw, n, x) sets x[0, n) to their
+// values. PlainPiece: params of the output's own type. Float16Piece and Rowwise8Piece: compact
+// tables (core/compact_row.h), decoded element by element with the TC_HOST_DEVICE readers the
+// CPU uses (HalfToFloat, DequantizeRowwise8), so both dequantize alike.
 template <typename Elem, int kE>
 struct PlainPiece {
-  TC_HOST_DEVICE static void Load(const uint8_t* row, int64_t /*dim*/, int64_t e0, int n,
-                                  typename Elem::Acc* x) {
-    LoadPiece<Elem, kE>(row + e0 * Elem::kSize, n, x);
+  TC_HOST_DEVICE static void Fetch(const uint8_t* row, int64_t /*dim*/, int64_t e0, int n,
+                                   RawPiece& raw) {
+    FetchRaw<Elem::kSize, kE>(row + e0 * Elem::kSize, n, raw);
+  }
+  TC_HOST_DEVICE static void Decode(const RawPiece& raw, int n, typename Elem::Acc* x) {
+    TC_UNROLL
+    for (int k = 0; k < kE; ++k) {
+      if (k < n) x[k] = DecodeRawElem<Elem>(raw, k);
+    }
   }
 };
 
 template <int kE>
 struct Float16Piece {
-  TC_HOST_DEVICE static void Load(const uint8_t* row, int64_t /*dim*/, int64_t e0, int n,
-                                  float* x) {
-    TC_BAG_UNROLL
+  TC_HOST_DEVICE static void Fetch(const uint8_t* row, int64_t /*dim*/, int64_t e0, int n,
+                                   RawPiece& raw) {
+    FetchRaw<2, kE>(row + e0 * 2, n, raw);
+  }
+  TC_HOST_DEVICE static void Decode(const RawPiece& raw, int n, float* x) {
+    TC_UNROLL
     for (int k = 0; k < kE; ++k) {
-      if (k < n) x[k] = LoadElem<core::Float16Elem>(row + (e0 + k) * 2);
+      if (k < n) x[k] = DecodeRawElem<core::Float16Elem>(raw, k);
     }
   }
 };
 
 template <int kE>
 struct Rowwise8Piece {
-  TC_HOST_DEVICE static void Load(const uint8_t* row, int64_t dim, int64_t e0, int n, float* x) {
-    // The trailer's floats: 4-byte aligned on the device only when dim is a multiple of 4.
-    float scale, bias;
-    std::memcpy(&scale, row + dim, 4);
-    std::memcpy(&bias, row + dim + 4, 4);
-    TC_BAG_UNROLL
+  TC_HOST_DEVICE static void Fetch(const uint8_t* row, int64_t dim, int64_t e0, int n,
+                                   RawPiece& raw) {
+    FetchRaw<1, kE>(row + e0, n, raw);
+    // The trailer's floats: 4-byte aligned (one load each on the device) when dim is a
+    // multiple of 4; otherwise read byte by byte.
+    const uint8_t* trailer = row + dim;
+#if defined(TC_DEVICE_CODE)
+    if ((reinterpret_cast<uintptr_t>(trailer) & 3) == 0) {
+      raw.scale = __ldg(reinterpret_cast<const float*>(trailer));
+      raw.bias = __ldg(reinterpret_cast<const float*>(trailer + 4));
+      return;
+    }
+#endif
+    std::memcpy(&raw.scale, trailer, 4);
+    std::memcpy(&raw.bias, trailer + 4, 4);
+  }
+  TC_HOST_DEVICE static void Decode(const RawPiece& raw, int n, float* x) {
+    TC_UNROLL
     for (int k = 0; k < kE; ++k) {
-      if (k < n) x[k] = core::DequantizeRowwise8(row[e0 + k], scale, bias);
+      if (k < n) x[k] = core::DequantizeRowwise8(RawBits<1>(raw, k), raw.scale, raw.bias);
     }
   }
 };
@@ -265,65 +371,99 @@ TC_HOST_DEVICE inline void BagUnitOf(const BagDesc& d, uint64_t u, const uint8_t
   uint8_t* to = out + d.output_offset + b * out_row_bytes + e0 * kSize;
 
   Acc acc[kE];
-  TC_BAG_UNROLL
+  TC_UNROLL
   for (int k = 0; k < kE; ++k) acc[k] = Acc(0);
   core::BagStats<Acc> stats;
-  for (int64_t i = span.first; i < span.last; ++i) {
-    int64_t row;
-    if (!core::NormalizeIndex(LoadIndexAt(indices, d.index_bytes, i), d.rows, &row)) {
-      LowerFlag(flag, static_cast<unsigned long long>(i));
-      return;
+  // The bag's positions go by groups of G = kBagRowsInFlight: the group's index values (read
+  // while the previous group's rows were loading) are checked in order, its rows' pieces (and
+  // weights) are all loaded, then added in position order, exactly as one at a time: a bad
+  // value stops the unit at its position before any later row is read, and the sums see the
+  // same terms in the same order.
+  constexpr int G = kBagRowsInFlight;
+  int64_t next[G];
+  LoadIndexGroup<G>(indices, d.index_bytes, span.first, span.last, next);
+  for (int64_t i = span.first; i < span.last; i += G) {
+    int64_t value[G];
+    TC_UNROLL
+    for (int j = 0; j < G; ++j) value[j] = next[j];
+    LoadIndexGroup<G>(indices, d.index_bytes, i + G, span.last, next);
+    int64_t row[G];
+    bool use[G];  // position i + j is in the bag and names a row that is not the padding row
+    TC_UNROLL
+    for (int j = 0; j < G; ++j) {
+      row[j] = 0;
+      use[j] = false;
+      if (i + j < span.last) {
+        if (!core::NormalizeIndex(value[j], d.rows, &row[j])) {
+          LowerFlag(flag, static_cast<unsigned long long>(i + j));
+          return;
+        }
+        use[j] = !core::IsPaddingRow(row[j], d.padding_row);
+      }
     }
-    if (core::IsPaddingRow(row, d.padding_row)) continue;
-    Acc x[kE];
-    TC_BAG_UNROLL
-    for (int k = 0; k < kE; ++k) x[k] = Acc(0);
-    Piece<kE>::Load(params + row * row_bytes, d.dim, e0, n, x);
-    if (d.unpooled) {  // a gather: the row as read (a bag holds exactly this one index)
-      TC_BAG_UNROLL
-      for (int k = 0; k < kE; ++k) {
-        if (k < n) StoreElem<Elem>(to + k * kSize, x[k]);
+    RawPiece raw[G];
+    Acc w[G];
+    TC_UNROLL
+    for (int j = 0; j < G; ++j) {
+      w[j] = Acc(0);
+      if (!use[j]) continue;
+      Piece<kE>::Fetch(params + row[j] * row_bytes, d.dim, e0, n, raw[j]);
+      if constexpr (kReduce == Reduce::kWeighted) {
+        w[j] = d.weights == kBagWeightsFloat32
+                   ? static_cast<Acc>(LoadElem<core::NativeElem<float>>(weights + (i + j) * 4))
+                   : LoadElem<Elem>(weights + (i + j) * kSize);
       }
-      return;
     }
-    if constexpr (kReduce == Reduce::kWeighted) {
-      const Acc w = d.weights == kBagWeightsFloat32
-                        ? static_cast<Acc>(LoadElem<core::NativeElem<float>>(weights + i * 4))
-                        : LoadElem<Elem>(weights + i * kSize);
-      core::AddWeight(stats, w);
-      TC_BAG_UNROLL
-      for (int k = 0; k < kE; ++k) {
-        if (k < n) acc[k] = core::AccumulateWeighted(acc[k], w, x[k]);
+    TC_UNROLL
+    for (int j = 0; j < G; ++j) {
+      if (!use[j]) continue;
+      Acc x[kE];
+      TC_UNROLL
+      for (int k = 0; k < kE; ++k) x[k] = Acc(0);
+      Piece<kE>::Decode(raw[j], n, x);
+      if (d.unpooled) {  // a gather: the row as read (a bag holds exactly this one index)
+        TC_UNROLL
+        for (int k = 0; k < kE; ++k) {
+          if (k < n) StoreElem<Elem>(to + k * kSize, x[k]);
+        }
+        return;
       }
-    } else if constexpr (kReduce == Reduce::kMax) {
-      const bool first_row = stats.count == 0;
-      ++stats.count;
-      TC_BAG_UNROLL
-      for (int k = 0; k < kE; ++k) {
-        if (k < n) acc[k] = core::AccumulateMax(acc[k], x[k], first_row);
-      }
-    } else {
-      ++stats.count;
-      TC_BAG_UNROLL
-      for (int k = 0; k < kE; ++k) {
-        if (k < n) acc[k] = core::AccumulateUnweighted(acc[k], x[k]);
+      if constexpr (kReduce == Reduce::kWeighted) {
+        core::AddWeight(stats, w[j]);
+        TC_UNROLL
+        for (int k = 0; k < kE; ++k) {
+          if (k < n) acc[k] = core::AccumulateWeighted(acc[k], w[j], x[k]);
+        }
+      } else if constexpr (kReduce == Reduce::kMax) {
+        const bool first_row = stats.count == 0;
+        ++stats.count;
+        TC_UNROLL
+        for (int k = 0; k < kE; ++k) {
+          if (k < n) acc[k] = core::AccumulateMax(acc[k], x[k], first_row);
+        }
+      } else {
+        ++stats.count;
+        TC_UNROLL
+        for (int k = 0; k < kE; ++k) {
+          if (k < n) acc[k] = core::AccumulateUnweighted(acc[k], x[k]);
+        }
       }
     }
   }
   // core::BagResult, with the divisor computed once for the piece (as the CPU does per bag).
   if (stats.count == 0) {
-    TC_BAG_UNROLL
+    TC_UNROLL
     for (int k = 0; k < kE; ++k) {
       if (k < n) StoreElem<Elem>(to + k * kSize, Acc(0));
     }
   } else if (core::ModeDivides(mode)) {
     const Acc divisor = core::BagDivisor(mode, kReduce == Reduce::kWeighted, stats);
-    TC_BAG_UNROLL
+    TC_UNROLL
     for (int k = 0; k < kE; ++k) {
       if (k < n) StoreElem<Elem>(to + k * kSize, core::CanonicalNan(acc[k] / divisor));
     }
   } else {
-    TC_BAG_UNROLL
+    TC_UNROLL
     for (int k = 0; k < kE; ++k) {
       if (k < n) StoreElem<Elem>(to + k * kSize, core::CanonicalNan(acc[k]));
     }

@@ -52,6 +52,8 @@ BatchLayout PlanBatch(absl::Span<const core::GatherPlan* const> plans,
     d.vector_bytes = VectorBytes(d.slice_bytes);
     d.chunks_per_row = static_cast<uint32_t>(d.slice_bytes / d.vector_bytes);
     d.index_bytes = static_cast<uint32_t>(core::ElementSize(p.index_dtype));
+    layout.uniform_vector_bytes =
+        i == 0 || layout.uniform_vector_bytes == d.vector_bytes ? d.vector_bytes : 0;
     d.unit_begin = units;
     d.units = static_cast<uint64_t>(p.output_rows()) * d.chunks_per_row;
     units += d.units;

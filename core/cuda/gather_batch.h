@@ -40,6 +40,9 @@ struct BatchLayout {
   // Whether unit and row arithmetic fits 32 bits: total_units, every task's output rows and
   // chunks below 2^31 (the kernel then divides in 32 bits).
   bool fits_32bit = true;
+  // The vector_bytes of every task when they all have the same (the kernel then copies in
+  // typed vectors of that width, several units per thread: gather_kernel.h); 0 when they differ.
+  uint32_t uniform_vector_bytes = 0;
 };
 
 // Plans the layout of `plans` (one per task, in order). `resident_params` is empty, or holds
@@ -47,8 +50,9 @@ struct BatchLayout {
 // table's copy on the batch's device (GatherDesc::params_address; the input buffer then has
 // no params region for the task, so the table never travels), else nullptr.
 // REQUIRES: every plan has a fixed-size dtype of element size 1, 2, 4, 8 or 16, and
-// output_rows() > 0 and slice > 0 (the executor answers the others on the CPU); a resident
-// address points to the plan's params bytes, 256-byte aligned.
+// output_rows() > 0 and slice > 0, and GatherSliceFitsKernel(slice_bytes()) (the executor
+// answers the others on the CPU); a resident address points to the plan's params bytes,
+// 256-byte aligned.
 BatchLayout PlanBatch(absl::Span<const core::GatherPlan* const> plans,
                       absl::Span<const void* const> resident_params = {});
 

@@ -205,6 +205,7 @@ StreamSlot::DevicePass StreamSlot::GatherPass(const batching::Batch& tasks) cons
   args.descs_offset = layout.descs_offset;
   args.dims_offset = layout.dims_offset;
   args.flags_offset = layout.flags_offset;
+  args.uniform_vector_bytes = layout.uniform_vector_bytes;
   pass.launch = [args](const uint8_t* input, uint8_t* output, int sm_count, cudaStream_t stream) {
     return LaunchGatherBatch(args, input, output, sm_count, stream);
   };

@@ -2,9 +2,9 @@
 //
 // What the batch kernels (gather_unit.h, bag_unit.h) share, as TC_HOST_DEVICE functions
 // compiled into the kernels and into their host twins: the "no bad index" flag value, the
-// atomic lowering of a task's flag, and finding the task that holds a work unit. A batch's
-// units are numbered across its tasks; each descriptor's unit_begin says where its own start.
-// No CUDA runtime calls and no Abseil here.
+// atomic lowering of a task's flag, finding the task that holds a work unit, and TC_UNROLL. A
+// batch's units are numbered across its tasks; each descriptor's unit_begin says where its own
+// start. No CUDA runtime calls and no Abseil here.
 //
 // Thread-safety: pure functions; the flag update is atomic on the device.
 
@@ -17,6 +17,14 @@
 
 #if defined(__CUDA_ARCH__)
 #define TC_DEVICE_CODE 1
+#endif
+
+// Unrolls the loop that follows in device code (its small arrays then live in registers); a
+// plain loop on the host.
+#if defined(TC_DEVICE_CODE)
+#define TC_UNROLL _Pragma("unroll")
+#else
+#define TC_UNROLL
 #endif
 
 namespace tensorcompute::cuda {

@@ -281,6 +281,89 @@ TEST(RunBagBatchOnHost, BadIndicesGiveTheCpusError) {
   EXPECT_GT(bad, 100);
 }
 
+// Bags much longer than the rows a unit has in flight (kBagRowsInFlight), of lengths that are
+// and are not multiples of it, with padding rows and weights: the CPU's bytes (the order of
+// the additions is the CPU's whatever the grouping).
+TEST(RunBagBatchOnHost, LongBagsGiveTheCpusBytes) {
+  Rng rng(0x10a9);
+  int checked = 0;
+  for (EmbeddingBagMode mode : kModes) {
+    for (DataType dtype : kFloatTypes) {
+      std::vector<EmbeddingBagCase> requests;
+      for (int i = 0; i < 3; ++i) {
+        RandomBagOptions options;
+        options.mode = mode;
+        options.dtype = dtype;
+        options.weighted = i == 1 && mode != EmbeddingBagMode::kMax;
+        options.form = kForms[i];
+        options.bags = testing::UniformInt(rng, 1, 3);
+        options.max_rows = 200;
+        options.max_dim = 24;
+        options.max_bag_size = 3000;
+        options.empty_bag_probability = 0;
+        options.padding_probability = 0.8;
+        requests.push_back(RandomEmbeddingBagCase(options, rng));
+      }
+      const std::vector<absl::StatusOr<core::Tensor>> got = RunBatch(requests);
+      ASSERT_EQ(got.size(), requests.size());
+      for (size_t i = 0; i < requests.size(); ++i) {
+        ASSERT_THAT(got[i], IsOk()) << requests[i].DebugString();
+        ASSERT_TRUE(SameAsCpu(got[i], requests[i]));
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 4 * 3);
+}
+
+// A bad value after padding rows and good rows of the same group of rows in flight, and
+// another later: the unit stops at the first, which is the error, as on the CPU.
+TEST(RunBagBatchOnHost, TheFirstBadValueOfAGroupOfRowsIsTheError) {
+  std::vector<EmbeddingBagCase> requests(2);
+  requests[0].params = testing::MakeTensor<float>({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  // Fixed bags of 5: bag 1 holds positions 5..9; padding row 3 at 5 and 6, bad 4 at 8, -9 at 9.
+  requests[0].indices =
+      testing::MakeIndices(DataType::kInt64, {2, 5}, {0, 1, 2, 3, 0, 3, -1, 2, 4, -9});
+  requests[0].options.padding_idx = 3;
+  requests[1].params = requests[0].params.Clone();
+  requests[1].indices = testing::MakeIndices(DataType::kInt32, {7}, {1, 2, 3, 0, 1, 2, 7});
+  requests[1].offsets = testing::MakeIndices(DataType::kInt32, {2}, {0, 3});
+  requests[1].options.mode = EmbeddingBagMode::kMax;
+  const std::vector<absl::StatusOr<core::Tensor>> got = RunBatch(requests);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_THAT(got[0], testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                        ::testing::Eq("indices[1,3] = 4 is not in [-4, 4)")));
+  EXPECT_THAT(got[1], testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                        ::testing::Eq("indices[6] = 7 is not in [-4, 4)")));
+  for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(SameAsCpu(got[i], requests[i]));
+}
+
+// A RawPiece holds a piece's elements in order, whatever their size and count.
+TEST(RawPiece, FetchKeepsTheElementsInOrder) {
+  uint8_t row[16];
+  for (int i = 0; i < 16; ++i) row[i] = static_cast<uint8_t>(0x10 + i * 7);
+  for (int n = 0; n <= 4; ++n) {
+    bag_internal::RawPiece bytes, halves;
+    bag_internal::FetchRaw<1, 4>(row, n, bytes);
+    bag_internal::FetchRaw<2, 4>(row, n, halves);
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_EQ(bag_internal::RawBits<1>(bytes, k), k < n ? row[k] : 0) << n << " " << k;
+      uint16_t h = 0;
+      if (k < n) std::memcpy(&h, row + 2 * k, 2);
+      EXPECT_EQ(bag_internal::RawBits<2>(halves, k), h) << n << " " << k;
+    }
+  }
+  for (int n = 0; n <= 2; ++n) {
+    bag_internal::RawPiece doubles;
+    bag_internal::FetchRaw<8, 2>(row, n, doubles);
+    for (int k = 0; k < 2; ++k) {
+      uint64_t v = 0;
+      if (k < n) std::memcpy(&v, row + 8 * k, 8);
+      EXPECT_EQ(bag_internal::RawBits<8>(doubles, k), v) << n << " " << k;
+    }
+  }
+}
+
 TEST(RunBagBatchOnHost, TheErrorHasTheCpusWords) {
   std::vector<EmbeddingBagCase> requests(2);
   requests[0].params = testing::MakeTensor<float>({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});

@@ -8,6 +8,7 @@
 #include "core/cuda/gather_batch.h"
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "gtest/gtest.h"
 
 #include "core/gather_plan.h"
+#include "core/index_math.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
 #include "tests/testing/status_matchers.h"
@@ -32,12 +34,17 @@ absl::StatusOr<core::GatherPlan> Plan(const GatherRequest& r) {
               : core::PlanGather(r.params.view(), r.indices.view(), r.axis, r.batch_dims);
 }
 
-// Runs `requests` as one batch through the host twin of the device pass; returns each task's
-// result. Tasks marked in `resident` read their params in place, as from a resident table's
-// device copy (the host pointer stands for the device address).
+// Runs `requests` as one batch through the host twin of the device pass (or `run`); returns
+// each task's result. Tasks marked in `resident` read their params in place, as from a resident
+// table's device copy (the host pointer stands for the device address). How a batch's units are run
+// over host copies of its buffers: RunBatchOnHost, or another order of the same steps.
+using BatchRunner =
+    std::function<void(const BatchLayout& layout, const uint8_t* input, uint8_t* output)>;
+
 std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<GatherRequest>& requests,
                                                    bool force_64bit = false,
-                                                   const std::vector<bool>& resident = {}) {
+                                                   const std::vector<bool>& resident = {},
+                                                   BatchRunner run = RunBatchOnHost) {
   std::vector<core::GatherPlan> plans;
   std::vector<core::TensorView> params, indices;
   for (const GatherRequest& r : requests) {
@@ -61,7 +68,7 @@ std::vector<absl::StatusOr<core::Tensor>> RunBatch(const std::vector<GatherReque
   std::vector<uint8_t> input(layout.input_bytes, 0xAB), output(layout.output_bytes, 0xCD);
   PackInput(layout, param_ptrs, index_ptrs, input.data());
   ResetFlags(layout, output.data());
-  RunBatchOnHost(layout, input.data(), output.data());
+  run(layout, input.data(), output.data());
   std::vector<absl::StatusOr<core::Tensor>> results;
   for (size_t i = 0; i < plans.size(); ++i) {
     auto out = core::Tensor::Allocate(plans[i].dtype, plans[i].output_shape);
@@ -106,6 +113,125 @@ TEST(VectorBytes, IsTheWidestPowerOfTwoDividingTheSlice) {
   EXPECT_EQ(VectorBytes(24), 8u);
   EXPECT_EQ(VectorBytes(48), 16u);
   EXPECT_EQ(VectorBytes(4096), 16u);
+}
+
+// The unrolled kernel (gather_kernel.cu) on the host: a grid of `blocks` blocks of `threads`
+// threads, block b taking tiles of kGroup x threads units, each thread running GatherUnitGroup
+// on its units of each tile (spaced `threads` apart). Every task's vector_bytes is W.
+constexpr int kGroup = 4;  // gather_kernel.h's kGatherUnroll
+
+template <typename I, int W>
+void RunUnrolledGridAs(const BatchLayout& layout, const uint8_t* in, uint8_t* out, I blocks,
+                       I threads) {
+  const auto* descs = reinterpret_cast<const GatherDesc*>(in + layout.descs_offset);
+  const auto* dims = reinterpret_cast<const int64_t*>(in + layout.dims_offset);
+  auto* flags = reinterpret_cast<unsigned long long*>(out + layout.flags_offset);
+  const int n = static_cast<int>(layout.descs.size());
+  const I total = static_cast<I>(layout.total_units);
+  const I tile = kGroup * threads;
+  for (I b = 0; b < blocks; ++b) {
+    for (I x = 0; x < threads; ++x) {
+      for (I base = b * tile + x; base < total; base += blocks * tile) {
+        GatherUnitGroup<I, kGroup, MemcpyChunk<W>>(descs, n, dims, base, threads, total, in, out,
+                                                   flags);
+      }
+    }
+  }
+}
+
+template <typename I>
+void RunUnrolledGrid(const BatchLayout& layout, const uint8_t* in, uint8_t* out, I blocks,
+                     I threads) {
+  switch (layout.uniform_vector_bytes) {
+    case 16:
+      return RunUnrolledGridAs<I, 16>(layout, in, out, blocks, threads);
+    case 8:
+      return RunUnrolledGridAs<I, 8>(layout, in, out, blocks, threads);
+    case 4:
+      return RunUnrolledGridAs<I, 4>(layout, in, out, blocks, threads);
+    case 2:
+      return RunUnrolledGridAs<I, 2>(layout, in, out, blocks, threads);
+    case 1:
+      return RunUnrolledGridAs<I, 1>(layout, in, out, blocks, threads);
+    default:
+      FAIL() << "the unrolled kernel needs tasks of one vector width";
+  }
+}
+
+// A plan of `dtype` params [rows, width] gathered along axis 0 by `n` int32 indices.
+struct SimpleTask {
+  GatherRequest request;
+  core::GatherPlan plan;
+  SimpleTask(core::DataType dtype, int64_t width, Rng& rng) {
+    request.params = testing::RandomTensor(dtype, {5, width}, rng);
+    request.indices = testing::MakeIndices(core::DataType::kInt32, {3}, {4, 0, -2});
+    request.axis = 0;
+    plan = *Plan(request);
+  }
+};
+
+BatchLayout PlanOf(const std::vector<const SimpleTask*>& tasks) {
+  std::vector<const core::GatherPlan*> plans;
+  for (const SimpleTask* t : tasks) plans.push_back(&t->plan);
+  return PlanBatch(plans);
+}
+
+TEST(GatherSliceFitsKernel, ARowMustSplitIntoAtMostUint32MaxChunks) {
+  constexpr int64_t kMax = UINT32_MAX;
+  EXPECT_TRUE(GatherSliceFitsKernel(1));
+  EXPECT_FALSE(GatherSliceFitsKernel(int64_t{1} << 40));  // 2^36 chunks of 16 bytes
+  EXPECT_FALSE(GatherSliceFitsKernel((kMax + 1) * 16));   // 2^32 chunks of 16 bytes
+  EXPECT_TRUE(GatherSliceFitsKernel(kMax * 16));          // UINT32_MAX chunks of 16 bytes
+  EXPECT_TRUE(GatherSliceFitsKernel(kMax));               // odd: UINT32_MAX chunks of 1 byte
+  EXPECT_FALSE(GatherSliceFitsKernel(kMax + 2));          // odd: 2^32 + 1 chunks of 1 byte
+  EXPECT_FALSE(GatherSliceFitsKernel((kMax + 2) * 2));    // 2^32 + 1 chunks of 2 bytes
+  EXPECT_TRUE(GatherSliceFitsKernel(int64_t{3} << 31));   // 3 * 2^27 chunks of 16 bytes
+}
+
+TEST(PlanBatch, UniformVectorBytesIsTheTasksCommonWidthOrZero) {
+  Rng rng(5);
+  const SimpleTask wide(core::DataType::kFloat32, 8, rng);    // rows of 32 bytes: 16
+  const SimpleTask wide2(core::DataType::kFloat64, 6, rng);   // rows of 48 bytes: 16
+  const SimpleTask narrow(core::DataType::kFloat32, 3, rng);  // rows of 12 bytes: 4
+  const SimpleTask odd(core::DataType::kInt8, 7, rng);        // rows of 7 bytes: 1
+  EXPECT_EQ(PlanOf({&wide}).uniform_vector_bytes, 16u);
+  EXPECT_EQ(PlanOf({&wide, &wide2, &wide}).uniform_vector_bytes, 16u);
+  EXPECT_EQ(PlanOf({&narrow}).uniform_vector_bytes, 4u);
+  EXPECT_EQ(PlanOf({&odd, &odd}).uniform_vector_bytes, 1u);
+  EXPECT_EQ(PlanOf({&wide, &narrow}).uniform_vector_bytes, 0u);
+  EXPECT_EQ(PlanOf({&wide, &wide2, &odd}).uniform_vector_bytes, 0u);
+  EXPECT_EQ(PlanOf({&narrow, &wide, &narrow}).uniform_vector_bytes, 0u);
+}
+
+// LocateGatherUnit's shortcuts (one chunk per row, outer 1) give what the general arithmetic
+// (core/index_math.h's DecomposeOutputRow) gives.
+TEST(LocateGatherUnit, AgreesWithTheIndexMath) {
+  for (int64_t outer : {1, 2, 5}) {
+    for (int64_t num_indices : {1, 3, 7}) {
+      for (uint32_t chunks : {1u, 2u, 9u}) {
+        GatherDesc d{};
+        d.outer = outer;
+        d.num_indices = num_indices;
+        d.chunks_per_row = chunks;
+        const uint64_t units = uint64_t{2} * outer * num_indices * chunks;  // batch 2
+        for (uint64_t u = 0; u < units; ++u) {
+          const GatherUnitSite<uint32_t> s32 =
+              LocateGatherUnit<uint32_t>(d, static_cast<uint32_t>(u));
+          const GatherUnitSite<uint64_t> s64 = LocateGatherUnit<uint64_t>(d, u);
+          const int64_t r = static_cast<int64_t>(u / chunks);
+          const core::RowSource source = core::DecomposeOutputRow(r, outer, num_indices);
+          EXPECT_EQ(s64.r, static_cast<uint64_t>(r));
+          EXPECT_EQ(s64.chunk, u % chunks);
+          EXPECT_EQ(s64.block, static_cast<uint64_t>(source.block));
+          EXPECT_EQ(s64.tuple, static_cast<uint64_t>(source.tuple));
+          EXPECT_EQ(s32.r, s64.r);
+          EXPECT_EQ(s32.chunk, s64.chunk);
+          EXPECT_EQ(s32.block, s64.block);
+          EXPECT_EQ(s32.tuple, s64.tuple);
+        }
+      }
+    }
+  }
 }
 
 TEST(FindTask, FindsTheTaskHoldingEachUnit) {
@@ -166,6 +292,44 @@ TEST(RunBatchOnHost, RandomBatchesAgreeWithTheReference) {
       SCOPED_TRACE(requests[i].DebugString());
       EXPECT_TRUE(testing::AgreesWithReference(results[i], testing::RunReference(requests[i])));
     }
+  }
+}
+
+// The unrolled kernel's per-thread work (GatherUnitGroup), over grids of every shape (one
+// thread, tiles straddling tasks, threads with fewer than kGroup units, more threads than
+// units), on batches of one vector width: the reference's bytes and errors.
+TEST(GatherUnitGroup, SimulatedGridsAgreeWithTheReference) {
+  Rng rng(2026);
+  int batches = 0;
+  while (batches < 300) {
+    std::vector<GatherRequest> requests;
+    std::vector<bool> resident;
+    uint32_t width = 0;
+    const int n = static_cast<int>(testing::UniformInt(rng, 1, 6));
+    for (int tries = 0; tries < 60 && static_cast<int>(requests.size()) < n; ++tries) {
+      GatherRequest r = RandomGpuRequest(rng, testing::Chance(rng, 0.2));
+      const uint32_t w = VectorBytes(Plan(r)->slice_bytes());
+      if (width != 0 && w != width) continue;
+      width = w;
+      requests.push_back(std::move(r));
+      resident.push_back(testing::Chance(rng, 0.3));
+    }
+    const bool wide = batches % 2 == 0;
+    const auto blocks = static_cast<uint32_t>(testing::UniformInt(rng, 1, 5));
+    const auto threads = static_cast<uint32_t>(testing::UniformInt(rng, 1, 9));
+    const auto results = RunBatch(requests, wide, resident,
+                                  [&](const BatchLayout& layout, const uint8_t* in, uint8_t* out) {
+                                    if (layout.fits_32bit) {
+                                      RunUnrolledGrid<uint32_t>(layout, in, out, blocks, threads);
+                                    } else {
+                                      RunUnrolledGrid<uint64_t>(layout, in, out, blocks, threads);
+                                    }
+                                  });
+    for (size_t i = 0; i < requests.size(); ++i) {
+      SCOPED_TRACE(requests[i].DebugString());
+      EXPECT_TRUE(testing::AgreesWithReference(results[i], testing::RunReference(requests[i])));
+    }
+    ++batches;
   }
 }
 
