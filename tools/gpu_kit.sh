@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds, here, what a GPU machine runs, and packs it into gpu-kit/ (ignored by git): the CUDA
-# and server tests, the server, the CLI and the kernel benchmark, stripped, with every shared
+# and server tests, the server, the CLI, the kernel benchmark and the RPC benchmark (the server
+# against a gRPC echo of the same bytes), stripped, with every shared
 # library they load except the C library's and the NVIDIA driver's, and run.sh
 # (tools/gpu_kit_run.sh). A GPU machine needs nothing else installed: no build, no packages.
 #
@@ -22,6 +23,7 @@ binaries=(
   tests/cuda/cuda_fake_test
   tests/server/server_test
   tests/bench/cuda_gather_bench
+  tests/bench/rpc_bench
 )
 
 cmake -S . -B "$build" -G Ninja -DTC_CUDA=ON > /dev/null

@@ -15,8 +15,10 @@
 #   3. the server tests with TC_TEST_DEVICE=gpu (server_test, in parallel shards), same rule;
 #   4. CPU and GPU byte for byte on random requests (GpuServerTest.*, in step 3's binary);
 #   5. compute-sanitizer --tool memcheck over the CUDA tests (a refusal is reported, not fatal);
-#   6. the benchmarks: the kernels against a device-to-device copy (cuda_gather_bench), and
-#      batching on against --max_batch_size=1 at concurrency 64 through the server.
+#   6. the benchmarks: the kernels against a device-to-device copy (cuda_gather_bench); the
+#      server against a gRPC echo of the same bytes, resident tables by name with and without
+#      batching and inline (rpc_bench); batching on against --max_batch_size=1 at concurrency
+#      64 through the CLI's load tester; a 4 GiB table uploaded to the GPU against to the CPU.
 # Tests that can only pass without a device are left out by name (*WithoutADevice*,
 # *WithoutAUsableGpu*, *WithoutAGpu*); any other skip counts as a failure.
 #
@@ -134,7 +136,7 @@ for candidate in compute-sanitizer /usr/local/cuda/bin/compute-sanitizer; do
 done
 if [ -n "$sanitizer" ]; then
   timeout -k 5 200 "$sanitizer" --tool memcheck --error-exitcode 99 --leak-check no \
-    "$kit/bin/cuda_test" --gtest_filter="CudaExecutor*:$device_only_filter" \
+    "$kit/bin/cuda_test" --gtest_filter="$device_only_filter" \
     > "$out/sanitizer.log" 2>&1 &
   sanitizer_pid=$!
 fi
@@ -162,7 +164,7 @@ else
 fi
 took
 
-step "5. compute-sanitizer --tool memcheck over the CUDA executor tests"
+step "5. compute-sanitizer --tool memcheck over the CUDA tests"
 if [ -z "$sanitizer" ]; then
   say "- compute-sanitizer is not on this machine"
 else
@@ -181,7 +183,7 @@ took
 # ---- 6. benchmarks ---------------------------------------------------------------------------
 step "6. Benchmarks"
 say "### Kernels against a device-to-device copy (cuda_gather_bench)"
-timeout -k 5 100 "$kit/bin/cuda_gather_bench" > "$out/bench.log" 2>&1
+timeout -k 5 150 "$kit/bin/cuda_gather_bench" > "$out/bench.log" 2>&1
 rc=$?
 say '```'; cat "$out/bench.log" >> "$report"; say '```'
 [ $rc = 0 ] || { say "- cuda_gather_bench exit $rc"; failed=1; }
@@ -232,21 +234,27 @@ with open(path, "wb") as f:
 PY
 }
 
-say "### End to end: small requests at concurrency 64, batching on against --max_batch_size=1"
+say "### The server against a gRPC echo of the same bytes (rpc_bench --device=gpu, C = 64)"
+say "Inline requests (params travel), then a resident 1 GiB table of 256 B rows by name with"
+say "batching, by name with --max_batch_size=1, and inline with the rows it touches."
+say '```'
+timeout -k 5 100 "$kit/bin/rpc_bench" --device=gpu --concurrency=64 --cases=small,1MiB \
+  --repetitions=3 --duration_s=2 >> "$report" 2>> "$out/e2e.log" || { say "rpc_bench failed"; failed=1; }
+timeout -k 5 120 "$kit/bin/rpc_bench" --device=gpu --embedding --table_mib=1024 --concurrency=64 \
+  --lookups=16,256 --repetitions=3 --duration_s=2 >> "$report" 2>> "$out/e2e.log" \
+  || { say "rpc_bench --embedding failed"; failed=1; }
+say '```'
+
+say "### End to end through the CLI's load tester: batching on against --max_batch_size=1 (C = 64)"
+say "A resident float32 [1024, 64] table, 16 rows a call by name; and the same rows inline."
+npy "$work/small.npy" 1024 64 random
 for mbs in 32 1; do
   start_server "mbs$mbs" --device=gpu --max_batch_size=$mbs
-  load "max_batch_size=$mbs" --rows 1024 --slice 64 --indices 16
+  "$cli" put small --target 127.0.0.1:$port --input "$work/small.npy" >> "$out/e2e.log" 2>&1 || failed=1
+  load "max_batch_size=$mbs, resident" --params-name small --indices 16
+  [ $mbs = 1 ] || load "max_batch_size=$mbs, inline" --rows 1024 --slice 64 --indices 16
   stop_server "mbs$mbs"
 done
-
-say "### Resident table on the GPU against the same table inline (float32 [1024, 64], 16 rows a call)"
-npy "$work/small.npy" 1024 64 random
-start_server resident --device=gpu
-"$cli" put small --target 127.0.0.1:$port --input "$work/small.npy" >> "$out/e2e.log" 2>&1 || failed=1
-load "resident" --params-name small --indices 16
-load "inline" --rows 1024 --slice 64 --indices 16
-load "embedding-bag resident, bags of 8" --op embedding-bag --params-name small --indices 64 --bag-size 8
-stop_server resident
 
 say "### A 4 GiB table uploaded: to the GPU (pinned chunks) against to the CPU, same server and wire"
 npy "$work/big.npy" 1048576 1024

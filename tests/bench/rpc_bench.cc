@@ -28,7 +28,7 @@
 // every non-OK answer during the run is counted, and any makes the exit status 1.
 //
 // Run: build/tests/bench/rpc_bench [--duration_s=2 --warmup_s=0.5 --repetitions=3
-//        --channels=4 --concurrency=1,16,64 --cases=small,1MiB,16MiB]
+//        --channels=4 --concurrency=1,16,64 --cases=small,1MiB,16MiB --device=auto]
 //      It prints Markdown tables (docs/performance.md takes them verbatim) and progress on
 //      stderr; --only=tensorcompute or --only=echo runs one side alone, for a profiler;
 //      --echo_streamed registers the echo's Gather as tensorcompute-server registers it
@@ -80,6 +80,8 @@ ABSL_FLAG(double, max_duration_s, 30.0, "measured seconds per point at most");
 ABSL_FLAG(std::string, only, "",
           "measure only this server (tensorcompute or echo), e.g. under a profiler; the table "
           "then shows 0 for the other");
+ABSL_FLAG(std::string, device, "auto",
+          "tensorcompute-server's --device: auto, cpu or gpu (the GPU kit runs --device=gpu)");
 ABSL_FLAG(int, cpu_threads, 0,
           "tensorcompute-server's cpu_threads (0, the default: one per core); for diagnosis");
 ABSL_FLAG(int64_t, inline_compute_bytes, -1,
@@ -325,9 +327,10 @@ EmbeddingCase MakeEmbeddingCase(const core::Tensor& table, int64_t lookups) {
   return c;
 }
 
-// The diagnosis flags that set tensorcompute-server's options (--cpu_threads,
+// The flags that set tensorcompute-server's options (--device, --cpu_threads,
 // --inline_compute_bytes), for every server the benchmark starts.
 void ApplyServerFlags(server::ServerOptions* options) {
+  options->device = absl::GetFlag(FLAGS_device);
   options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   if (absl::GetFlag(FLAGS_inline_compute_bytes) >= 0) {
     options->inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
