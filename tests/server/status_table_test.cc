@@ -221,7 +221,10 @@ TEST(StatusTable, DeadlinePassingBehindABusyExecutorIsDeadlineExceededAndNeverCo
   // Deadline admission off: with it, the server refuses the GatherNd up front (UNAVAILABLE,
   // "an expected wait of ... longer than the ... left") whenever its estimate of the backlog
   // is right, which on a fast machine was every round; that path has its own tests.
+  // On the CPU whatever TC_TEST_DEVICE says: the backlog is one executor thread's, and a GPU
+  // (four streams, a 32 MiB gather in about a millisecond) never builds one.
   ServerOptions options = TestOptions();
+  options.device = "cpu";
   options.cpu_threads = 1;
   options.max_batch_size = 1;
   options.deadline_admission = false;
