@@ -1,10 +1,9 @@
 #include "core/cuda/task_routing.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/cuda/gather_unit.h"
-#include "core/embedding_bag_math.h"
+#include "core/embedding_bag_kernels.h"
 
 namespace tensorcompute::cuda {
 
@@ -48,23 +47,13 @@ const void* ResidentParams(const batching::Task& task, int ordinal) {
 int64_t LongestBag(const core::EmbeddingBagPlan& plan, const core::TensorView& offsets) {
   if (plan.bags <= 0) return 0;
   if (plan.fixed_bags()) return plan.bag_size;
-  const uint8_t* data = offsets.data.data();
-  const bool wide = plan.offsets_dtype == core::DataType::kInt64;
-  auto offset_at = [data, wide](int64_t i) -> int64_t {
-    if (wide) {
-      int64_t v;
-      std::memcpy(&v, data + i * 8, 8);
-      return v;
-    }
-    int32_t v;
-    std::memcpy(&v, data + i * 4, 4);
-    return v;
-  };
-  const int64_t num_offsets = static_cast<int64_t>(offsets.data.size()) / (wide ? 8 : 4);
+  core::BagViews views;
+  views.offsets = offsets.data.data();
+  views.num_offsets = static_cast<int64_t>(offsets.data.size()) /
+                      static_cast<int64_t>(core::ElementSize(plan.offsets_dtype));
   int64_t longest = 0;
   for (int64_t b = 0; b < plan.bags; ++b) {
-    const core::BagSpan span =
-        core::BagBounds(b, false, 0, num_offsets, plan.num_indices, offset_at);
+    const core::BagSpan span = core::BagRange(plan, views, b);
     longest = std::max(longest, span.last - span.first);
   }
   return longest;
