@@ -1,5 +1,6 @@
 #include "tests/server/test_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -119,19 +120,31 @@ absl::StatusOr<core::Tensor> Call(Stub& stub, const testing::GatherRequest& requ
   return DecodeOutput(status, response.output());
 }
 
-absl::Status PutTensor(Stub& stub, const std::string& name, const core::Tensor& tensor) {
+absl::Status PutTensor(Stub& stub, const std::string& name, const core::Tensor& tensor,
+                       v1::TableStorage storage, int64_t chunk_bytes) {
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(absl::Seconds(60)));
   v1::PutTensorResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::PutTensorRequest>> writer =
       stub.PutTensor(&context, &response);
-  v1::PutTensorRequest message;
-  message.set_name(name);
-  message.set_dtype(proto::ToProtoDataType(tensor.dtype()));
-  for (int64_t d : tensor.shape()) message.add_shape(d);
-  message.set_replace(true);
-  message.set_data(reinterpret_cast<const char*>(tensor.bytes().data()), tensor.bytes().size());
-  writer->Write(message);
+  const absl::Span<const uint8_t> bytes = tensor.bytes();
+  const size_t chunk = chunk_bytes > 0 ? static_cast<size_t>(chunk_bytes) : bytes.size();
+  size_t offset = 0;
+  do {
+    v1::PutTensorRequest message;
+    if (offset == 0) {
+      message.set_name(name);
+      message.set_dtype(proto::ToProtoDataType(tensor.dtype()));
+      for (int64_t d : tensor.shape()) message.add_shape(d);
+      message.set_replace(true);
+      message.set_storage(storage);
+    }
+    const size_t n = std::min(chunk, bytes.size() - offset);
+    message.set_offset(static_cast<int64_t>(offset));
+    message.set_data(reinterpret_cast<const char*>(bytes.data() + offset), n);
+    if (!writer->Write(message)) break;
+    offset += n;
+  } while (offset < bytes.size());
   writer->WritesDone();
   return ToAbsl(writer->Finish());
 }

@@ -68,9 +68,10 @@ v1::EmbeddingBagRequest ToEmbeddingBagProto(const testing::EmbeddingBagCase& c,
 absl::StatusOr<core::Tensor> Call(Stub& stub, const testing::GatherRequest& request,
                                   absl::Duration timeout = absl::Seconds(60));
 
-// Stores `tensor` as `name` on the server (replacing one of that name), in one PutTensor
-// message; returns the RPC's status.
-absl::Status PutTensor(Stub& stub, const std::string& name, const core::Tensor& tensor);
+// Stores `tensor` as `name` on the server (replacing one of that name), stored as `storage`,
+// in messages of at most `chunk_bytes` of data (0: one message); returns the RPC's status.
+absl::Status PutTensor(Stub& stub, const std::string& name, const core::Tensor& tensor,
+                       v1::TableStorage storage = v1::AS_IS, int64_t chunk_bytes = 0);
 
 // A valid, tiny Gather: params int32 [3] = {10, 20, 30}, indices int32 [2] = {2, 0}.
 v1::GatherRequest SmallGather();
