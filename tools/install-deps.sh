@@ -9,8 +9,8 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
-  # toolchain
-  g++ cmake ninja-build pkg-config
+  # toolchain; ccache keeps what was compiled for the next build (tools/ccache.sh)
+  g++ cmake ninja-build pkg-config ccache
   # cpack -G DEB computes the package's Depends with dpkg-shlibdeps, and finds the binaries
   # to scan with `file` (tests/package)
   dpkg-dev file
