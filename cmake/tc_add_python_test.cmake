@@ -5,7 +5,11 @@
 # TC_PYTHON_FOUND says whether there is one; without it, each folder registers one test that
 # says so and is reported as skipped (tc_add_python_test does it).
 #
-# tc_add_python_test(SCRIPT [TRITON] [FIXTURES <fixtures...>] [TIMEOUT <s>])
+# tc_add_python_test(SCRIPT [TRITON] [FIXTURES <fixtures...>] [TIMEOUT <s>] [COST <s>])
+#
+# COST: about how many seconds the test takes on a 2-core machine. `ctest -j` starts tests in
+# descending COST when it has no timings of its own (a clean clone), so the long ones start
+# first and none is left running alone at the end while the other core idles.
 #
 # TRITON: run it with the Python of .venv-triton instead (NVIDIA's tritonclient pins a protobuf
 # that .venv's grpcio-tools refuses, so install-deps.sh keeps it apart); without one, the test
@@ -36,7 +40,7 @@ endif()
 
 
 function(tc_add_python_test script)
-  cmake_parse_arguments(TC "TRITON" "TIMEOUT" "FIXTURES" ${ARGN})
+  cmake_parse_arguments(TC "TRITON" "TIMEOUT;COST" "FIXTURES" ${ARGN})
   set(python ${TC_PYTHON})
   if(TC_TRITON)
     set(python ${TC_TRITON_PYTHON})
@@ -68,5 +72,8 @@ function(tc_add_python_test script)
     TIMEOUT ${TC_TIMEOUT})
   if(TC_FIXTURES)
     set_tests_properties(python.${script} PROPERTIES FIXTURES_REQUIRED "${TC_FIXTURES}")
+  endif()
+  if(TC_COST)
+    set_tests_properties(python.${script} PROPERTIES COST ${TC_COST})
   endif()
 endfunction()
