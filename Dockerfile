@@ -54,20 +54,28 @@
 ARG BUILD_IMAGE=debian:12
 ARG RUNTIME_IMAGE=debian:12-slim
 
-FROM ${BUILD_IMAGE} AS build
+# The toolchain alone, a stage of its own so that a builder can keep it (deploy/test-image.sh
+# builds it with --target toolchain and tags it) and reinstall nothing next time.
+FROM ${BUILD_IMAGE} AS toolchain
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
 # The library packages of tools/install-deps.sh, without those for tests, style and Python.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      g++ cmake ninja-build pkg-config \
+      g++ cmake ninja-build pkg-config ccache \
       libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
       libspdlog-dev nlohmann-json3-dev libcli11-dev prometheus-cpp-dev libssl-dev \
       libboost1.81-dev \
  && rm -rf /var/lib/apt/lists/*
 
+FROM toolchain AS build
+SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
 WORKDIR /src
 COPY . .
+# The compiler cache (tools/ccache.sh): deploy/test-image.sh mounts the machine's here
+# (buildah bud --volume), so that the image's compile reuses earlier builds'; without a mount
+# it is a folder of the build stage only.
+ENV CCACHE_DIR=/ccache
 ARG JOBS=2
 ARG CUDA=OFF
 ARG CUDA_ARCHITECTURES=90

@@ -17,8 +17,10 @@
 #     tests/deploy/edge_test.py against the pair (tritonclient over TLS, and hostile clients:
 #     bodies, header floods, slow and idle connections, HTTP/2 rapid reset; none reaches the
 #     server unbounded), with .venv-triton's Python; both stop cleanly.
-# Everything it creates is removed on exit, except the base images (TC_KEEP_BASE=0 removes
-# them too; the next run makes them again from the cache in a few seconds). Prints the image
+# Everything it creates is removed on exit, except the base images and the Dockerfile's
+# toolchain stage (TC_KEEP_BASE=0 removes them too; the next run makes the base images again
+# from the cache in a few seconds, the toolchain with apt). The compile goes through this
+# machine's compiler cache (tools/ccache.sh), mounted into the build. Prints the image
 # size and the time of each step. TC_CLI=PATH: the CLI to use; TC_IMAGE=NAME: check that image
 # instead of building one; TC_DEBIAN_MIRROR: debootstrap's mirror.
 set -euo pipefail
@@ -27,6 +29,7 @@ repo=$(pwd)
 
 base=localhost/debian:12            # debootstrap minbase, apt sources as on this machine
 base_slim=localhost/debian:12-slim  # the same without docs, man pages and locales (debian:12-slim)
+toolchain=localhost/tensorcompute-toolchain:12  # the Dockerfile's toolchain stage, kept
 cache=/var/cache/tensorcompute/bookworm-minbase.tar
 # TC_IMAGE=NAME checks an image built before instead of building one (and keeps it).
 image=${TC_IMAGE:-localhost/tensorcompute:test-$$}
@@ -93,7 +96,11 @@ cleanup() {
   podman rm -f -t 0 "$container" "$edge" "$edge_server" >/dev/null 2>&1
   if [ -z "${TC_IMAGE:-}" ]; then podman rmi -f "$image" >/dev/null 2>&1; fi
   podman rmi -f "$edge_image" >/dev/null 2>&1
-  if [ "${TC_KEEP_BASE:-1}" = 0 ]; then podman rmi -f "$base" "$base_slim" >/dev/null 2>&1; fi
+  if [ "${TC_KEEP_BASE:-1}" = 0 ]; then
+    podman rmi -f "$toolchain" "$base" "$base_slim" >/dev/null 2>&1
+  fi
+  # The intermediate layers of this run's builds (--layers), the tagged images' excepted.
+  buildah rmi --prune >/dev/null 2>&1
   rm -rf "$work"
   if [ $rc -ne 0 ]; then echo "test-image: FAILED (exit $rc) after $((SECONDS - start)) s" >&2; fi
   exit $rc
@@ -183,12 +190,25 @@ done
 
 # ---- 4. build ------------------------------------------------------------------------------
 step "build $image (buildah bud, Dockerfile unchanged)"
+# The toolchain stage is built alone first and tagged ($toolchain, kept like the base images),
+# so that --layers finds its apt layer and the next build installs nothing; the layers this
+# build adds above it are pruned on exit. The compiler cache of this machine (tools/ccache.sh)
+# is mounted where the Dockerfile's CCACHE_DIR points.
+ccache_dir=${CCACHE_DIR:-/var/cache/tensorcompute/ccache}
+mkdir -p "$ccache_dir"
 # docker format: the OCI image format has no HEALTHCHECK, and buildah would drop it.
 # The whole log is kept; the steps, the compile progress and warnings are shown.
 build_image() {
   local rc
   set +e
-  buildah bud --isolation chroot --format docker \
+  if ! buildah bud --isolation chroot --format docker --layers --target toolchain \
+      --build-arg BUILD_IMAGE="$base" -f Dockerfile -t "$toolchain" . > "$work/toolchain.log" 2>&1; then
+    tail -30 "$work/toolchain.log"
+    fail "buildah bud --target toolchain failed"
+  fi
+  grep -q 'Using cache' "$work/toolchain.log" && echo "toolchain: $toolchain from the layer cache"
+  buildah bud --isolation chroot --format docker --layers \
+    --volume "$ccache_dir:/ccache" \
     --build-arg BUILD_IMAGE="$base" --build-arg RUNTIME_IMAGE="$base_slim" --build-arg JOBS=2 \
     -f Dockerfile -t "$image" . 2>&1 | tee "$work/build.log" \
     | grep --line-buffered -E \
