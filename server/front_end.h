@@ -19,13 +19,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "grpcpp/impl/service_type.h"
 
-#include "server/call_gate.h"
-#include "server/compute_service.h"
 #include "server/server_options.h"
 
+namespace grpc {
+class Service;
+}  // namespace grpc
+
 namespace tensorcompute::server {
+
+class CallGate;        // call_gate.h
+class ComputeService;  // compute_service.h
 
 // What a front end is given. Everything outlives the front end.
 struct FrontEndContext {

@@ -13,17 +13,33 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "spdlog/spdlog.h"
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/batching/batcher.h"
+#include "core/batching/cpu_executor.h"
+#include "core/cuda/cuda_executor.h"
 #include "core/status_macros.h"
+#include "core/tensor_registry.h"
+#include "core/thread_pool.h"
 #include "server/builder_options.h"
+#include "server/byte_budget.h"
+#include "server/call_gate.h"
+#include "server/compute_service.h"
 #include "server/credentials.h"
+#include "server/gpu_stage_metrics.h"
+#include "server/health_listener.h"
+#include "server/memory_trimmer.h"
+#include "server/metered_executor.h"
 #include "server/preload.h"
 #include "server/prometheus_metrics.h"
+#include "server/shard_router.h"
+#include "server/tensorcompute_service.h"
+#include "server/token_auth.h"
 
 namespace tensorcompute::server {
 namespace {
@@ -375,6 +391,14 @@ Server::~Server() { Drain(); }
 int Server::metrics_port() const {
   return metrics_endpoint_ == nullptr ? 0 : metrics_endpoint_->port();
 }
+
+int Server::health_port() const {
+  return health_listener_ == nullptr ? 0 : health_listener_->port();
+}
+core::TensorRegistry& Server::registry() { return *registry_; }
+const ByteBudget& Server::inflight_budget() const { return *budget_; }
+const batching::Batcher& Server::batcher() const { return *batcher_; }
+int Server::cpu_threads() const { return pool_->size(); }
 
 void Server::Drain() {
   absl::call_once(drain_once_, [this] { DoDrain(); });

@@ -34,32 +34,44 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/server.h"
 
-#include "core/batching/batcher.h"
-#include "core/batching/cpu_executor.h"
-#include "core/cuda/cuda_executor.h"
-#include "core/tensor_registry.h"
-#include "core/thread_pool.h"
-#include "server/byte_budget.h"
-#include "server/call_gate.h"
-#include "server/compute_service.h"
 #include "server/error_log.h"
 #include "server/front_end.h"
-#include "server/gpu_stage_metrics.h"
-#include "server/health_listener.h"
-#include "server/memory_trimmer.h"
-#include "server/metered_executor.h"
 #include "server/metrics.h"
 #include "server/server_options.h"
-#include "server/shard_router.h"
-#include "server/tensorcompute_service.h"
-#include "server/token_auth.h"
+
+// Only named here (held by pointer, or returned by reference): a file that uses one includes
+// its header, so that including server.h costs little (it is in every server and client test).
+namespace grpc {
+class HealthCheckServiceInterface;
+class Server;
+class ServerCredentials;
+}  // namespace grpc
+namespace tensorcompute::batching {
+class Batcher;
+class CpuExecutor;
+}  // namespace tensorcompute::batching
+namespace tensorcompute::core {
+class TensorRegistry;
+class ThreadPool;
+struct DeviceCopy;
+class Tensor;
+}  // namespace tensorcompute::core
+namespace tensorcompute::cuda {
+class CudaExecutor;
+}  // namespace tensorcompute::cuda
 
 namespace tensorcompute::server {
 
-class MetricsEndpoint;  // prometheus_metrics.h
+class ByteBudget;            // byte_budget.h
+class GpuStageMetrics;       // gpu_stage_metrics.h
+class HealthListener;        // health_listener.h
+class MemoryTrimmer;         // memory_trimmer.h
+class MeteredExecutor;       // metered_executor.h
+class ShardRouter;           // shard_router.h
+class TensorComputeService;  // tensorcompute_service.h
+class TokenAuth;             // token_auth.h
+class MetricsEndpoint;       // prometheus_metrics.h
 
 class Server {
  public:
@@ -89,7 +101,7 @@ class Server {
   int metrics_port() const;
 
   // The plaintext health-only listener's port; 0 when options.health_listen is empty.
-  int health_port() const { return health_listener_ == nullptr ? 0 : health_listener_->port(); }
+  int health_port() const;
 
   // The front ends' named ports (FrontEnd::Ports), in order.
   std::vector<std::pair<std::string, int>> front_end_ports() const;
@@ -100,13 +112,13 @@ class Server {
 
   const Metrics& metrics() const { return metrics_; }
   // Resident tensors (PutTensor, --preload).
-  core::TensorRegistry& registry() { return *registry_; }
+  core::TensorRegistry& registry();
   // The max_inflight_bytes budget and what is reserved of it.
-  const ByteBudget& inflight_budget() const { return *budget_; }
-  const batching::Batcher& batcher() const { return *batcher_; }
+  const ByteBudget& inflight_budget() const;
+  const batching::Batcher& batcher() const;
   const ServerOptions& options() const { return options_; }
   // Threads of the CPU executor (options().cpu_threads resolved).
-  int cpu_threads() const { return pool_->size(); }
+  int cpu_threads() const;
   // Where gathers run: "cpu", or the GPU executor's name ("cuda:0", "cuda:0,1").
   const std::string& device() const { return device_; }
   // "cpu", or each GPU's description ("NVIDIA H100 80GB HBM3 (sm_90, 79 GiB)"), '; '-joined.

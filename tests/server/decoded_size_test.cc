@@ -13,6 +13,8 @@
 #include "gtest/gtest.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
 
+#include "core/batching/batcher.h"
+#include "server/byte_budget.h"
 #include "server/kserve/front_end.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/batching/batcher.h"
 #include "core/cuda/cuda_executor.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"

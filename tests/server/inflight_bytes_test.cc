@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
+#include "core/batching/batcher.h"
 #include "server/byte_budget.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"

@@ -29,6 +29,7 @@
 #include "grpcpp/support/stub_options.h"
 #include "gtest/gtest.h"
 
+#include "core/batching/batcher.h"
 #include "core/dtype.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"

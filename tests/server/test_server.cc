@@ -14,6 +14,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 
+#include "core/batching/batcher.h"
 #include "proto/tensor_codec.h"
 #include "tests/testing/status_matchers.h"
 
