@@ -39,14 +39,18 @@ constexpr size_t kPeekBytes = 4096;
 // header (whose line Beast does not limit): a longer one is a parse error (400). Every
 // prepare(kPeekBytes) below is on an empty buffer, so within the bound.
 constexpr size_t kBodyReadBytes = size_t{64} << 10;
-// After an answer with "Connection: close" to a request whose body was not read: how long,
-// and how much, the session reads and discards before it closes.
 // Asio's async_write offers the socket 64 KiB per call (transfer_all); the kernel takes what
 // its send buffer has room for, so offer it up to this: a 1 MiB answer in a few sendmsg calls
 // rather than 17, each a pass through the io_context.
 constexpr size_t kWriteBytes = size_t{16} << 20;
-constexpr auto kLingerTime = std::chrono::seconds(1);
-constexpr int64_t kLingerBytes = int64_t{4} << 20;
+// After an answer with "Connection: close" to a request whose body was not read: how long,
+// and how much, the session reads and discards before it closes. A proxy that streams the
+// body (nginx with proxy_request_buffering off) may go on writing for milliseconds, tens of
+// MiB at loopback speed, before it reads the answer; closing on unread bytes would reset the
+// connection, and the proxy would answer 502 instead of our 401 or 413. The bounds keep an
+// unauthenticated sender from costing more than this.
+constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr int64_t kLingerBytes = int64_t{32} << 20;
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 Clock::duration ToClock(absl::Duration d) {

@@ -221,6 +221,20 @@ class HttpHostileTest(unittest.TestCase):
             self.assertLess(sent, 64 * MIB)
         self.check_after("1.2 GB chunked, no token", 0, good)
 
+    def test_a_proxy_that_writes_the_body_before_reading_still_gets_the_401(self):
+        # As nginx does with proxy_request_buffering off: the body goes out before the answer
+        # is read. The server answers 401 on the headers and must not reset the connection
+        # while the proxy is still writing, or the proxy sees a reset and answers 502.
+        with self.connect() as sock:
+            body = 16 * MIB
+            sock.sendall(request_head("POST", INFER, [("Content-Length", str(body)),
+                                                      ("Content-Type", "application/json")]))
+            sock.sendall(b"[" * body)
+            answer = read_response(sock, timeout=10)
+            self.assertIsNotNone(answer, "the connection was reset before the 401 was read")
+            self.assertEqual(answer[0], 401, answer)
+        self.assertEqual(self.good.call(), 200)
+
     def test_chunked_gigabytes_with_a_token_get_413_at_the_limit(self):
         with GoodClient(self.port) as good, self.connect() as sock:
             sock.sendall(request_head("POST", INFER, [
