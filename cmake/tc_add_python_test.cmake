@@ -70,9 +70,8 @@ function(tc_add_python_test script)
     ENVIRONMENT
       "TC_SERVER_BINARY=$<TARGET_FILE:tensorcompute-server>;TC_CLI_BINARY=$<TARGET_FILE:tensorcompute>;TC_ECHO_SERVER_BINARY=$<TARGET_FILE:tensorcompute-echo-server>;PYTHONDONTWRITEBYTECODE=1;PYTHONPATH=${PROJECT_SOURCE_DIR}/tests/testing"
     TIMEOUT ${TC_TIMEOUT})
-  if(TC_FIXTURES)
-    set_tests_properties(python.${script} PROPERTIES FIXTURES_REQUIRED "${TC_FIXTURES}")
-  endif()
+  list(APPEND TC_FIXTURES ${TC_NO_LEFTOVERS})
+  set_tests_properties(python.${script} PROPERTIES FIXTURES_REQUIRED "${TC_FIXTURES}")
   if(TC_COST)
     set_tests_properties(python.${script} PROPERTIES COST ${TC_COST})
   endif()

@@ -10,6 +10,10 @@
 # is included first in every source, and it changes no source's meaning (each still includes
 # what it uses).
 include(GoogleTest)
+# Every test requires this fixture, whose cleanup (tests/tools: leftovers.py) runs after all of
+# them and fails the run if a process a test started is still alive. Tests declared with a bare
+# add_test name it in their FIXTURES_REQUIRED too.
+set(TC_NO_LEFTOVERS tc_no_leftovers)
 set(TC_TEST_PCH
   <algorithm> <cstdint> <cstring> <memory> <string> <utility> <vector>
   <gtest/gtest.h> <gmock/gmock.h>
@@ -33,5 +37,5 @@ function(tc_add_test name)
     target_compile_options(${name} PRIVATE "SHELL:-Xclang -fno-pch-timestamp")
   endif()
   gtest_discover_tests(${name} TEST_PREFIX "${name}." DISCOVERY_TIMEOUT 60
-                       PROPERTIES TIMEOUT 600)
+                       PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED ${TC_NO_LEFTOVERS})
 endfunction()

@@ -23,6 +23,7 @@ import unittest
 
 import numpy as np
 
+from child_process import popen
 from tensorcompute import Client, TensorComputeError, shard_rows
 from reserved_ports import ReservedPorts
 from server_process import ServerProcess
@@ -68,7 +69,7 @@ class ShardedFailoverTest(unittest.TestCase):
         cls.tmp.cleanup()
 
     def start_load(self, seconds):
-        return subprocess.Popen(
+        return popen(
             [os.environ["TC_CLI_BINARY"], "load", "--target", self.servers["s1"].target,
              "--op", "gather", "--params-name", "T", "--indices", "64", "--distinct", "64",
              "--concurrency", "8", "--duration", str(seconds), "--warmup", "0",

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import ssl
 import struct
@@ -62,6 +63,13 @@ class Pair:
     def __init__(self):
         self._stack = []
         self.tmp = tempfile.mkdtemp(prefix="tc-edge-test-")
+        try:
+            self._start()
+        except BaseException:  # setUpClass failed: tearDownClass will not run
+            self.close()
+            raise
+
+    def _start(self):
         if EXTERNAL:
             host, _, port = os.environ["TC_EDGE_TARGET"].rpartition(":")
             self.host, self.port = host, int(port)
@@ -94,8 +102,12 @@ class Pair:
         self.metrics = f"127.0.0.1:{self.server.metrics_port}"
 
     def close(self):
-        for item in reversed(self._stack):
-            item.__exit__(None, None, None)
+        """Stops what was started, newest first, and removes the certificates and tokens."""
+        try:
+            while self._stack:
+                self._stack.pop().__exit__(None, None, None)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     @property
     def target(self):

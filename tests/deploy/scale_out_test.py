@@ -23,6 +23,7 @@ import tempfile
 import time
 import unittest
 
+from child_process import popen
 from prometheus_scrape import requests_ok, scrape
 from server_process import ServerProcess
 
@@ -83,7 +84,7 @@ class ScaleOutTest(unittest.TestCase):
         survivor = self.replicas[2]
         survivor_before = requests_ok(scrape(survivor.metrics_port))
         report_path = os.path.join(self.tmp.name, "report.json")
-        load = subprocess.Popen(load_command(targets, "--duration", "9", "--json", report_path),
+        load = popen(load_command(targets, "--duration", "9", "--json", report_path),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(2.5)
         drained = self.replicas[0]._process

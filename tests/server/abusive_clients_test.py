@@ -39,6 +39,7 @@ import urllib.request
 
 import grpc
 
+from child_process import popen
 from h2_frames import (ACK, DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, SETTINGS, frame,
                        hpack_literal)
 from server_process import ServerProcess
@@ -200,7 +201,7 @@ class AbusiveClientsTest(unittest.TestCase):
                 port, connections=20, streams=never_read_streams,
                 message=gather_request(1, never_read_row_bytes, 2048))
             never_reads.start()
-            many = subprocess.Popen(
+            many = popen(
                 [CLI, "load", "--target", f"127.0.0.1:{port}", *GOOD, "--warmup", "0",
                  "--connections", "300", "--rate", "100", "--duration", str(GOOD_SECONDS + 4),
                  "--timeout", "10", "--json", "-"],

@@ -23,6 +23,7 @@ import unittest
 
 import numpy as np
 
+from child_process import popen
 from server_process import ServerProcess
 from tensorcompute import Client
 
@@ -175,7 +176,7 @@ class PutTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp, ServerProcess() as server:
             path = os.path.join(tmp, "table.npy")
             write_table(path, rows, DIM)
-            proc = subprocess.Popen([cli, "put", "t", "--input", path, "--target", server.target,
+            proc = popen([cli, "put", "t", "--input", path, "--target", server.target,
                                      "--chunk-bytes", "65536"],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=terminal)

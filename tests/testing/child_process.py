@@ -1,12 +1,36 @@
-"""The life of a test's child process (a server, the edge): its output kept, never blocking it,
-and an orderly stop.
+"""The life of a test's child process (a server, the edge, a CLI): started so that it dies with
+the test, its output kept, never blocking it, and an orderly stop.
 
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     drain = keep_output(process, output)     # a thread appends each line to `output`
     stop(process, drain, timeout=30)         # SIGTERM; SIGKILL after `timeout` s
+
+ctest kills a test that runs past its TIMEOUT with SIGKILL, which leaves no test code to stop
+its children: popen asks the kernel to kill the child when the test process dies
+(PR_SET_PDEATHSIG), so that nothing a test started outlives it (tests/tools/leftovers.py checks
+at the end of every ctest run).
 """
 
+import ctypes
+import signal
+import subprocess
 import threading
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():  # in the child, between fork and exec
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def popen(argv, **kwargs):
+    """subprocess.Popen(argv, **kwargs), with the child killed when this process dies.
+    The kernel ties the child to the thread that forks it, so only children started from the
+    main thread (which lives as long as the process) are tied; others are plain Popen."""
+    if threading.current_thread() is threading.main_thread():
+        kwargs.setdefault("preexec_fn", _die_with_parent)
+    return subprocess.Popen(argv, **kwargs)
 
 
 def keep_output(process, output):

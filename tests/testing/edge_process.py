@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 
-from child_process import keep_output, stop
+from child_process import keep_output, popen, stop
 from reserved_ports import ReservedPorts
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -101,7 +101,7 @@ class EdgeProcess:
             conf = os.path.join(self._dir, "nginx.conf")
             with open(conf, "w") as f:
                 f.write(self._render())
-            self._process = subprocess.Popen(
+            self._process = popen(
                 [binary, "-e", "stderr", "-p", self._dir, "-c", conf, "-g", "daemon off;"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
             self._drain = keep_output(self._process, self.output)

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import unittest
 
-from child_process import keep_output, stop
+from child_process import keep_output, popen, stop
 
 
 class ServerProcess:
@@ -43,7 +43,7 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def __enter__(self):
-        self._process = subprocess.Popen(
+        self._process = popen(
             [self.binary, *self.flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, errors="replace")  # a logged message may quote a client's raw bytes
         for line in self._process.stdout:
@@ -63,7 +63,7 @@ class ServerProcess:
                 break
         if self.port is None or (self.health_port is None and any(
                 f.startswith("--health_listen=") for f in self.flags)):
-            self._process.wait(timeout=10)
+            stop(self._process, None, 10)  # it may still run (no port line): never leave it
             raise RuntimeError(f"{self.binary} did not start:\n{''.join(self.output)}")
         self._drain = keep_output(self._process, self.output)
         return self
