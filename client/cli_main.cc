@@ -71,6 +71,7 @@
 #include "core/dtype.h"
 #include "core/shard_spec.h"
 #include "core/table_storage.h"
+#include "proto/grpc_compression.h"
 
 namespace tensorcompute::client {
 namespace {
@@ -444,7 +445,7 @@ void AddCommonFlags(CLI::App* app, CommonFlags* f) {
                   "compress the messages sent: none, gzip or deflate (gRPC's per-message "
                   "compression; the server decompresses them)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "gzip", "deflate"}));
+      ->check(CLI::IsMember(proto::CompressionNames()));
   app->add_flag("--tls", f->tls, "TLS (implied by any --tls-* option)");
   app->add_option("--tls-ca", f->tls_ca,
                   "PEM CA certificate(s) to verify the server (default: "

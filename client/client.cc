@@ -23,14 +23,12 @@
 
 #include "client/put_upload.h"
 #include "core/status_macros.h"
+#include "proto/grpc_status.h"
+#include "proto/service_config.h"
 #include "proto/tensor_codec.h"
 
 namespace tensorcompute::client {
 namespace {
-
-absl::Status ToAbsl(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 // The delay before retry `retry` (1, 2, ...), with jitter in [0.5, 1].
 absl::Duration Backoff(const RetryOptions& retry, int n) {
@@ -112,23 +110,6 @@ absl::StatusOr<std::vector<std::string>> SplitTargets(absl::string_view target) 
   return targets;
 }
 
-absl::StatusOr<grpc_compression_algorithm> ParseCompression(absl::string_view name) {
-  if (name == "none") return GRPC_COMPRESS_NONE;
-  if (name == "gzip") return GRPC_COMPRESS_GZIP;
-  if (name == "deflate") return GRPC_COMPRESS_DEFLATE;
-  return absl::InvalidArgumentError(
-      absl::StrCat("compression '", name, "' is not one of none, gzip, deflate"));
-}
-
-constexpr char kServiceConfig[] = R"({
-  "loadBalancingConfig": [{"round_robin": {}}],
-  "healthCheckConfig": {"serviceName": "tensorcompute.v1.TensorCompute"}
-})";
-// For health checks themselves: a server that is not SERVING must still be asked.
-constexpr char kServiceConfigWithoutHealthChecking[] = R"({
-  "loadBalancingConfig": [{"round_robin": {}}]
-})";
-
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes,
                                            int index, bool health_checking,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,
@@ -138,10 +119,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t ma
   const int limit = static_cast<int>(std::min<int64_t>(max_message_bytes, INT32_MAX));
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
-  // round_robin over every address the target resolves to, skipping servers whose health
-  // (grpc.health.v1, client-side health checking) is not SERVING: a draining replica stops
-  // getting calls as soon as it says so, before it closes its connections.
-  args.SetServiceConfigJSON(health_checking ? kServiceConfig : kServiceConfigWithoutHealthChecking);
+  args.SetServiceConfigJSON(proto::ServiceConfigJson(health_checking));
   // Channels with equal arguments share connections (the global subchannel pool); a distinct
   // argument per index keeps each of them on its own.
   args.SetInt("tensorcompute.client_channel", index);
@@ -169,10 +147,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("timeout must be > 0 (or infinite)");
   }
-  if (options.compression != GRPC_COMPRESS_NONE && options.compression != GRPC_COMPRESS_GZIP &&
-      options.compression != GRPC_COMPRESS_DEFLATE) {
-    return absl::InvalidArgumentError("compression must be none, gzip or deflate");
-  }
+  TC_RETURN_IF_ERROR(proto::CheckCompression(options.compression));
   if (options.auth_token.find_first_of("\r\n") != std::string::npos ||
       options.admin_token.find_first_of("\r\n") != std::string::npos) {
     return absl::InvalidArgumentError("auth_token and admin_token must be one line each");
@@ -247,7 +222,7 @@ absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOpti
           return stubs_[channel]->Gather(context, request, &response);
         }
       });
-  if (!status.ok()) return ToAbsl(status);
+  if (!status.ok()) return proto::FromGrpcStatus(status);
   return proto::FromProto(response.output(), "output", INT64_MAX);
 }
 
@@ -354,7 +329,7 @@ absl::StatusOr<std::string> Client::Health(int target_index, const std::string& 
   grpc::health::v1::HealthCheckResponse response;
   const grpc::Status status =
       grpc::health::v1::Health::NewStub(channel)->Check(&context, request, &response);
-  if (!status.ok()) return ToAbsl(status);
+  if (!status.ok()) return proto::FromGrpcStatus(status);
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
 }
 
@@ -444,7 +419,7 @@ absl::StatusOr<TensorInfo> Client::PutOne(
         return sent;
       });
   if (!read_error.ok()) return read_error;
-  if (!status.ok()) return ToAbsl(status);
+  if (!status.ok()) return proto::FromGrpcStatus(status);
   return FromProtoInfo(response.tensor());
 }
 
@@ -463,7 +438,7 @@ absl::StatusOr<TensorInfo> Client::DeleteOne(int target, const std::string& name
       WithRetries(target, /*admin=*/true, call, [&](size_t channel, grpc::ClientContext* context) {
         return stubs_[channel]->DeleteTensor(context, request, &response);
       });
-  if (!status.ok()) return ToAbsl(status);
+  if (!status.ok()) return proto::FromGrpcStatus(status);
   return FromProtoInfo(response.tensor());
 }
 
@@ -477,7 +452,7 @@ absl::StatusOr<std::vector<TensorInfo>> Client::ListTensors(int target_index,
       target_index, /*admin=*/false, call, [&](size_t channel, grpc::ClientContext* context) {
         return stubs_[channel]->ListTensors(context, v1::ListTensorsRequest(), &response);
       });
-  if (!status.ok()) return ToAbsl(status);
+  if (!status.ok()) return proto::FromGrpcStatus(status);
   std::vector<TensorInfo> out;
   for (const v1::TensorInfo& info : response.tensors()) out.push_back(FromProtoInfo(info));
   return out;

@@ -67,6 +67,7 @@
 #include "core/shard_spec.h"
 #include "core/table_storage.h"
 #include "core/tensor.h"
+#include "proto/grpc_compression.h"
 
 namespace tensorcompute::client {
 
@@ -320,8 +321,8 @@ class Client {
 absl::StatusOr<std::vector<std::string>> SplitTargets(absl::string_view target);
 
 // "none", "gzip" or "deflate" as the algorithm ClientOptions::compression takes, or
-// INVALID_ARGUMENT naming the three.
-absl::StatusOr<grpc_compression_algorithm> ParseCompression(absl::string_view name);
+// INVALID_ARGUMENT naming the three (proto/grpc_compression.h, shared with the server).
+using proto::ParseCompression;
 
 // Channel credentials for `tls`: insecure when it is not enabled, else SSL with its files
 // read. INVALID_ARGUMENT naming the file when one cannot be read, or when only one of

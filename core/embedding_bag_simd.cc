@@ -231,15 +231,14 @@ TC_AVX2 int64_t ReduceChunks(const EmbeddingBagPlan& plan, const BagViews& v, in
         ++count;
       }
       if (kReduce != Reduce::kWeighted && pass == 0) stats.count = count;
-      // BagResult (embedding_bag_math.h) on every lane.
-      if (unpooled) {
-      } else if (stats.count == 0) {
-        for (int k = 0; k < kChunk; ++k) acc[k] = V{};
-      } else if (ModeDivides(plan.mode)) {
-        const Acc divisor = BagDivisor(plan.mode, kReduce == Reduce::kWeighted, stats);
-        for (int k = 0; k < kChunk; ++k) acc[k] = acc[k] / divisor;
-      }
+      // BagResult (embedding_bag_math.h) on every lane; an unpooled row stays as read.
       if (!unpooled) {
+        if (stats.count == 0) {
+          for (int k = 0; k < kChunk; ++k) acc[k] = V{};
+        } else if (ModeDivides(plan.mode)) {
+          const Acc divisor = BagDivisor(plan.mode, kReduce == Reduce::kWeighted, stats);
+          for (int k = 0; k < kChunk; ++k) acc[k] = acc[k] / divisor;
+        }
         for (int k = 0; k < kChunk; ++k) acc[k] = CanonicalLanes(acc[k]);
       }
       StoreChunk<Out, kChunk>(acc, v.output + b * out_row_bytes + out_offset, streaming);

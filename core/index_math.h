@@ -8,8 +8,9 @@
 //   params  [batch, outer, rows, slice]   rows = product of the indexed dimensions
 //   indices [batch, num_indices, depth]   depth = 1 for Gather, index depth for GatherNd
 //   output  [batch, outer, num_indices, slice]
-// An output row r (0 <= r < batch*outer*num_indices) copies `slice` elements from params row
-// RowOf(tuple) of block (b, o). Pure functions; thread-safe.
+// An output row r (0 <= r < batch*outer*num_indices) copies `slice` elements from block
+// (b, o) of params (DecomposeOutputRow), at the row its index tuple names (NormalizeIndex and
+// AccumulateRow over the tuple's components; ParamsSliceOffset). Pure functions; thread-safe.
 
 #ifndef TENSORCOMPUTE_CORE_INDEX_MATH_H_
 #define TENSORCOMPUTE_CORE_INDEX_MATH_H_

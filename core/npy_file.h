@@ -50,7 +50,7 @@ class NpyFile {
   absl::Status CheckSize() const;
 
   // Fills `out` with the data's bytes from byte `offset` of the data, converted as
-  // ParseNpyRows would (big-endian swapped, bool bytes other than 0 made 1), in reads of at
+  // ParseNpy converts them (big-endian swapped, bool bytes other than 0 made 1), in reads of at
   // most 64 MiB, adding each read's bytes to `*done` when given (progress for another thread).
   // REQUIRES: NpyRowsReadInPlace(layout()); offset and out.size() are whole elements
   // (INVALID_ARGUMENT otherwise); the range lies within the data (a file that ends first is

@@ -331,19 +331,6 @@ absl::StatusOr<NpyLayout> ParseNpyLayout(absl::string_view head) {
   return layout;
 }
 
-absl::StatusOr<core::Tensor> ParseNpyRows(const NpyLayout& layout, int64_t rows,
-                                          absl::string_view data) {
-  TC_ASSIGN_OR_RETURN(const NpyType type, ParseDescr(layout.descr));
-  Shape shape = layout.shape;
-  if (!shape.empty()) shape[0] = rows;
-  const int64_t n = core::CheckedNumElements(shape).value_or(0);
-  if (static_cast<int64_t>(data.size()) != n * layout.item_bytes) {
-    return Invalid(absl::StrCat(".npy rows: ", data.size(), " bytes for ", rows, " rows; expected ",
-                                n * layout.item_bytes));
-  }
-  return FromNpyData(type, shape, n, data);
-}
-
 absl::Status CheckNpyDataBytes(const NpyLayout& layout, int64_t data_bytes) {
   if (data_bytes == layout.data_bytes) return absl::OkStatus();
   return Invalid(absl::StrCat(

@@ -35,9 +35,8 @@ absl::StatusOr<core::Tensor> ParseNpy(absl::string_view bytes);
 
 // A .npy file read in pieces (a shard's rows of a large file, --preload --shard_index):
 // NpyHeaderBytes reads the preamble (the file's first 12 bytes, or all of a shorter file)
-// and says how many bytes the preamble and header take; ParseNpyLayout reads those bytes;
-// ParseNpyRows converts the C-order bytes of `rows` consecutive rows (first dimension) into
-// a tensor of shape [rows] + shape[1:]. Errors as ParseNpy's.
+// and says how many bytes the preamble and header take; ParseNpyLayout reads those bytes.
+// The rows themselves are read in place (below). Errors as ParseNpy's.
 struct NpyLayout {
   std::string descr;  // e.g. "<f4"
   DataType dtype = DataType::kUnspecified;
@@ -49,8 +48,6 @@ struct NpyLayout {
 };
 absl::StatusOr<int64_t> NpyHeaderBytes(absl::string_view preamble);
 absl::StatusOr<NpyLayout> ParseNpyLayout(absl::string_view head);
-absl::StatusOr<core::Tensor> ParseNpyRows(const NpyLayout& layout, int64_t rows,
-                                          absl::string_view data);
 // OK when `data_bytes` (what follows the header) is what `layout`'s shape needs; else
 // INVALID_ARGUMENT saying both, and whether the file looks truncated or has trailing bytes.
 absl::Status CheckNpyDataBytes(const NpyLayout& layout, int64_t data_bytes);
@@ -58,7 +55,7 @@ absl::Status CheckNpyDataBytes(const NpyLayout& layout, int64_t data_bytes);
 // `layout`'s rows can be (C order, fixed-size elements: not strings, not Fortran order); the
 // tensor for `rows` rows of it, uninitialized, to read the file's bytes into (its bytes are
 // the file's, element for element); and, once they are in, their conversion in place
-// (big-endian data swapped, bool bytes other than 0 made 1), as ParseNpyRows would have made.
+// (big-endian data swapped, bool bytes other than 0 made 1), as ParseNpy converts them.
 bool NpyRowsReadInPlace(const NpyLayout& layout);
 absl::StatusOr<core::Tensor> AllocateNpyRows(const NpyLayout& layout, int64_t rows);
 absl::Status ConvertNpyRowsInPlace(const NpyLayout& layout, absl::Span<uint8_t> data);

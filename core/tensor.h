@@ -5,7 +5,7 @@
 //                     pointers. The server builds one over a parsed request without copying it.
 //   MutableTensorView a writable output slot of the same form (bytes sized by the caller, or
 //                     pre-created strings), e.g. straight inside a response message.
-//   Tensor            owns its storage; move-only (Clone() copies). Used by tests and clients.
+//   Tensor            owns its storage; move-only (Clone() copies, for tests).
 //
 // Storage layout (identical to the wire's Tensor.data): row-major, little-endian, packed; bool
 // is one byte 0/1; complex is (real, imag). Strings are one std::string per element, reached
@@ -109,6 +109,7 @@ class Tensor {
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
 
+  // A deep copy. Only tests use it: the request path never copies a tensor it can move.
   Tensor Clone() const;
 
   DataType dtype() const { return dtype_; }

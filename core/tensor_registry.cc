@@ -20,6 +20,11 @@ struct Held {
   TensorRegistry::Reservation reservation;
 };
 
+absl::Status ExistsError(absl::string_view name, int64_t version) {
+  return absl::AlreadyExistsError(absl::StrCat("tensor '", name, "' exists (version ", version,
+                                               "); delete it first or put with replace = true"));
+}
+
 }  // namespace
 
 int64_t ResidentBytes(DataType dtype, int64_t num_elements, int64_t string_payload_bytes) {
@@ -133,9 +138,7 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(name);
     if (it != entries_.end() && !replace) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("tensor '", name, "' exists (version ", it->second->version,
-                       "); delete it first or put with replace = true"));
+      return ExistsError(name, it->second->version);
     }
     held->entry.version = ++last_version_[name];
     held->entry.stats = it != entries_.end() ? it->second->stats : std::make_shared<RequestStats>();
@@ -147,6 +150,11 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
     }
   }
   return entry;
+}
+
+absl::Status TensorRegistry::CheckAbsent(absl::string_view name) const {
+  const std::shared_ptr<const ResidentTensor> existing = Find(name);
+  return existing == nullptr ? absl::OkStatus() : ExistsError(name, existing->version);
 }
 
 std::shared_ptr<const ResidentTensor> TensorRegistry::Find(absl::string_view name) const {

@@ -173,6 +173,10 @@ class TensorRegistry {
   // The current entry of `name`, or null.
   std::shared_ptr<const ResidentTensor> Find(absl::string_view name) const;
 
+  // OK when no tensor is named `name` now; else ALREADY_EXISTS with Put's message (naming its
+  // version). For an upload that checks before its bytes arrive; Put checks again.
+  absl::Status CheckAbsent(absl::string_view name) const;
+
   // Removes `name` and returns the entry removed (NOT_FOUND if absent). Gathers holding it
   // finish on it.
   absl::StatusOr<std::shared_ptr<const ResidentTensor>> Delete(absl::string_view name);

@@ -2,6 +2,8 @@
 
 #include "grpcpp/server_context.h"
 
+#include "core/status_macros.h"
+
 namespace tensorcompute::server {
 
 CallGate::CallGate(Metrics* metrics, ErrorLog* errors, const TokenAuth* auth,
@@ -10,7 +12,7 @@ CallGate::CallGate(Metrics* metrics, ErrorLog* errors, const TokenAuth* auth,
 
 absl::Status CallGate::Admit(std::optional<absl::string_view> authorization,
                              bool needs_admin) const {
-  if (absl::Status token = CheckToken(authorization, needs_admin); !token.ok()) return token;
+  TC_RETURN_IF_ERROR(CheckToken(authorization, needs_admin));
   if (draining()) return DrainingError();
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "core/status_macros.h"
 #include "server/option_file.h"
 
 namespace tensorcompute::server {
@@ -52,17 +53,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     }
     return grpc::InsecureServerCredentials();
   }
-  absl::StatusOr<std::string> cert = ReadCertificates("tls_cert", options.tls_cert);
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadOptionFile("tls_key", options.tls_key);
-  if (!key.ok()) return key.status();
+  TC_ASSIGN_OR_RETURN(std::string cert, ReadCertificates("tls_cert", options.tls_cert));
+  TC_ASSIGN_OR_RETURN(std::string key, ReadOptionFile("tls_key", options.tls_key));
   EVP_PKEY* pkey = nullptr;
-  if (!ParsesAs<EVP_PKEY>(*key, PEM_read_bio_PrivateKey, EVP_PKEY_free, &pkey)) {
+  if (!ParsesAs<EVP_PKEY>(key, PEM_read_bio_PrivateKey, EVP_PKEY_free, &pkey)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tls_key=", options.tls_key, ": no unencrypted PEM private key (BEGIN PRIVATE KEY)"));
   }
   X509* x509 = nullptr;
-  ParsesAs<X509>(*cert, PEM_read_bio_X509, X509_free, &x509);
+  ParsesAs<X509>(cert, PEM_read_bio_X509, X509_free, &x509);
   const bool matches = X509_check_private_key(x509, pkey) == 1;
   X509_free(x509);
   EVP_PKEY_free(pkey);
@@ -75,11 +74,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
       options.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                     : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   if (!options.tls_client_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadCertificates("tls_client_ca", options.tls_client_ca);
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *std::move(ca);
+    TC_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                        ReadCertificates("tls_client_ca", options.tls_client_ca));
   }
-  ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  ssl.pem_key_cert_pairs.push_back({std::move(key), std::move(cert)});
   return grpc::SslServerCredentials(ssl);
 }
 

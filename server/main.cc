@@ -1,10 +1,11 @@
-// tensorcompute-server: serves tensorcompute.v1.TensorCompute (Gather, GatherNd) over gRPC,
-// with the standard health service and reflection, and KServe v2 over gRPC and HTTP
-// (server/kserve/). Runs with no flags (CPU, 0.0.0.0:50051).
+// tensorcompute-server: serves tensorcompute.v1.TensorCompute (Gather, GatherNd, EmbeddingBag,
+// resident tables) over gRPC, with the standard health service and reflection, and KServe v2
+// over gRPC and HTTP (server/kserve/). Runs with no flags (CPU, 0.0.0.0:50051).
 // The only file with flags; everything else takes ServerOptions (server_options.h documents
 // each one, its default and the status code it produces; server/kserve/front_end.h the
 // KServe ones).
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include "server/flag_help.h"
 #include "server/kserve/front_end.h"
 #include "server/server.h"
 
@@ -143,6 +145,10 @@ ABSL_FLAG(std::string, log_format, "text", "text|json (one JSON object per line)
 
 namespace {
 
+using tensorcompute::server::AsksForHelp;
+using tensorcompute::server::FlagGroup;
+using tensorcompute::server::PrintFlagHelp;
+
 // spdlog flag %* : the message, escaped for a JSON string.
 class JsonMessage : public spdlog::custom_flag_formatter {
  public:
@@ -224,10 +230,42 @@ std::string BoundAddress(const std::string& listen, int port) {
   return absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":", port);
 }
 
+// --help's groups (flag_help.h): every flag above is in one of them.
+const std::vector<FlagGroup>& FlagGroups() {
+  static const auto* groups = new std::vector<FlagGroup>{
+      {"Listeners and shutdown",
+       {"listen", "http_listen", "metrics_listen", "health_listen", "http_threads",
+        "grpc_compression", "keepalive_time_s", "keepalive_timeout_s",
+        "keepalive_min_client_interval_s", "max_connection_idle_s", "max_connection_age_s",
+        "max_connection_age_grace_s", "drain_timeout_s", "drain_notice_ms"}},
+      {"Limits (each refusal's status code: docs/errors.md)",
+       {"max_message_bytes", "max_output_bytes", "max_rank", "max_inflight_bytes",
+        "max_concurrent_streams", "stream_window_bytes", "http_max_connections",
+        "http_max_header_bytes", "http_max_header_fields", "http_header_timeout_s",
+        "http_body_progress_timeout_s", "http_body_timeout_s", "http_idle_timeout_s",
+        "http_write_timeout_s"}},
+      {"Batching and the CPU",
+       {"max_batch_size", "max_queue_delay_us", "queue_capacity", "deadline_admission",
+        "inline_compute_bytes", "cpu_threads", "compute_nice"}},
+      {"Devices", {"device", "gpus", "gpu_streams", "gpu_staging_mib", "gpu_timeout"}},
+      {"Security", {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file", "admin_token_file"}},
+      {"Tables", {"preload", "max_resident_bytes", "malloc_trim_interval_s"}},
+      {"Sharding", {"shard_index", "shard_count", "shard_peers"}},
+      {"Logging", {"log_level", "log_format"}},
+  };
+  return *groups;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("tensorcompute-server [--flags]: Gather/GatherNd over gRPC");
+  constexpr char kUsage[] =
+      "tensorcompute-server [--flags]: Gather, GatherNd and EmbeddingBag over gRPC and KServe v2";
+  if (AsksForHelp(argc, argv)) {
+    PrintFlagHelp(stdout, kUsage, "server/main.cc", FlagGroups());
+    return 0;
+  }
+  absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
   // Debian's Abseil is built without NDEBUG, which turns absl::Mutex deadlock detection on:
   // every lock (gRPC's included) then updates a process-wide lock graph under one global lock,
@@ -239,22 +277,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   RaiseFileLimit();
-  const std::string device = absl::GetFlag(FLAGS_device);
-  if (device != "auto" && device != "cpu" && device != "gpu") {
-    spdlog::critical("--device={} is not one of auto, cpu, gpu", device);
-    return 2;
-  }
   std::vector<int> gpus;
   if (!ParseOrdinals(absl::GetFlag(FLAGS_gpus), &gpus)) {
     spdlog::critical("--gpus={} is not a comma-separated list of CUDA ordinals",
                      absl::GetFlag(FLAGS_gpus));
     return 2;
   }
+  // MiB to bytes, clamped first so that the product cannot overflow: out of range stays out of
+  // range (2 TiB, -1 MiB), and Validate refuses it.
   const int64_t staging_mib = absl::GetFlag(FLAGS_gpu_staging_mib);
-  if (staging_mib < 1 || staging_mib > (int64_t{1} << 20)) {
-    spdlog::critical("--gpu_staging_mib={} is not in [1, 1048576]", staging_mib);
-    return 2;
-  }
+  const int64_t staging_bytes = std::clamp<int64_t>(staging_mib, -1, int64_t{1} << 21) << 20;
 
   // Block the stop signals before any thread starts (threads inherit the mask), then wait for
   // them with sigwait on this thread. This works the same as PID 1 in a container, where no
@@ -268,10 +300,10 @@ int main(int argc, char** argv) {
 
   tensorcompute::server::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
-  options.device = device;
+  options.device = absl::GetFlag(FLAGS_device);
   options.gpus = gpus;
   options.gpu_streams = absl::GetFlag(FLAGS_gpu_streams);
-  options.gpu_staging_bytes = staging_mib << 20;
+  options.gpu_staging_bytes = staging_bytes;
   options.gpu_timeout = absl::GetFlag(FLAGS_gpu_timeout);
   options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options.compute_nice = absl::GetFlag(FLAGS_compute_nice);
@@ -309,6 +341,12 @@ int main(int argc, char** argv) {
   options.shard_count = absl::GetFlag(FLAGS_shard_count);
   options.shard_peers = absl::GetFlag(FLAGS_shard_peers);
   options.malloc_trim_interval = absl::Seconds(absl::GetFlag(FLAGS_malloc_trim_interval_s));
+  // Option values are checked in one place (ServerOptions::Validate; Server::Start checks
+  // again); a bad flag is exit 2, as the usage errors above.
+  if (absl::Status valid = options.Validate(); !valid.ok()) {
+    spdlog::critical("bad flag: {}", std::string(valid.message()));
+    return 2;
+  }
 
   tensorcompute::server::kserve::Options kserve_options;
   kserve_options.http_listen = absl::GetFlag(FLAGS_http_listen);

@@ -60,12 +60,11 @@ absl::StatusOr<PreloadSpec> ParseSpec(const std::string& spec) {
 absl::StatusOr<core::Tensor> Store(const std::string& name, const core::TableLayout& layout,
                                    core::Tensor tensor) {
   if (!layout.encodes()) return tensor;
-  absl::StatusOr<core::Tensor> stored =
-      core::Tensor::Allocate(layout.stored_dtype, layout.stored_shape);
-  if (!stored.ok()) return stored.status();
-  core::TableEncoder encoder(name, layout, stored->mutable_bytes().data());
+  TC_ASSIGN_OR_RETURN(core::Tensor stored,
+                      core::Tensor::Allocate(layout.stored_dtype, layout.stored_shape));
+  core::TableEncoder encoder(name, layout, stored.mutable_bytes().data());
   const absl::Span<const uint8_t> sent = tensor.view().data;
-  if (absl::Status status = encoder.Append(sent); !status.ok()) return status;
+  TC_RETURN_IF_ERROR(encoder.Append(sent));
   return stored;
 }
 
@@ -123,7 +122,7 @@ absl::Status ReadData(const core::NpyFile& file, int64_t offset, absl::Span<uint
   }
   for (std::thread& reader : readers) reader.join();
   for (absl::Status& s : status) {
-    if (!s.ok()) return s;
+    TC_RETURN_IF_ERROR(s);
   }
   return absl::OkStatus();
 }
@@ -194,27 +193,24 @@ absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
                         registry->Reserve(spec.name, held >= 0 ? held : layout->stored_bytes));
     return absl::OkStatus();
   };
-  absl::StatusOr<core::Tensor> tensor = ReadTable(
-      spec, &shard,
-      [&](core::DataType dtype, const core::Shape& shape) {
-        return plan_and_reserve(dtype, shape, -1);
-      },
-      threads);
-  if (!tensor.ok()) return tensor.status();
+  TC_ASSIGN_OR_RETURN(core::Tensor tensor, ReadTable(
+                                               spec, &shard,
+                                               [&](core::DataType dtype, const core::Shape& shape) {
+                                                 return plan_and_reserve(dtype, shape, -1);
+                                               },
+                                               threads));
   if (!reservation.has_value()) {
-    const core::TensorView view = tensor->view();
+    const core::TensorView view = tensor.view();
     int64_t payload = 0;
     for (const std::string* s : view.strings) payload += static_cast<int64_t>(s->size());
     TC_RETURN_IF_ERROR(
-        plan_and_reserve(tensor->dtype(), tensor->shape(),
-                         core::ResidentBytes(tensor->dtype(), tensor->num_elements(), payload)));
+        plan_and_reserve(tensor.dtype(), tensor.shape(),
+                         core::ResidentBytes(tensor.dtype(), tensor.num_elements(), payload)));
   }
-  absl::StatusOr<core::Tensor> stored = Store(spec.name, *layout, *std::move(tensor));
-  if (!stored.ok()) return stored.status();
-  absl::StatusOr<core::DeviceCopy> copy = place("", *stored);
-  if (!copy.ok()) return copy.status();
+  TC_ASSIGN_OR_RETURN(core::Tensor stored, Store(spec.name, *layout, std::move(tensor)));
+  TC_ASSIGN_OR_RETURN(core::DeviceCopy copy, place("", stored));
   return registry
-      ->Put(spec.name, *std::move(stored), *std::move(copy), /*replace=*/false,
+      ->Put(spec.name, std::move(stored), std::move(copy), /*replace=*/false,
             *std::move(reservation), spec.storage, shard)
       .status();
 }
@@ -246,9 +242,8 @@ absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry
                      const TensorPlacer& place, std::optional<core::ShardSpec> shard) {
   std::vector<PreloadSpec> parsed;
   for (const std::string& text : specs) {
-    absl::StatusOr<PreloadSpec> spec = ParseSpec(text);
-    if (!spec.ok()) return spec.status();
-    parsed.push_back(*std::move(spec));
+    TC_ASSIGN_OR_RETURN(PreloadSpec spec, ParseSpec(text));
+    parsed.push_back(std::move(spec));
   }
   // Up to one table per core at once, the cores shared among their readers. After a failure no
   // further table is started; those loading finish.
@@ -271,7 +266,7 @@ absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry
   loader();
   for (std::thread& t : others) t.join();
   for (const absl::Status& s : status) {
-    if (!s.ok()) return s;
+    TC_RETURN_IF_ERROR(s);
   }
   return absl::OkStatus();
 }

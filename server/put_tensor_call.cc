@@ -17,8 +17,8 @@
 #include "core/status_macros.h"
 #include "core/table_storage.h"
 #include "proto/decoded_cost.h"
+#include "proto/grpc_status.h"
 #include "proto/tensor_codec.h"
-#include "server/grpc_status.h"
 #include "server/resident_rpcs.h"
 
 namespace tensorcompute::server {
@@ -89,14 +89,12 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     name_ = message_.name();
     dtype_ = proto::FromProtoDataType(message_.dtype());
     shape_.assign(message_.shape().begin(), message_.shape().end());
-    absl::StatusOr<core::ResidentSize> size =
-        core::ValidateResidentDescription(name_, dtype_, shape_, env_.max_rank);
-    if (!size.ok()) return size.status();
-    elements_ = size->elements;
-    absl::StatusOr<core::TableLayout> layout = core::PlanTableLayout(
-        name_, static_cast<core::TableStorage>(message_.storage()), dtype_, shape_);
-    if (!layout.ok()) return layout.status();
-    layout_ = *std::move(layout);
+    TC_ASSIGN_OR_RETURN(const core::ResidentSize size,
+                        core::ValidateResidentDescription(name_, dtype_, shape_, env_.max_rank));
+    elements_ = size.elements;
+    TC_ASSIGN_OR_RETURN(
+        layout_, core::PlanTableLayout(name_, static_cast<core::TableStorage>(message_.storage()),
+                                       dtype_, shape_));
     if (message_.has_shard()) {
       shard_ = core::ShardSpec{message_.shard().index(), message_.shard().count(),
                                message_.shard().total_rows()};
@@ -106,13 +104,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       }
       TC_RETURN_IF_ERROR(core::ValidateShardSpec(name_, *shard_, shape_[0]));
     }
-    if (!message_.replace()) {
-      if (auto existing = env_.registry->Find(name_); existing != nullptr) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("tensor '", name_, "' exists (version ", existing->version,
-                         "); delete it first or put with replace = true"));
-      }
-    }
+    if (!message_.replace()) TC_RETURN_IF_ERROR(env_.registry->CheckAbsent(name_));
     replace_ = message_.replace();
     device_ = message_.device();
     // The bytes it will hold, reserved before anything is allocated: for strings the
@@ -121,17 +113,12 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     const int64_t reserve = dtype_ == core::DataType::kString
                                 ? core::ResidentBytes(dtype_, elements_, /*string_payload_bytes=*/0)
                                 : layout_.stored_bytes;
-    absl::StatusOr<core::TensorRegistry::Reservation> reservation =
-        env_.registry->Reserve(name_, reserve);
-    if (!reservation.ok()) return reservation.status();
-    reservation_ = *std::move(reservation);
+    TC_ASSIGN_OR_RETURN(reservation_, env_.registry->Reserve(name_, reserve));
     if (dtype_ == core::DataType::kString) {
       strings_.reserve(static_cast<size_t>(elements_));
     } else {
-      absl::StatusOr<core::Tensor> tensor =
-          core::Tensor::Allocate(layout_.stored_dtype, layout_.stored_shape);
-      if (!tensor.ok()) return tensor.status();
-      tensor_ = *std::move(tensor);
+      TC_ASSIGN_OR_RETURN(tensor_,
+                          core::Tensor::Allocate(layout_.stored_dtype, layout_.stored_shape));
       total_bytes_ = layout_.sent_bytes;
       if (layout_.encodes()) {
         encoder_.emplace(name_, layout_, tensor_->mutable_bytes().data());
@@ -167,10 +154,9 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       int64_t payload = 0;
       for (const std::string& s : message_.strings()) payload += static_cast<int64_t>(s.size());
       if (payload > 0) {
-        absl::StatusOr<core::TensorRegistry::Reservation> more =
-            env_.registry->Reserve(name_, payload);
-        if (!more.ok()) return more.status();
-        reservation_.Absorb(*std::move(more));
+        TC_ASSIGN_OR_RETURN(core::TensorRegistry::Reservation more,
+                            env_.registry->Reserve(name_, payload));
+        reservation_.Absorb(std::move(more));
       }
       for (std::string& s : *message_.mutable_strings()) strings_.push_back(std::move(s));
       return absl::OkStatus();
@@ -212,9 +198,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
             absl::StrCat("tensor '", name_, "': the upload ended after ", strings_.size(), " of ",
                          elements_, " strings; nothing was stored"));
       }
-      absl::StatusOr<core::Tensor> tensor = core::Tensor::FromStrings(shape_, std::move(strings_));
-      if (!tensor.ok()) return tensor.status();
-      tensor_ = *std::move(tensor);
+      TC_ASSIGN_OR_RETURN(tensor_, core::Tensor::FromStrings(shape_, std::move(strings_)));
     } else if (received_ != total_bytes_) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor '", name_, "': the upload ended after ", received_, " of ",
@@ -222,16 +206,13 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     core::DeviceCopy copy;
     if (env_.place) {
-      absl::StatusOr<core::DeviceCopy> placed = env_.place(device_, *tensor_);
-      if (!placed.ok()) return placed.status();
-      copy = *std::move(placed);
+      TC_ASSIGN_OR_RETURN(copy, env_.place(device_, *tensor_));
     }
-    absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> entry =
-        env_.registry->Put(name_, *std::move(tensor_), std::move(copy), replace_,
-                           std::move(reservation_), layout_.storage, shard_);
-    if (!entry.ok()) return entry.status();
+    TC_ASSIGN_OR_RETURN(const std::shared_ptr<const core::ResidentTensor> entry,
+                        env_.registry->Put(name_, *std::move(tensor_), std::move(copy), replace_,
+                                           std::move(reservation_), layout_.storage, shard_));
     v1::PutTensorResponse response;
-    ToInfo(**entry, response.mutable_tensor());
+    ToInfo(*entry, response.mutable_tensor());
     bool own_buffer = false;
     grpc::Status serialized =
         grpc::SerializationTraits<v1::PutTensorResponse>::Serialize(response, &reply_, &own_buffer);
@@ -248,7 +229,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     reservation_ = core::TensorRegistry::Reservation();
     wire_.Clear();
     message_.Clear();
-    Finish(ToGrpcStatus(status));
+    Finish(proto::ToGrpcStatus(status));
   }
 
   const PutTensorEnv& env_;

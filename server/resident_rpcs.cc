@@ -6,15 +6,15 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/util/time_util.h"
 
+#include "proto/grpc_status.h"
 #include "proto/tensor_codec.h"
-#include "server/grpc_status.h"
 
 namespace tensorcompute::server {
 namespace {
 
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(proto::ToGrpcStatus(status));
   return reactor;
 }
 

@@ -26,6 +26,7 @@
 #include "core/status_macros.h"
 #include "core/tensor_registry.h"
 #include "core/thread_pool.h"
+#include "proto/grpc_compression.h"
 #include "server/builder_options.h"
 #include "server/byte_budget.h"
 #include "server/call_gate.h"
@@ -62,10 +63,9 @@ Server::Server(const ServerOptions& options)
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options, const std::vector<FrontEndFactory>& front_ends) {
-  if (absl::Status valid = options.Validate(); !valid.ok()) return valid;
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      MakeServerCredentials(options);
-  if (!credentials.ok()) return credentials.status();
+  TC_RETURN_IF_ERROR(options.Validate());
+  TC_ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ServerCredentials> credentials,
+                      MakeServerCredentials(options));
   // spdlog makes its default logger on the first log call. Make it here, before this server
   // starts a thread that logs, so that it is made once, on this thread, before every use. (Else
   // the first request's thread made it while another read it; correct in C++, but the fast
@@ -75,11 +75,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   // A failed step leaves the server half built: destroying it (Drain, then the members in
   // reverse order) stops whatever had started.
   std::unique_ptr<Server> s(new Server(options));
-  if (absl::Status status = s->LoadTokens(); !status.ok()) return status;
-  if (absl::Status status = s->SetUpCompute(); !status.ok()) return status;
-  if (absl::Status status = s->StartGrpc(*credentials, front_ends); !status.ok()) return status;
-  if (absl::Status status = s->StartSideListeners(); !status.ok()) return status;
-  if (absl::Status status = s->BecomeReady(); !status.ok()) return status;
+  TC_RETURN_IF_ERROR(s->LoadTokens());
+  TC_RETURN_IF_ERROR(s->SetUpCompute());
+  TC_RETURN_IF_ERROR(s->StartGrpc(credentials, front_ends));
+  TC_RETURN_IF_ERROR(s->StartSideListeners());
+  TC_RETURN_IF_ERROR(s->BecomeReady());
   s->started_ = true;
   return s;
 }
@@ -88,9 +88,7 @@ absl::Status Server::LoadTokens() {
   for (auto [path, auth] : {std::pair{&options_.auth_token_file, &auth_},
                             std::pair{&options_.admin_token_file, &admin_}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::unique_ptr<TokenAuth>> tokens = TokenAuth::Create(*path);
-    if (!tokens.ok()) return tokens.status();
-    *auth = *std::move(tokens);
+    TC_ASSIGN_OR_RETURN(*auth, TokenAuth::Create(*path));
   }
   return absl::OkStatus();
 }
@@ -112,7 +110,7 @@ absl::Status Server::SetUpCompute() {
   executor_ = std::make_unique<batching::CpuExecutor>(pool_.get(), executor_options);
   metered_cpu_ = std::make_unique<MeteredExecutor>(executor_.get());
   if (options_.device != "cpu") {
-    if (absl::Status gpu = SetUpGpu(); !gpu.ok()) return gpu;
+    TC_RETURN_IF_ERROR(SetUpGpu());
   }
 
   batching::BatcherOptions batcher_options;
@@ -139,8 +137,7 @@ absl::Status Server::SetUpCompute() {
   budget_ = std::make_unique<ByteBudget>(options_.max_inflight_bytes,
                                          2 * options_.max_message_bytes, options_.queue_capacity);
   gate_ = std::make_unique<CallGate>(&metrics_, &errors_, auth_.get(), admin_.get());
-  if (options_.grpc_compression == "gzip") gate_->set_compression(GRPC_COMPRESS_GZIP);
-  if (options_.grpc_compression == "deflate") gate_->set_compression(GRPC_COMPRESS_DEFLATE);
+  gate_->set_compression(*proto::ParseCompression(options_.grpc_compression));  // validated
   compute_ = std::make_unique<ComputeService>(batcher_.get(), budget_.get(), &metrics_,
                                               registry_.get(), plan_options);
   ShardRouterOptions router_options;
@@ -168,9 +165,8 @@ absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& c
   context.compute = compute_.get();
   context.ready = [this] { return ready_.load(); };
   for (const FrontEndFactory& make : front_ends) {
-    absl::StatusOr<std::unique_ptr<FrontEnd>> front_end = make(context);
-    if (!front_end.ok()) return front_end.status();
-    front_ends_.push_back(*std::move(front_end));
+    TC_ASSIGN_OR_RETURN(std::unique_ptr<FrontEnd> front_end, make(context));
+    front_ends_.push_back(std::move(front_end));
   }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -197,10 +193,8 @@ absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& c
     collector->set_registry(registry_.get());
     collector->set_gpu_stages(gpu_stages_.get());
     collector->set_serving([this] { return ready_.load(); });
-    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
-        MetricsEndpoint::Start(options_.metrics_listen, std::move(collector));
-    if (!endpoint.ok()) return endpoint.status();
-    metrics_endpoint_ = *std::move(endpoint);
+    TC_ASSIGN_OR_RETURN(metrics_endpoint_,
+                        MetricsEndpoint::Start(options_.metrics_listen, std::move(collector)));
   }
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
@@ -212,13 +206,10 @@ absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& c
 // The health-only listener and the front ends' own listeners.
 absl::Status Server::StartSideListeners() {
   if (!options_.health_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<HealthListener>> listener =
-        HealthListener::Start(options_.health_listen);
-    if (!listener.ok()) return listener.status();
-    health_listener_ = *std::move(listener);
+    TC_ASSIGN_OR_RETURN(health_listener_, HealthListener::Start(options_.health_listen));
   }
   for (const auto& front_end : front_ends_) {
-    if (absl::Status started = front_end->Start(); !started.ok()) return started;
+    TC_RETURN_IF_ERROR(front_end->Start());
   }
   return absl::OkStatus();
 }
@@ -236,17 +227,14 @@ absl::Status Server::BecomeReady() {
     SetHealth(!gpu_lost_ && options_.preload.empty(), /*service_too=*/true);
   }
   if (!options_.preload.empty()) {
-    if (absl::Status loaded = Preload(
-            options_.preload, registry_.get(),
-            [this](const std::string& device, const core::Tensor& tensor) {
-              return PlaceTensor(device, tensor);
-            },
-            options_.shard_count > 1 ? std::optional<core::ShardSpec>(core::ShardSpec{
-                                           options_.shard_index, options_.shard_count, 0})
-                                     : std::nullopt);
-        !loaded.ok()) {
-      return loaded;
-    }
+    TC_RETURN_IF_ERROR(Preload(
+        options_.preload, registry_.get(),
+        [this](const std::string& device, const core::Tensor& tensor) {
+          return PlaceTensor(device, tensor);
+        },
+        options_.shard_count > 1 ? std::optional<core::ShardSpec>(core::ShardSpec{
+                                       options_.shard_index, options_.shard_count, 0})
+                                 : std::nullopt));
     absl::MutexLock lock(&health_mu_);
     SetHealth(!gpu_lost_, /*service_too=*/true);
   }
@@ -379,9 +367,8 @@ absl::StatusOr<int> Server::ReloadAuthTokens() {
   int tokens = 0;
   for (TokenAuth* file : {auth_.get(), admin_.get()}) {
     if (file == nullptr) continue;
-    absl::StatusOr<int> n = file->Reload();
-    if (!n.ok()) return n.status();
-    tokens += *n;
+    TC_ASSIGN_OR_RETURN(const int n, file->Reload());
+    tokens += n;
   }
   return tokens;
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/shard_spec.h"
+#include "proto/grpc_compression.h"
 
 namespace tensorcompute::server {
 
@@ -19,9 +20,8 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("device must be auto, cpu or gpu, not \"", device, "\""));
   }
-  if (grpc_compression != "none" && grpc_compression != "gzip" && grpc_compression != "deflate") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "grpc_compression must be none, gzip or deflate, not \"", grpc_compression, "\""));
+  if (absl::Status known = proto::ParseCompression(grpc_compression).status(); !known.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("grpc_compression: ", known.message()));
   }
   if (max_connection_age < absl::ZeroDuration() ||
       max_connection_age_grace < absl::ZeroDuration() || drain_notice < absl::ZeroDuration() ||
@@ -52,10 +52,11 @@ absl::Status ServerOptions::Validate() const {
   if (compute_nice < 0 || compute_nice > 19 || malloc_trim_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("need 0 <= compute_nice <= 19 and malloc_trim_interval >= 0");
   }
-  if (gpu_streams < 1 || gpu_streams > 64 || gpu_staging_bytes < (int64_t{64} << 10) ||
-      gpu_timeout < absl::Milliseconds(1)) {
-    return absl::InvalidArgumentError(
-        "need 1 <= gpu_streams <= 64, gpu_staging_bytes >= 65536 and gpu_timeout >= 1ms");
+  if (gpu_streams < 1 || gpu_streams > 64 || gpu_staging_bytes < kMinGpuStagingBytes ||
+      gpu_staging_bytes > kMaxGpuStagingBytes || gpu_timeout < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "need 1 <= gpu_streams <= 64, ", kMinGpuStagingBytes,
+        " <= gpu_staging_bytes <= ", kMaxGpuStagingBytes, " (1 TiB) and gpu_timeout >= 1ms"));
   }
   if (max_resident_bytes < 1) {
     return absl::InvalidArgumentError("need max_resident_bytes >= 1");

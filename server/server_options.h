@@ -37,7 +37,9 @@ struct ServerOptions {
   int gpu_streams = 4;
 
   // Pinned host staging per stream, in bytes: transfers larger than half of it are chunked.
-  // At least 64 KiB; default 16 MiB.
+  // In [kMinGpuStagingBytes, kMaxGpuStagingBytes] (64 KiB to 1 TiB); default 16 MiB.
+  static constexpr int64_t kMinGpuStagingBytes = int64_t{64} << 10;
+  static constexpr int64_t kMaxGpuStagingBytes = int64_t{1} << 40;
   int64_t gpu_staging_bytes = int64_t{16} << 20;
 
   // The longest wait for a GPU (a batch's copy or kernel, a table's upload) before the GPU is

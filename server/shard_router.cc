@@ -19,29 +19,13 @@
 
 #include "core/shard_split.h"
 #include "core/status_macros.h"
+#include "proto/grpc_status.h"
+#include "proto/service_config.h"
 #include "proto/tensor_codec.h"
-#include "server/grpc_status.h"
 #include "server/table_plans.h"
 
 namespace tensorcompute::server {
 namespace {
-
-// Round-robin over the target's addresses, client-side health checking (a replica whose health
-// is NOT_SERVING, e.g. draining, gets no sub-call), and UNAVAILABLE retried on another replica.
-constexpr char kServiceConfig[] = R"json({
-  "loadBalancingConfig": [{"round_robin": {}}],
-  "healthCheckConfig": {"serviceName": ""},
-  "methodConfig": [{
-    "name": [{"service": "tensorcompute.v1.TensorCompute"}],
-    "retryPolicy": {
-      "maxAttempts": 5,
-      "initialBackoff": "0.02s",
-      "maxBackoff": "0.5s",
-      "backoffMultiplier": 2,
-      "retryableStatusCodes": ["UNAVAILABLE"]
-    }
-  }]
-})json";
 
 // A sub-call's index values as an int64 tensor of `shape` on the wire.
 void SetIndices(const std::vector<int64_t>& values, std::initializer_list<int64_t> shape,
@@ -50,10 +34,6 @@ void SetIndices(const std::vector<int64_t>& values, std::initializer_list<int64_
   for (int64_t d : shape) out->add_shape(d);
   out->mutable_data()->assign(reinterpret_cast<const char*>(values.data()),
                               values.size() * sizeof(int64_t));
-}
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 }  // namespace
@@ -154,13 +134,8 @@ absl::Status ShardRouter::Call::Split() {
   const int32_t count = spec().count;
   std::vector<std::vector<int64_t>>* values = nullptr;
   if (const auto* gather = std::get_if<core::GatherPlan>(&request_.plan)) {
-    if (gather->batch != 1 || gather->indexed_axis != 0 ||
-        gather->dtype == core::DataType::kString) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", table().name,
-                       "' is sharded by rows: only Gather of axis 0 and GatherNd "
-                       "without batch dimensions are served on it"));
-    }
+    // (A string table is never sharded: PutTensor and --preload refuse it.)
+    TC_RETURN_IF_ERROR(CheckSplitsByRows(&table(), *gather));
     nd_ = gather->op == core::GatherOp::kGatherNd;
     depth_ = gather->depth;
     row_bytes_ = gather->slice_bytes();
@@ -308,7 +283,7 @@ void ShardRouter::Call::SendRemote(Part& part) {
     SetIndices(part.values, {part.rows, depth_}, part.gather_nd.mutable_indices());
     peer.stub->async()->GatherNd(part.context.get(), &part.gather_nd, &part.gather_nd_answer,
                                  [self, &part](grpc::Status status) {
-                                   absl::Status done = FromGrpc(status);
+                                   absl::Status done = proto::FromGrpcStatus(status);
                                    if (done.ok())
                                      done = self->CheckAnswer(part, part.gather_nd_answer.output());
                                    self->PartDone(part, std::move(done));
@@ -318,7 +293,7 @@ void ShardRouter::Call::SendRemote(Part& part) {
     SetIndices(part.values, {part.rows}, part.gather.mutable_indices());
     peer.stub->async()->Gather(part.context.get(), &part.gather, &part.gather_answer,
                                [self, &part](grpc::Status status) {
-                                 absl::Status done = FromGrpc(status);
+                                 absl::Status done = proto::FromGrpcStatus(status);
                                  if (done.ok()) {
                                    done = self->CheckAnswer(part, part.gather_answer.output());
                                  }
@@ -447,7 +422,9 @@ ShardRouter::ShardRouter(ComputeService* compute, Metrics* metrics, ShardRouterO
     : compute_(compute), metrics_(metrics), options_(std::move(options)) {
   for (const std::string& target : options_.peers) {
     grpc::ChannelArguments args;
-    args.SetServiceConfigJSON(kServiceConfig);
+    // Round-robin over the shard's replicas, health-checked, UNAVAILABLE retried on another.
+    args.SetServiceConfigJSON(
+        proto::ServiceConfigJson(/*health_checking=*/true, proto::ChannelRetry{}));
     args.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
         options_.max_answer_bytes + (int64_t{1} << 20), std::numeric_limits<int>::max())));
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

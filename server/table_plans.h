@@ -33,6 +33,12 @@
 
 namespace tensorcompute::server {
 
+// The one rule of which gathers a sharded table serves: those that split by rows, a Gather of
+// axis 0 and a GatherNd without batch dimensions. OK for inline params and for a table that is
+// not sharded; else INVALID_ARGUMENT (the message above). The planners below apply it, and the
+// shard router (shard_router.h) checks every plan it is given with it.
+absl::Status CheckSplitsByRows(const core::ResidentTensor* table, const core::GatherPlan& plan);
+
 // `table` is the resident tensor that `params` views (its plan_view()), or null for inline
 // params.
 absl::StatusOr<batching::TaskPlan> PlanGatherOn(const core::ResidentTensor* table,

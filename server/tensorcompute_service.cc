@@ -2,17 +2,17 @@
 
 #include <utility>
 
+#include "proto/method_index.h"
 #include "server/compute_call.h"
 #include "server/resident_rpcs.h"
 
 namespace tensorcompute::server {
 namespace {
 
-// Methods by their place in the .proto's service.
-constexpr int kGatherMethod = 0;
-constexpr int kGatherNdMethod = 1;
-constexpr int kPutTensorMethod = 2;
-constexpr int kEmbeddingBagMethod = 5;
+// The index of `method` in the service (proto/method_index.h).
+int Method(absl::string_view method) {
+  return proto::MethodIndex(v1::TensorCompute::service_full_name(), method);
+}
 
 PutTensorEnv WithBudget(PutTensorEnv env, const ByteBudget* budget) {
   env.budget = budget;
@@ -27,24 +27,24 @@ TensorComputeService::TensorComputeService(CallGate* gate, ComputeService* compu
       compute_(compute),
       resident_(WithBudget(std::move(resident), &compute->budget())) {
   // Read after admission (unary_call.h): registered as streamed, answered as unary.
-  MarkMethodStreamed(kGatherMethod,
+  MarkMethodStreamed(Method("Gather"),
                      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                          [this](grpc::CallbackServerContext* context) {
                            return StartGather(gate_, compute_, context);
                          }));
-  MarkMethodStreamed(kGatherNdMethod,
+  MarkMethodStreamed(Method("GatherNd"),
                      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                          [this](grpc::CallbackServerContext* context) {
                            return StartGatherNd(gate_, compute_, context);
                          }));
-  MarkMethodStreamed(kEmbeddingBagMethod,
+  MarkMethodStreamed(Method("EmbeddingBag"),
                      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                          [this](grpc::CallbackServerContext* context) {
                            return StartEmbeddingBag(gate_, compute_, context);
                          }));
   // Its messages parsed by the call, once their decoded cost is checked (put_tensor_call.h).
   MarkMethodRawCallback(
-      kPutTensorMethod,
+      Method("PutTensor"),
       new grpc::internal::CallbackClientStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
           [this](grpc::CallbackServerContext* context, grpc::ByteBuffer* reply) {
             return StartPutTensor(&resident_, context, reply);

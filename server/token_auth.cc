@@ -9,15 +9,15 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "core/status_macros.h"
 #include "server/option_file.h"
 
 namespace tensorcompute::server {
 
 absl::StatusOr<std::vector<std::string>> TokenAuth::ReadTokens(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadOptionFile("auth_token_file", path);
-  if (!text.ok()) return text.status();
+  TC_ASSIGN_OR_RETURN(const std::string text, ReadOptionFile("auth_token_file", path));
   std::vector<std::string> tokens;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (!line.empty() && line[0] != '#') tokens.emplace_back(line);
   }
@@ -30,24 +30,22 @@ absl::StatusOr<std::vector<std::string>> TokenAuth::ReadTokens(const std::string
 
 absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::Create(const std::string& path) {
   std::unique_ptr<TokenAuth> auth(new TokenAuth(path));
-  absl::StatusOr<int> loaded = auth->Reload();
-  if (!loaded.ok()) return loaded.status();
+  TC_RETURN_IF_ERROR(auth->Reload().status());
   return auth;
 }
 
 absl::StatusOr<int> TokenAuth::Reload() {
-  absl::StatusOr<std::vector<std::string>> tokens = ReadTokens(path_);
-  if (!tokens.ok()) return tokens.status();
-  auto digests = std::make_shared<std::vector<Digest>>(tokens->size());
-  for (size_t i = 0; i < tokens->size(); ++i) {
-    std::string& token = (*tokens)[i];
+  TC_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ReadTokens(path_));
+  auto digests = std::make_shared<std::vector<Digest>>(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string& token = tokens[i];
     SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
            (*digests)[i].data());
     OPENSSL_cleanse(token.data(), token.size());
   }
   absl::MutexLock lock(&mu_);
   digests_ = std::move(digests);
-  return static_cast<int>(tokens->size());
+  return static_cast<int>(tokens.size());
 }
 
 absl::Status TokenAuth::Check(std::optional<absl::string_view> authorization) const {

@@ -7,7 +7,7 @@
 
 #include "core/status_macros.h"
 #include "proto/decoded_cost.h"
-#include "server/grpc_status.h"
+#include "proto/grpc_status.h"
 
 namespace tensorcompute::server {
 
@@ -50,7 +50,7 @@ void UnaryCall::OnReadDone(bool ok) {
     // message. Only the last one sees this status; OnDone tells them apart for the metrics.
     reservation_ = compute_.budget().ReceiveDone(0);
     read_failed_ = true;
-    return Finish(ToGrpcStatus(NoMessageError()));
+    return Finish(proto::ToGrpcStatus(NoMessageError()));
   }
   const int64_t message_bytes = static_cast<int64_t>(message_.Length());
   record_.request_bytes = message_bytes;
@@ -121,8 +121,7 @@ void UnaryCall::Answer(const absl::Status& status) {
   if (outcome.ok()) {
     const grpc::Status written = WriteReply(&reply_);
     if (!written.ok()) {
-      outcome = absl::Status(static_cast<absl::StatusCode>(written.error_code()),
-                             written.error_message());
+      outcome = proto::FromGrpcStatus(written);
     }
     record_.response_bytes = static_cast<int64_t>(reply_.Length());
   }
@@ -135,7 +134,7 @@ void UnaryCall::Answer(const absl::Status& status) {
       context_.AddTrailingMetadata(record_.request_id_header.first,
                                    record_.request_id_header.second);
     }
-    return Finish(ToGrpcStatus(outcome));
+    return Finish(proto::ToGrpcStatus(outcome));
   }
   gate_.Compress(context_);
   StartWriteAndFinish(&reply_, grpc::WriteOptions(), grpc::Status::OK);

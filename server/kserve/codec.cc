@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 
 #include "core/shape.h"
+#include "core/status_macros.h"
 #include "proto/decoded_cost.h"
 #include "proto/kserve_wire.h"
 #include "server/kserve/infer_input.h"
@@ -211,27 +212,23 @@ absl::StatusOr<DataType> ParseDatatype(absl::string_view datatype, absl::string_
 absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRegistry* registry,
                           const core::PlanOptions& options,
                           const core::EmbeddingBagOptions& bag_options, InferJob* job) {
-  absl::StatusOr<Model> model = FindModel(request.model_name(), request.model_version(), registry);
-  if (!model.ok()) return model.status();
+  TC_ASSIGN_OR_RETURN(const Model model,
+                      FindModel(request.model_name(), request.model_version(), registry));
   job->model_name = request.model_name();
   const InferParameters& parameters = request.parameters();
-  if (absl::Status names = CheckParameterNames(parameters, model->kind); !names.ok()) {
-    return names;
-  }
-  absl::StatusOr<Op> op = FindOp(parameters, model->kind);
-  if (!op.ok()) return op.status();
-  job->op = *op;
+  TC_RETURN_IF_ERROR(CheckParameterNames(parameters, model.kind));
+  TC_ASSIGN_OR_RETURN(const Op op, FindOp(parameters, model.kind));
+  job->op = op;
 
   // The inputs: params (or a table's tensor) and indices, and a lookup's optional ones.
-  const bool table = model->kind == ModelKind::kTable;
+  const bool table = model.kind == ModelKind::kTable;
   if (request.raw_input_contents_size() > 0 &&
       request.raw_input_contents_size() != request.inputs_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "raw_input_contents has ", request.raw_input_contents_size(), " entries for ",
         request.inputs_size(), " inputs: send every input's data there, in order, or none"));
   }
-  absl::StatusOr<InputSlots> slots = FindInputs(request, table, *op);
-  if (!slots.ok()) return slots.status();
+  TC_ASSIGN_OR_RETURN(const InputSlots slots, FindInputs(request, table, op));
   for (const ModelInferRequest::InferRequestedOutputTensor& output : request.outputs()) {
     if (output.name() != kOutputName) {
       return absl::InvalidArgumentError(
@@ -240,14 +237,12 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
   }
   // A lookup's parameters, read before any input is decoded.
   core::EmbeddingBagOptions bag = bag_options;
-  if (*op == Op::kEmbeddingBag) {
-    absl::StatusOr<core::EmbeddingBagOptions> read = EmbeddingBagParameters(parameters, bag);
-    if (!read.ok()) return read.status();
-    bag = *std::move(read);
+  if (op == Op::kEmbeddingBag) {
+    TC_ASSIGN_OR_RETURN(bag, EmbeddingBagParameters(parameters, bag));
   }
 
   if (table) {
-    job->table = model->table;
+    job->table = model.table;
     const std::optional<absl::string_view> datatype =
         proto::KserveDatatypeName(job->table->logical_dtype());
     if (!datatype.has_value()) {
@@ -264,35 +259,31 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
     core::TensorView* view;
   };
   for (const Wanted& w :
-       {Wanted{slots->params, &job->params}, Wanted{slots->indices, &job->indices},
-        Wanted{slots->offsets, &job->offsets}, Wanted{slots->weights, &job->weights}}) {
+       {Wanted{slots.params, &job->params}, Wanted{slots.indices, &job->indices},
+        Wanted{slots.offsets, &job->offsets}, Wanted{slots.weights, &job->weights}}) {
     if (w.at < 0) continue;
-    absl::StatusOr<core::TensorView> view = DecodeInferInput(request, w.at, &job->decoded);
-    if (!view.ok()) return view.status();
-    *w.view = *std::move(view);
+    TC_ASSIGN_OR_RETURN(*w.view, DecodeInferInput(request, w.at, &job->decoded));
   }
 
   // The plan.
-  if (*op == Op::kEmbeddingBag) {
-    absl::StatusOr<core::EmbeddingBagPlan> plan = PlanEmbeddingBagOn(
-        job->table.get(), job->params, job->indices, slots->offsets >= 0 ? &job->offsets : nullptr,
-        slots->weights >= 0 ? &job->weights : nullptr, bag);
-    if (!plan.ok()) return plan.status();
-    job->plan = *std::move(plan);
+  if (op == Op::kEmbeddingBag) {
+    TC_ASSIGN_OR_RETURN(job->plan,
+                        PlanEmbeddingBagOn(job->table.get(), job->params, job->indices,
+                                           slots.offsets >= 0 ? &job->offsets : nullptr,
+                                           slots.weights >= 0 ? &job->weights : nullptr, bag));
     return absl::OkStatus();
   }
-  absl::StatusOr<std::optional<int64_t>> batch_dims = IntParameter(parameters, "batch_dims");
-  if (!batch_dims.ok()) return batch_dims.status();
+  TC_ASSIGN_OR_RETURN(const std::optional<int64_t> batch_dims,
+                      IntParameter(parameters, "batch_dims"));
   absl::StatusOr<batching::TaskPlan> plan;
-  if (*op == Op::kGatherNd) {
-    plan = PlanGatherNdOn(job->table.get(), job->params, job->indices, batch_dims->value_or(0),
+  if (op == Op::kGatherNd) {
+    plan = PlanGatherNdOn(job->table.get(), job->params, job->indices, batch_dims.value_or(0),
                           options);
   } else {
-    absl::StatusOr<std::optional<int64_t>> axis = IntParameter(parameters, "axis");
-    if (!axis.ok()) return axis.status();
+    TC_ASSIGN_OR_RETURN(const std::optional<int64_t> axis, IntParameter(parameters, "axis"));
     // ONNX and tf.gather both default to axis 0 when batch_dims is 0; with batch_dims set,
     // tf.gather's default axis is batch_dims, which is what an unset axis means to the plan.
-    plan = PlanGatherOn(job->table.get(), job->params, job->indices, *axis, batch_dims->value_or(0),
+    plan = PlanGatherOn(job->table.get(), job->params, job->indices, axis, batch_dims.value_or(0),
                         options);
   }
   if (!plan.ok()) return plan.status();
@@ -349,8 +340,7 @@ void CompleteInferResponse(const ModelInferRequest& request, InferJob* job,
 
 absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(
     absl::string_view name, absl::string_view version, const core::TensorRegistry* registry) {
-  absl::StatusOr<Model> model = FindModel(name, version, registry);
-  if (!model.ok()) return model.status();
+  TC_ASSIGN_OR_RETURN(const Model model, FindModel(name, version, registry));
   inference::ModelMetadataResponse response;
   response.set_name(std::string(name));
   response.add_versions(std::string(kModelVersion));
@@ -363,8 +353,8 @@ absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(
   };
   // Variable rank is shown as one variable dimension ([-1]), as Triton does for
   // shape-polymorphic inputs; the real shapes come with each request.
-  if (model->kind == ModelKind::kTable) {
-    const core::DataType dtype = model->table->logical_dtype();
+  if (model.kind == ModelKind::kTable) {
+    const core::DataType dtype = model.table->logical_dtype();
     const std::optional<absl::string_view> datatype = proto::KserveDatatypeName(dtype);
     if (!datatype.has_value()) {
       return absl::InvalidArgumentError(
@@ -373,7 +363,7 @@ absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(
     }
     add(response.add_inputs(), "indices", "INT64", {-1});
     add(response.add_outputs(), kOutputName, *datatype, {-1});
-  } else if (model->kind == ModelKind::kEmbeddingBag) {
+  } else if (model.kind == ModelKind::kEmbeddingBag) {
     // params and the output are rank 2, [rows, dim] and [bags, dim]; their datatype is one of
     // FP16, BF16, FP32 and FP64 (empty: it varies), and so is per_sample_weights'. indices has
     // rank 1 (with offsets) or 2 (fixed bags); offsets is optional, and so are the weights.
@@ -394,10 +384,9 @@ absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(
 
 absl::StatusOr<bool> ModelReady(absl::string_view name, absl::string_view version,
                                 const core::TensorRegistry* registry) {
-  absl::StatusOr<Model> model = FindModel(name, version, registry);
-  if (!model.ok()) return model.status();
-  if (model->kind != ModelKind::kTable) return true;
-  return proto::KserveDatatypeName(model->table->logical_dtype()).has_value();
+  TC_ASSIGN_OR_RETURN(const Model model, FindModel(name, version, registry));
+  if (model.kind != ModelKind::kTable) return true;
+  return proto::KserveDatatypeName(model.table->logical_dtype()).has_value();
 }
 
 inference::ServerMetadataResponse ServerMetadata() {

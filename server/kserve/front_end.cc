@@ -21,10 +21,8 @@ class KserveFrontEnd final : public FrontEnd {
 
   absl::Status Start() override {
     if (options_.http_listen.empty()) return absl::OkStatus();
-    absl::StatusOr<std::unique_ptr<HttpFrontEnd>> http = HttpFrontEnd::Start(
-        options_, *context_.options, context_.gate, context_.compute, context_.ready);
-    if (!http.ok()) return http.status();
-    http_ = *std::move(http);
+    TC_ASSIGN_OR_RETURN(http_, HttpFrontEnd::Start(options_, *context_.options, context_.gate,
+                                                   context_.compute, context_.ready));
     return absl::OkStatus();
   }
 

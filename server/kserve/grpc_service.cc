@@ -7,7 +7,8 @@
 
 #include "grpcpp/impl/codegen/proto_utils.h"
 
-#include "server/grpc_status.h"
+#include "proto/grpc_status.h"
+#include "proto/method_index.h"
 #include "server/kserve/codec.h"
 #include "server/kserve/model_config.h"
 #include "server/kserve/model_statistics.h"
@@ -15,9 +16,6 @@
 
 namespace tensorcompute::server::kserve {
 namespace {
-
-// ModelInfer's index in the service, in the order of the .proto.
-constexpr int kModelInferMethod = 5;
 
 // One ModelInfer call: decoded by the codec, computed like a native Gather.
 class InferCall final : public UnaryCall {
@@ -74,20 +72,21 @@ class InferCall final : public UnaryCall {
 GrpcService::GrpcService(CallGate* gate, ComputeService* compute, std::function<bool()> ready)
     : gate_(gate), compute_(compute), ready_(std::move(ready)) {
   // Read after admission (server/unary_call.h), as the native Gather.
-  MarkMethodStreamed(kModelInferMethod,
-                     new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-                         [this](grpc::CallbackServerContext* context) {
-                           auto* call = new InferCall(gate_, compute_, context);
-                           call->Begin();
-                           return call;
-                         }));
+  MarkMethodStreamed(
+      proto::MethodIndex(inference::GRPCInferenceService::service_full_name(), "ModelInfer"),
+      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](grpc::CallbackServerContext* context) {
+            auto* call = new InferCall(gate_, compute_, context);
+            call->Begin();
+            return call;
+          }));
 }
 
 grpc::ServerUnaryReactor* GrpcService::Done(grpc::CallbackServerContext* context, Rpc rpc,
                                             absl::Time start, const absl::Status& status) {
   gate_->Answer(rpc, start, status);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(proto::ToGrpcStatus(status));
   return reactor;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/shape.h"
+#include "core/status_macros.h"
 #include "proto/kserve_wire.h"
 #include "server/kserve/codec.h"
 
@@ -33,10 +34,9 @@ absl::StatusOr<std::unique_ptr<core::Tensor>> FromContents(DataType dtype, const
                      n.has_value() ? absl::StrCat(*n) : std::string("more than int64 holds of"),
                      " elements but its contents hold ", values.size()));
   }
-  absl::StatusOr<core::Tensor> tensor = core::Tensor::Allocate(dtype, shape);
-  if (!tensor.ok()) return tensor.status();
-  uint8_t* out = tensor->mutable_bytes().data();
-  for (int64_t i = 0; i < tensor->num_elements(); ++i) {
+  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::Tensor::Allocate(dtype, shape));
+  uint8_t* out = tensor.mutable_bytes().data();
+  for (int64_t i = 0; i < tensor.num_elements(); ++i) {
     const auto v = values[static_cast<int>(i)];
     const T t = static_cast<T>(v);
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<core::Tensor>> FromContents(DataType dtype, const
     }
     std::memcpy(out + i * sizeof(T), &t, sizeof(T));
   }
-  return std::make_unique<core::Tensor>(*std::move(tensor));
+  return std::make_unique<core::Tensor>(std::move(tensor));
 }
 
 // The typed contents of an input of `dtype`: exactly the field that datatype uses.
@@ -140,9 +140,8 @@ absl::StatusOr<std::unique_ptr<core::Tensor>> DecodeContents(DataType dtype,
                      " elements but its contents hold ", c.bytes_contents_size()));
   }
   std::vector<std::string> strings(c.bytes_contents().begin(), c.bytes_contents().end());
-  absl::StatusOr<core::Tensor> tensor = core::Tensor::FromStrings(shape, std::move(strings));
-  if (!tensor.ok()) return tensor.status();
-  return std::make_unique<core::Tensor>(*std::move(tensor));
+  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::Tensor::FromStrings(shape, std::move(strings)));
+  return std::make_unique<core::Tensor>(std::move(tensor));
 }
 
 // BYTES in raw form: each element a 4-byte little-endian length and that many bytes.
@@ -186,9 +185,8 @@ absl::StatusOr<std::unique_ptr<core::Tensor>> DecodeRawBytes(const core::Shape& 
                                                    raw.size() - at, " bytes after its ", *n,
                                                    " BYTES elements"));
   }
-  absl::StatusOr<core::Tensor> tensor = core::Tensor::FromStrings(shape, std::move(strings));
-  if (!tensor.ok()) return tensor.status();
-  return std::make_unique<core::Tensor>(*std::move(tensor));
+  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::Tensor::FromStrings(shape, std::move(strings)));
+  return std::make_unique<core::Tensor>(std::move(tensor));
 }
 
 }  // namespace
@@ -198,8 +196,7 @@ absl::StatusOr<core::TensorView> DecodeInferInput(
     std::vector<std::unique_ptr<core::Tensor>>* decoded) {
   const ModelInferRequest::InferInputTensor& input = request.inputs(index);
   const std::string what = absl::StrCat("input '", input.name(), "'");
-  absl::StatusOr<DataType> dtype = ParseDatatype(input.datatype(), what);
-  if (!dtype.ok()) return dtype.status();
+  TC_ASSIGN_OR_RETURN(const DataType dtype, ParseDatatype(input.datatype(), what));
   core::Shape shape(input.shape().begin(), input.shape().end());
   for (int64_t d : shape) {
     if (d < 0) {
@@ -209,20 +206,19 @@ absl::StatusOr<core::TensorView> DecodeInferInput(
   }
   if (request.raw_input_contents_size() > 0) {
     const std::string& raw = request.raw_input_contents(index);
-    if (*dtype == DataType::kString) {
-      absl::StatusOr<std::unique_ptr<core::Tensor>> t = DecodeRawBytes(shape, raw, what);
-      if (!t.ok()) return t.status();
-      decoded->push_back(*std::move(t));
+    if (dtype == DataType::kString) {
+      TC_ASSIGN_OR_RETURN(std::unique_ptr<core::Tensor> t, DecodeRawBytes(shape, raw, what));
+      decoded->push_back(std::move(t));
       return decoded->back()->view();
     }
     core::TensorView view;
-    view.dtype = *dtype;
+    view.dtype = dtype;
     view.shape = std::move(shape);
     view.data = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
     // The plan's ValidateTensor checks the byte count against the shape; say it in v2 terms.
     const std::optional<int64_t> n = core::CheckedNumElements(view.shape);
     const std::optional<int64_t> bytes =
-        n.has_value() ? core::CheckedMul(*n, static_cast<int64_t>(core::ElementSize(*dtype)))
+        n.has_value() ? core::CheckedMul(*n, static_cast<int64_t>(core::ElementSize(dtype)))
                       : std::nullopt;
     if (!bytes.has_value() || *bytes != static_cast<int64_t>(raw.size())) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -232,10 +228,9 @@ absl::StatusOr<core::TensorView> DecodeInferInput(
     }
     return view;
   }
-  absl::StatusOr<std::unique_ptr<core::Tensor>> t =
-      DecodeContents(*dtype, shape, input.contents(), what);
-  if (!t.ok()) return t.status();
-  decoded->push_back(*std::move(t));
+  TC_ASSIGN_OR_RETURN(std::unique_ptr<core::Tensor> t,
+                      DecodeContents(dtype, shape, input.contents(), what));
+  decoded->push_back(std::move(t));
   return decoded->back()->view();
 }
 

@@ -4,6 +4,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
+#include "core/status_macros.h"
+
 namespace tensorcompute::server::kserve {
 
 using inference::InferParameter;
@@ -69,15 +71,11 @@ absl::StatusOr<core::EmbeddingBagMode> ModeParameter(const InferParameters& para
 absl::StatusOr<core::EmbeddingBagOptions> EmbeddingBagParameters(
     const InferParameters& parameters, const core::EmbeddingBagOptions& base) {
   core::EmbeddingBagOptions options = base;
-  absl::StatusOr<core::EmbeddingBagMode> mode = ModeParameter(parameters);
-  if (!mode.ok()) return mode.status();
-  options.mode = *mode;
-  absl::StatusOr<std::optional<bool>> last = BoolParameter(parameters, "include_last_offset");
-  if (!last.ok()) return last.status();
-  options.include_last_offset = last->value_or(false);
-  absl::StatusOr<std::optional<int64_t>> padding = IntParameter(parameters, "padding_idx");
-  if (!padding.ok()) return padding.status();
-  options.padding_idx = *padding;
+  TC_ASSIGN_OR_RETURN(options.mode, ModeParameter(parameters));
+  TC_ASSIGN_OR_RETURN(const std::optional<bool> last,
+                      BoolParameter(parameters, "include_last_offset"));
+  options.include_last_offset = last.value_or(false);
+  TC_ASSIGN_OR_RETURN(options.padding_idx, IntParameter(parameters, "padding_idx"));
   return options;
 }
 

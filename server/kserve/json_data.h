@@ -8,8 +8,9 @@
 //
 // Also what both need: a JSON scalar as the parser reports it (JsonLeaf), converted to a
 // datatype's bytes (AppendLeaf) or quoted in an error message (QuoteLeaf), with the words and
-// conversions of the document decoder before them; and ParseJsonValue, nlohmann's SAX parse
-// with the position it has reached in the text, which nlohmann does not report.
+// conversions of the document decoder (tests/server/kserve_json_reference.cc, the reference it is
+// tested against) before them; and ParseJsonValue, nlohmann's SAX parse with the position it has
+// reached in the text, which nlohmann does not report.
 //
 // Thread-safety: none; one decoder per `data` value. The decoder holds no memory of its own
 // beyond the bytes it appends to the caller's string.

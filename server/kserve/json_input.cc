@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/shape.h"
+#include "core/status_macros.h"
 #include "proto/kserve_wire.h"
 #include "server/kserve/codec.h"
 #include "server/kserve/json_data.h"
@@ -56,7 +57,8 @@ size_t JsonInput::ReserveFor(DataType dtype, size_t text_left) const {
   return std::min(static_cast<size_t>(*n), most) * core::ElementSize(dtype);
 }
 
-// The checks and messages of the document decoder's ParseInput, in its order.
+// The checks and messages of ParseInput in the document decoder
+// (tests/server/kserve_json_reference.cc, the reference tested against), in its order.
 absl::Status FinishJsonInput(JsonInput* input, int index, absl::string_view json,
                              absl::string_view binary, size_t* binary_at,
                              inference::ModelInferRequest* request, bool* reparsed) {
@@ -71,8 +73,7 @@ absl::Status FinishJsonInput(JsonInput* input, int index, absl::string_view json
   if (in.datatype == JsonField::kWrongType) return Invalid(what, "'datatype' must be a string");
   if (in.datatype == JsonField::kAbsent) return Invalid(what, "has no 'datatype'");
   tensor->set_datatype(in.datatype_value);
-  absl::StatusOr<DataType> dtype = ParseDatatype(tensor->datatype(), what);
-  if (!dtype.ok()) return dtype.status();
+  TC_ASSIGN_OR_RETURN(const DataType dtype, ParseDatatype(tensor->datatype(), what));
 
   if (in.shape == JsonField::kWrongType) return Invalid(what, "'shape' must be an array");
   if (in.shape == JsonField::kAbsent) return Invalid(what, "has no 'shape'");
@@ -104,8 +105,8 @@ absl::Status FinishJsonInput(JsonInput* input, int index, absl::string_view json
     return Invalid(what, "has neither 'data' nor binary_data_size");
   }
   if (in.data == JsonField::kWrongType) return Invalid(what, "data must be an array");
-  if (in.decoded_as != *dtype) {
-    DecodeAgain(*dtype, json, &in);
+  if (in.decoded_as != dtype) {
+    DecodeAgain(dtype, json, &in);
     *reparsed = true;
   }
   if (!in.bad.ok()) {

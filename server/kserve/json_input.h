@@ -63,7 +63,8 @@ struct JsonInput {
 // Checks `*input`, the `index`-th of the request, and adds it to `request` with its raw
 // contents: its decoded data (parsed again from `json` first when it was not decoded as its
 // datatype, then *reparsed is set), or the binary_data_size bytes at `*binary_at` in `binary`
-// (advancing it). Returns OK, or INVALID_ARGUMENT with the document decoder's message: no or a
+// (advancing it). Returns OK, or INVALID_ARGUMENT with the message of the
+// document decoder (tests/server/kserve_json_reference.cc, the reference tested against): no or a
 // mistyped name, datatype, shape or parameters, an unknown datatype (codec.h's ParseDatatype),
 // both or neither of data and binary_data_size, too few binary bytes left, data that is not an
 // array, a bad element, an element count that differs from the shape's.

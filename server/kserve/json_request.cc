@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 
 #include "core/dtype.h"
+#include "core/status_macros.h"
 #include "server/kserve/json.h"
 #include "server/kserve/json_data.h"
 #include "server/kserve/json_input.h"
@@ -73,7 +74,7 @@ absl::Status ToParameter(const std::string& name, const JsonLeaf& value,
 absl::Status JsonRequestParser::Parse() {
   const bool parsed = ParseJsonValue(json_.data(), json_.data() + json_.size(), &cursor_, this,
                                      /*strict=*/true);
-  if (!status_.ok()) return status_;  // not JSON, or past a bound
+  TC_RETURN_IF_ERROR(status_);  // not JSON, or past a bound
   if (!parsed) return absl::InternalError("the JSON parser stopped without a reason");
   return Finish();
 }
@@ -445,7 +446,8 @@ void JsonRequestParser::FinishOutput() {
   ++output_index_;
 }
 
-// The checks and messages of the document decoder, in its order.
+// The checks and messages of the document decoder (tests/server/kserve_json_reference.cc, the
+// reference it is tested against), in its order.
 absl::Status JsonRequestParser::CheckOutput() {
   const std::string what = absl::StrCat("outputs[", output_index_, "]");
   if (output_.name == JsonField::kWrongType) return Invalid(what, "'name' must be a string");

@@ -7,8 +7,9 @@
 // An input's `data` goes to a JsonDataDecoder (json_data.h) while it is parsed, or is parsed
 // again when the input ends (json_input.h). A fault is recorded where it is found (an input's or
 // an output's when its object ends) and reported once the whole text has parsed, in the order of
-// the document decoder that came before, so that a syntax error anywhere still comes first; only
-// the bounds (json.h) stop the parse at once.
+// the document decoder (tests/server/kserve_json_reference.cc, the reference it is tested against)
+// that came before, so that a syntax error anywhere still comes first; only the bounds (json.h)
+// stop the parse at once.
 //
 // Thread-safety: none; one parser per request, used once. It writes into the caller's request
 // and options, and keeps views into the JSON text and the lexer's strings only while a call runs.

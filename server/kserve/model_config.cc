@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 
 #include "core/dtype.h"
+#include "core/status_macros.h"
 #include "core/table_storage.h"
 #include "server/kserve/codec.h"
 
@@ -30,26 +31,24 @@ inference::DataType TritonDataType(absl::string_view kserve_datatype) {
 absl::StatusOr<inference::ModelConfigResponse> ModelConfig(
     absl::string_view name, absl::string_view version, const core::TensorRegistry* registry,
     const batching::BatcherOptions& batching) {
-  absl::StatusOr<Model> model = FindModel(name, version, registry);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<inference::ModelMetadataResponse> metadata =
-      ModelMetadata(name, version, registry);
-  if (!metadata.ok()) return metadata.status();
+  TC_ASSIGN_OR_RETURN(const Model model, FindModel(name, version, registry));
+  TC_ASSIGN_OR_RETURN(const inference::ModelMetadataResponse metadata,
+                      ModelMetadata(name, version, registry));
 
   inference::ModelConfigResponse response;
   inference::ModelConfig& config = *response.mutable_config();
   config.set_name(std::string(name));
-  config.set_platform(metadata->platform());
+  config.set_platform(metadata.platform());
   config.set_backend("tensorcompute");
   config.set_max_batch_size(0);
-  for (const auto& tensor : metadata->inputs()) {
+  for (const auto& tensor : metadata.inputs()) {
     inference::ModelInput& input = *config.add_input();
     input.set_name(tensor.name());
     input.set_data_type(TritonDataType(tensor.datatype()));
     for (int64_t d : tensor.shape()) input.add_dims(d);
     input.set_optional(tensor.name() == "offsets" || tensor.name() == "per_sample_weights");
   }
-  for (const auto& tensor : metadata->outputs()) {
+  for (const auto& tensor : metadata.outputs()) {
     inference::ModelOutput& output = *config.add_output();
     output.set_name(tensor.name());
     output.set_data_type(TritonDataType(tensor.datatype()));
@@ -61,8 +60,8 @@ absl::StatusOr<inference::ModelConfigResponse> ModelConfig(
   if (batching.max_batch_size > 0) {
     dynamic.add_preferred_batch_size(static_cast<int32_t>(batching.max_batch_size));
   }
-  if (model->kind == ModelKind::kTable) {
-    const core::ResidentTensor& table = *model->table;
+  if (model.kind == ModelKind::kTable) {
+    const core::ResidentTensor& table = *model.table;
     auto& parameters = *config.mutable_parameters();
     parameters["op"].set_string_value("gather");
     parameters["storage"].set_string_value(std::string(core::TableStorageName(table.storage)));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "core/status_macros.h"
 #include "server/kserve/codec.h"
 
 namespace tensorcompute::server::kserve {
@@ -79,12 +80,11 @@ absl::StatusOr<inference::ModelStatisticsResponse> ModelStatistics(
     }
     return response;
   }
-  absl::StatusOr<Model> model = FindModel(name, version, registry);
-  if (!model.ok()) return model.status();
-  if (model->kind == ModelKind::kTable) {
-    FillTable(*model->table, response.add_model_stats());
+  TC_ASSIGN_OR_RETURN(const Model model, FindModel(name, version, registry));
+  if (model.kind == ModelKind::kTable) {
+    FillTable(*model.table, response.add_model_stats());
   } else {
-    Fill(name, *metrics.model_stats(BuiltinOf(model->kind)), response.add_model_stats());
+    Fill(name, *metrics.model_stats(BuiltinOf(model.kind)), response.add_model_stats());
   }
   return response;
 }

@@ -24,6 +24,7 @@
 #include "client/client.h"
 #include "client/load_tester.h"
 #include "server/server.h"
+#include "tests/client/test_client.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
@@ -143,13 +144,9 @@ class CountingRelay {
 };
 
 std::unique_ptr<Client> MakeClient(int port, grpc_compression_algorithm compression) {
-  ClientOptions options;
-  options.target = absl::StrCat("127.0.0.1:", port);
-  options.timeout = absl::Seconds(20);
+  ClientOptions options = test_support::TestClientOptions(port);
   options.compression = compression;
-  auto client = Client::Create(options);
-  EXPECT_THAT(client.status(), IsOk());
-  return client.ok() ? *std::move(client) : nullptr;
+  return test_support::MakeClient(options);
 }
 
 TEST(ParseCompression, ReadsTheThreeNames) {

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 
 #include "server/server.h"
+#include "tests/client/test_client.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/random_embedding_bag.h"
 #include "tests/testing/random_tensor.h"
@@ -37,14 +38,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::unique_ptr<Client> MakeClient(const std::string& target, int max_attempts = 1) {
-  ClientOptions options;
-  options.target = target;
-  options.timeout = absl::Seconds(20);
+  ClientOptions options = test_support::TestClientOptions(target);
   options.retry.max_attempts = max_attempts;
-  options.retry.initial_backoff = absl::Milliseconds(1);
-  auto client = Client::Create(options);
-  EXPECT_THAT(client.status(), IsOk());
-  return *std::move(client);
+  return test_support::MakeClient(options);
 }
 
 std::string Local(int port) { return absl::StrCat("127.0.0.1:", port); }

@@ -21,6 +21,7 @@
 #include "core/table_storage.h"
 #include "core/tensor.h"
 #include "server/server.h"
+#include "tests/client/test_client.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/random_embedding_bag.h"
 #include "tests/testing/random_tensor.h"
@@ -40,12 +41,7 @@ using ::tensorcompute::testing::StatusIs;
 using ::testing::HasSubstr;
 
 std::unique_ptr<Client> MakeClient(const Server& server) {
-  ClientOptions options;
-  options.target = absl::StrCat("127.0.0.1:", server.port());
-  options.timeout = absl::Seconds(60);
-  auto client = Client::Create(options);
-  EXPECT_THAT(client.status(), IsOk());
-  return *std::move(client);
+  return test_support::MakeClient(test_support::TestClientOptions(server.port()));
 }
 
 // A float32 [rows, dim] table of values in [-100, 100] with some -0.

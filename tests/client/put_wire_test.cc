@@ -18,6 +18,7 @@
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
 #include "client/client.h"
+#include "tests/client/test_client.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 
@@ -132,16 +133,11 @@ struct FakeServer {
 };
 
 std::unique_ptr<Client> MakeClient(const std::string& target, int max_attempts = 1) {
-  ClientOptions options;
-  options.target = target;
-  options.timeout = absl::Seconds(20);
+  ClientOptions options = test_support::TestClientOptions(target);
   options.auth_token = "reader";
   options.admin_token = "admin";
   options.retry.max_attempts = max_attempts;
-  options.retry.initial_backoff = absl::Milliseconds(1);
-  auto client = Client::Create(options);
-  EXPECT_THAT(client.status(), IsOk());
-  return *std::move(client);
+  return test_support::MakeClient(options);
 }
 
 TEST(PutWire, StreamIsTheDescriptionThenChunksInOrder) {

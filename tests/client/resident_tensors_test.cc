@@ -16,6 +16,7 @@
 #include "client/client.h"
 #include "core/tensor.h"
 #include "server/server.h"
+#include "tests/client/test_client.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
@@ -38,14 +39,10 @@ std::string Local(const Server& server) { return absl::StrCat("127.0.0.1:", serv
 
 std::unique_ptr<Client> MakeClient(const std::string& target, const std::string& auth_token = "",
                                    const std::string& admin_token = "") {
-  ClientOptions options;
-  options.target = target;
+  ClientOptions options = test_support::TestClientOptions(target);
   options.auth_token = auth_token;
   options.admin_token = admin_token;
-  options.timeout = absl::Seconds(60);
-  auto client = Client::Create(options);
-  EXPECT_THAT(client.status(), IsOk());
-  return *std::move(client);
+  return test_support::MakeClient(options);
 }
 
 // The names that target `target` lists (a failed list fails the test and lists none).

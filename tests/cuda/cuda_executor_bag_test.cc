@@ -28,6 +28,7 @@
 #include "core/table_storage.h"
 #include "core/thread_pool.h"
 #include "tests/batching/task_case.h"
+#include "tests/cuda/executor_fixture.h"
 #include "tests/testing/random_embedding_bag.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
@@ -55,7 +56,7 @@ using ::tensorcompute::testing::StatusIs;
 using ::tensorcompute::testing::UniformInt;
 using ::testing::HasSubstr;
 
-const absl::Duration kLong = absl::Seconds(120);
+using ::tensorcompute::cuda::test_support::kBatchTimeout;
 
 constexpr DataType kFloatTypes[] = {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat32,
                                     DataType::kFloat64};
@@ -106,35 +107,13 @@ EmbeddingBagCase RandomLookup(int i, int64_t bags, Rng& rng) {
   return RandomEmbeddingBagCase(options, rng);
 }
 
-class CudaExecutorBagTest : public ::testing::Test {
+class CudaExecutorBagTest : public ::tensorcompute::cuda::test_support::CudaExecutorFixture {
  protected:
-  void SetUp() override {
-    if (CudaDeviceCount() == 0) {
-      GTEST_SKIP() << "no CUDA device: " << CudaDeviceDescription(0).status().message();
-    }
-  }
-
-  std::unique_ptr<CudaExecutor> MakeExecutor(CudaExecutorOptions options = {}) {
-    options.fallback = &fallback_;
-    absl::StatusOr<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::Create(options);
-    EXPECT_THAT(executor, IsOk());
-    return executor.ok() ? *std::move(executor) : nullptr;
-  }
-
-  // Runs `batch` and waits for batch_done.
-  static void Run(CudaExecutor& executor, batching::Batch batch) {
-    absl::Notification finished;
-    executor.Run(std::move(batch), [&finished] { finished.Notify(); });
-    ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
-  }
-
   static void RunBags(CudaExecutor& executor, std::vector<std::unique_ptr<BagCase>>& cases) {
     batching::Batch batch;
     for (std::unique_ptr<BagCase>& c : cases) batch.push_back(MakeBagTask(*c));
     Run(executor, std::move(batch));
   }
-
-  batching::CpuExecutor fallback_{&SharedPool()};
 };
 
 TEST_F(CudaExecutorBagTest, RandomLookupsMixedWithGathersMatchTheCpu) {

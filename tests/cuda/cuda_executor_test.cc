@@ -33,6 +33,7 @@
 #include "core/gather_plan.h"
 #include "core/thread_pool.h"
 #include "tests/batching/task_case.h"
+#include "tests/cuda/executor_fixture.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/reference_gather.h"
 #include "tests/testing/status_matchers.h"
@@ -67,7 +68,7 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-const absl::Duration kLong = absl::Seconds(120);
+using ::tensorcompute::cuda::test_support::kBatchTimeout;
 
 // ---- tests that run everywhere ----
 
@@ -147,32 +148,14 @@ absl::StatusOr<core::Tensor> RunOnCpu(const GatherRequest& r) {
 }
 
 // Every test below starts here: skipped, with the reason, when there is no device.
-class CudaExecutorTest : public ::testing::Test {
+class CudaExecutorTest : public ::tensorcompute::cuda::test_support::CudaExecutorFixture {
  protected:
-  void SetUp() override {
-    if (CudaDeviceCount() == 0) {
-      GTEST_SKIP() << "no CUDA device: " << CudaDeviceDescription(0).status().message();
-    }
-  }
-
-  // A fresh executor over the shared CPU pool (its fallback).
-  std::unique_ptr<CudaExecutor> MakeExecutor(CudaExecutorOptions options = {}) {
-    options.fallback = &fallback_;
-    absl::StatusOr<std::unique_ptr<CudaExecutor>> executor = CudaExecutor::Create(options);
-    EXPECT_THAT(executor, IsOk());
-    return executor.ok() ? *std::move(executor) : nullptr;
-  }
-
   // Runs `cases` as one batch and waits for batch_done.
   static void RunBatch(CudaExecutor& executor, std::vector<std::unique_ptr<Case>>& cases) {
     batching::Batch batch;
     for (std::unique_ptr<Case>& c : cases) batch.push_back(MakeTask(*c));
-    absl::Notification finished;
-    executor.Run(std::move(batch), [&finished] { finished.Notify(); });
-    ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+    Run(executor, std::move(batch));
   }
-
-  batching::CpuExecutor fallback_{&SharedPool()};
 };
 
 // `n` random requests over every dtype (strings included), int32 and int64 indices, Gather and
@@ -434,7 +417,7 @@ TEST_F(CudaExecutorTest, CancelledAndExpiredTasksAreNotComputed) {
   batch[1]->deadline = absl::Now() - absl::Seconds(1);
   absl::Notification finished;
   executor->Run(std::move(batch), [&finished] { finished.Notify(); });
-  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kBatchTimeout));
   EXPECT_THAT(cases[0]->got, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_THAT(cases[1]->got, StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_TRUE(SentinelIntact(cases[0]->output));
@@ -460,7 +443,7 @@ TEST_F(CudaExecutorTest, MakeOutputIsCalledOnceBeforeTheCopy) {
   }
   absl::Notification finished;
   executor->Run(std::move(batch), [&finished] { finished.Notify(); });
-  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kBatchTimeout));
   for (size_t i = 0; i < cases.size(); ++i) {
     ASSERT_TRUE(AgreesWithCpuAndReference(*cases[i]));
     if (cases[i]->got.ok()) {
@@ -502,7 +485,7 @@ TEST_F(CudaExecutorTest, ConcurrentRunsFromManyThreads) {
     });
   }
   for (std::thread& t : threads) t.join();
-  const absl::Time deadline = absl::Now() + kLong;
+  const absl::Time deadline = absl::Now() + kBatchTimeout;
   while (batches_done.load() < kThreads * 10 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
@@ -530,7 +513,7 @@ TEST_F(CudaExecutorTest, DestructorFinishesEverythingItWasGiven) {
     }
   }
   // The CPU fallback may still be finishing its part (strings) after the GPU slots joined.
-  const absl::Time deadline = absl::Now() + kLong;
+  const absl::Time deadline = absl::Now() + kBatchTimeout;
   while (batches_done.load() < 6 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
   ASSERT_EQ(batches_done.load(), 6);
   for (const std::unique_ptr<Case>& c : cases) ASSERT_TRUE(AgreesWithCpuAndReference(*c));
@@ -628,7 +611,7 @@ TEST_F(CudaExecutorTest, TasksOnAResidentTableGatherFromItsDeviceCopy) {
   }
   absl::Notification finished;
   executor->Run(std::move(batch), [&finished] { finished.Notify(); });
-  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kBatchTimeout));
   for (size_t i = 0; i < cases.size(); ++i) {
     if (i == 7) {
       EXPECT_THAT(cases[i]->got, StatusIs(absl::StatusCode::kCancelled));
@@ -690,7 +673,7 @@ TEST_F(CudaExecutorTest, LargeTablesUploadThroughStagingChunksExactly) {
     batch.push_back(std::move(task));
     absl::Notification finished;
     executor->Run(std::move(batch), [&finished] { finished.Notify(); });
-    ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kLong));
+    ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kBatchTimeout));
     ASSERT_THAT(got, IsOk());
     const absl::Span<const uint8_t> want = expected.bytes(), have = output.bytes();
     ASSERT_EQ(have.size(), want.size());

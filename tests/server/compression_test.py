@@ -104,7 +104,7 @@ class CompressionTest(unittest.TestCase):
                                  "--metrics_listen=", "--grpc_compression=brotli"],
                                 capture_output=True, text=True, timeout=60)
         self.assertNotEqual(result.returncode, 0)
-        self.assertIn('grpc_compression must be none, gzip or deflate, not "brotli"',
+        self.assertIn("grpc_compression: compression 'brotli' is not one of none, gzip, deflate",
                       result.stdout + result.stderr)
 
 

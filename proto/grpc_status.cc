@@ -1,8 +1,8 @@
-#include "server/grpc_status.h"
+#include "proto/grpc_status.h"
 
 #include <string>
 
-namespace tensorcompute::server {
+namespace tensorcompute::proto {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -15,4 +15,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
 }
 
-}  // namespace tensorcompute::server
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace tensorcompute::proto
