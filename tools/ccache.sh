@@ -23,7 +23,10 @@ if [ -z "${CCACHE_DIR:-}" ]; then
 fi
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
-# Precompiled headers (CMake's target_precompile_headers) need these to be cacheable.
-export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+# Precompiled headers (CMake's target_precompile_headers) need the first four to be cacheable.
+# locale: ccache hashes LANG and LC_* by default (they only translate the compiler's messages),
+# and the image's build stage has no LANG where CI has C.UTF-8: without it, the image's compile
+# missed every entry of the Release build just before it.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime,locale}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
 exec ccache "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The compiler cache (tools/ccache.sh) is never wrong and works across clones: two "clones" in
 # different folders, each with its own copy of the launcher, compile the same sources with
-# absolute paths (as CMake does). The second clone's compiles hit what the first compiled; a
+# absolute paths (as CMake does), under different locales. The second clone's compiles hit what the first compiled; a
 # changed header misses for the file that includes it (and only for it), and the program then
 # prints the header's new value.
 #   bash tests/tools/ccache_test.sh     (exit 0: all held)
@@ -20,13 +20,16 @@ for clone in one two; do
     > "$work/$clone/src/main.cc"
 done
 
-# Builds clone $1 and prints what its program prints.
+# Builds clone $1 and prints what its program prints. Clone one compiles with LANG=C.UTF-8 (as
+# CI's host), clone two with no locale at all (as the image's build stage): a locale only
+# translates the compiler's messages, so it must not keep the second from hitting.
 build() {
-  local root="$work/$1"
+  local root="$work/$1" locale=(env LANG=C.UTF-8)
+  [ "$1" = one ] || locale=(env -u LANG -u LC_ALL -u LC_CTYPE -u LC_MESSAGES)
   (
     cd "$root/build"
     for f in value main; do
-      bash "$root/tools/ccache.sh" g++ -O2 -I"$root/src" -c "$root/src/$f.cc" -o "$f.o"
+      "${locale[@]}" bash "$root/tools/ccache.sh" g++ -O2 -I"$root/src" -c "$root/src/$f.cc" -o "$f.o"
     done
     g++ value.o main.o -o program
     ./program
