@@ -8,28 +8,26 @@ the test, its output kept, never blocking it, and an orderly stop.
 ctest kills a test that runs past its TIMEOUT with SIGKILL, which leaves no test code to stop
 its children: popen asks the kernel to kill the child when the test process dies
 (PR_SET_PDEATHSIG), so that nothing a test started outlives it (tests/tools/leftovers.py checks
-at the end of every ctest run).
+at the end of every ctest run). util-linux's setpriv sets it and execs the command, so the child
+runs no Python between fork and exec: a preexec_fn would make subprocess fork() where it now
+uses vfork, and with grpcio's threads alive in the test a forked child can die before its exec
+(grpcio's fork handlers, grpc/grpc#43055; CI saw a server "not start" so).
 """
 
-import ctypes
-import signal
+import shutil
 import subprocess
 import threading
 
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _die_with_parent():  # in the child, between fork and exec
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+_SETPRIV = shutil.which("setpriv")
 
 
 def popen(argv, **kwargs):
     """subprocess.Popen(argv, **kwargs), with the child killed when this process dies.
-    The kernel ties the child to the thread that forks it, so only children started from the
-    main thread (which lives as long as the process) are tied; others are plain Popen."""
-    if threading.current_thread() is threading.main_thread():
-        kwargs.setdefault("preexec_fn", _die_with_parent)
+    The kernel ties the child to the thread that starts it, so only children started from the
+    main thread (which lives as long as the process) are tied; others, and any child where
+    setpriv is missing, are plain Popen."""
+    if _SETPRIV and threading.current_thread() is threading.main_thread():
+        argv = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
     return subprocess.Popen(argv, **kwargs)
 
 
