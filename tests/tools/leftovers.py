@@ -13,14 +13,18 @@ import sys
 import time
 
 
+def parent(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def ancestors():
     """This process and its parents: ctest, a shell, whatever ran it."""
     pids, pid = set(), os.getpid()
     while pid > 1:
         pids.add(pid)
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+            pid = parent(pid)
         except (OSError, ValueError, IndexError):
             break
     return pids
@@ -32,11 +36,6 @@ def age_s(pid):
     with open("/proc/uptime") as f:
         uptime = float(f.read().split()[0])
     return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-
-
-def parent(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
 def leftovers(build_dir):
