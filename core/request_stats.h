@@ -11,7 +11,7 @@
 //   RequestStats     one model's (a resident table's, or an op's with params sent inline) or
 //                    one RPC's histograms and outcome counters.
 //
-// A request's stages, as the server measures them (server/call_record.h):
+// A request's stages, as the server measures them (server/admission/call_record.h):
 //   decode   arrival to its submission to compute (reading and decoding the message)
 //   queue    submission to the start of the batch that computes it
 //   compute  the batch's start to the request's output written

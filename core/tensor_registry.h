@@ -58,7 +58,7 @@ struct DeviceCopy {
 // logical_shape(), float32 [rows, dim].
 // A shard (core/shard_spec.h) holds rows ShardRows(*shard) of a table of shard->total_rows
 // rows: `tensor` holds those rows only, while logical_shape() and plan_view() have the whole
-// table's rows, which requests index (server/shard_router.h splits them by shard).
+// table's rows, which requests index (server/compute/shard_router.h splits them by shard).
 struct ResidentTensor {
   std::string name;
   Tensor tensor;

@@ -2,8 +2,8 @@
 //
 // What a protobuf message will cost in memory once it is parsed and its tensors converted to
 // core's, counted from its wire bytes *before* it is parsed, so that the server can charge it to
-// its in-flight budget (server/byte_budget.h) and refuse a message that would not fit without
-// ever building it. A wire message of empty strings (2 bytes each) parses into one
+// its in-flight budget (server/admission/byte_budget.h) and refuse a message that would not fit
+// without ever building it. A wire message of empty strings (2 bytes each) parses into one
 // std::string per element: 62 MiB of them cost about 2 GB parsed.
 //
 // The scan walks the message's fields by tag with the message type's descriptor, descending

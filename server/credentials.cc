@@ -10,7 +10,7 @@
 #include <openssl/x509.h>
 
 #include "core/status_macros.h"
-#include "server/option_file.h"
+#include "server/admission/option_file.h"
 
 namespace tensorcompute::server {
 namespace {

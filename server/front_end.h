@@ -28,14 +28,14 @@ class Service;
 
 namespace tensorcompute::server {
 
-class CallGate;        // call_gate.h
-class ComputeService;  // compute_service.h
+class CallGate;      // server/admission/call_gate.h
+class ComputeEntry;  // compute_entry.h
 
 // What a front end is given. Everything outlives the front end.
 struct FrontEndContext {
   const ServerOptions* options = nullptr;
-  CallGate* gate = nullptr;           // admission and answers (call_gate.h)
-  ComputeService* compute = nullptr;  // the compute entry (compute_service.h)
+  CallGate* gate = nullptr;         // admission and answers (server/admission/call_gate.h)
+  ComputeEntry* compute = nullptr;  // the compute entry (compute_entry.h)
   // Whether the server is ready: health SERVING (preloading done, no lost GPU, not draining).
   std::function<bool()> ready;
 };

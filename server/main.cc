@@ -2,7 +2,7 @@
 // resident tables) over gRPC, with the standard health service and reflection, and KServe v2
 // over gRPC and HTTP (server/kserve/). Runs with no flags (CPU, 0.0.0.0:50051).
 // The only file with flags; everything else takes ServerOptions (server_options.h documents
-// each one, its default and the status code it produces; server/kserve/front_end.h the
+// each one, its default and the status code it produces; server/kserve/kserve_front_end.h the
 // KServe ones).
 
 #include <algorithm>
@@ -28,7 +28,7 @@
 #include <sys/resource.h>
 
 #include "server/flag_help.h"
-#include "server/kserve/front_end.h"
+#include "server/kserve/kserve_front_end.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "host:port to serve on; port 0 picks one");

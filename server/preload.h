@@ -16,7 +16,7 @@
 
 #include "core/shard_spec.h"
 #include "core/tensor_registry.h"
-#include "server/put_tensor_call.h"
+#include "server/native/put_tensor_call.h"
 
 namespace tensorcompute::server {
 

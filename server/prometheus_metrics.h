@@ -66,10 +66,10 @@
 
 #include "core/batching/batcher.h"
 #include "core/tensor_registry.h"
-#include "server/byte_budget.h"
-#include "server/gpu_stage_metrics.h"
-#include "server/metered_executor.h"
-#include "server/metrics.h"
+#include "server/admission/byte_budget.h"
+#include "server/metrics/gpu_stage_metrics.h"
+#include "server/metrics/metered_executor.h"
+#include "server/metrics/metrics.h"
 
 namespace tensorcompute::server {
 

@@ -27,20 +27,20 @@
 #include "core/tensor_registry.h"
 #include "core/thread_pool.h"
 #include "proto/grpc_compression.h"
+#include "server/admission/byte_budget.h"
+#include "server/admission/call_gate.h"
+#include "server/admission/token_auth.h"
 #include "server/builder_options.h"
-#include "server/byte_budget.h"
-#include "server/call_gate.h"
-#include "server/compute_service.h"
+#include "server/compute/compute_entry.h"
+#include "server/compute/shard_router.h"
 #include "server/credentials.h"
-#include "server/gpu_stage_metrics.h"
 #include "server/health_listener.h"
 #include "server/memory_trimmer.h"
-#include "server/metered_executor.h"
+#include "server/metrics/gpu_stage_metrics.h"
+#include "server/metrics/metered_executor.h"
+#include "server/native/native_service.h"
 #include "server/preload.h"
 #include "server/prometheus_metrics.h"
-#include "server/shard_router.h"
-#include "server/tensorcompute_service.h"
-#include "server/token_auth.h"
 
 namespace tensorcompute::server {
 namespace {
@@ -133,13 +133,13 @@ absl::Status Server::SetUpCompute() {
   core::PlanOptions plan_options;
   plan_options.max_output_bytes = options_.EffectiveMaxOutputBytes();
   plan_options.max_rank = options_.max_rank;
-  // A message is read with room for itself and its parsed copy (byte_budget.h).
+  // A message is read with room for itself and its parsed copy (server/admission/byte_budget.h).
   budget_ = std::make_unique<ByteBudget>(options_.max_inflight_bytes,
                                          2 * options_.max_message_bytes, options_.queue_capacity);
   gate_ = std::make_unique<CallGate>(&metrics_, &errors_, auth_.get(), admin_.get());
   gate_->set_compression(*proto::ParseCompression(options_.grpc_compression));  // validated
-  compute_ = std::make_unique<ComputeService>(batcher_.get(), budget_.get(), &metrics_,
-                                              registry_.get(), plan_options);
+  compute_ = std::make_unique<ComputeEntry>(batcher_.get(), budget_.get(), &metrics_,
+                                            registry_.get(), plan_options);
   ShardRouterOptions router_options;
   TC_ASSIGN_OR_RETURN(router_options.peers, ParseShardPeers(options_.shard_peers));
   router_options.max_answer_bytes = options_.EffectiveMaxOutputBytes();
@@ -152,7 +152,7 @@ absl::Status Server::SetUpCompute() {
     return PlaceTensor(device, tensor);
   };
   resident.max_rank = options_.max_rank;
-  service_ = std::make_unique<TensorComputeService>(gate_.get(), compute_.get(), resident);
+  service_ = std::make_unique<NativeService>(gate_.get(), compute_.get(), resident);
   return absl::OkStatus();
 }
 

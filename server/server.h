@@ -4,15 +4,15 @@
 // limits and transport settings; the standard health service; reflection) and owns what serves
 // it: the CPU thread pool, the CPU executor, the GPU executor when options.device allows one
 // and a GPU is found (it falls back to the CPU executor for what it does not serve), the
-// dynamic batcher, the in-flight byte budget, the CallGate and the ComputeService that every
+// dynamic batcher, the in-flight byte budget, the CallGate and the ComputeEntry that every
 // front end goes through, the native TensorCompute service, and the front ends it is given
 // (front_end.h; tensorcompute-server gives it KServe v2, server/kserve/). main.cc only parses
 // flags, starts one, and calls Drain() on SIGTERM/SIGINT. Tests start one in process on
 // 127.0.0.1:0.
 //
 // Security: TLS or mTLS on the main port (credentials.h), bearer tokens checked by the
-// CallGate (token_auth.h; reflection is then not served), and optionally a plaintext
-// health-only listener (health_listener.h), whose status is set with the main one's.
+// CallGate (server/admission/token_auth.h; reflection is then not served), and optionally a
+// plaintext health-only listener (health_listener.h), whose status is set with the main one's.
 //
 // A GPU taken out of service by a sticky CUDA error is logged; with device "gpu" health then
 // turns NOT_SERVING for good (only a new process can use the GPU again, so the orchestrator
@@ -35,9 +35,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 
-#include "server/error_log.h"
+#include "server/admission/error_log.h"
 #include "server/front_end.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 #include "server/server_options.h"
 
 // Only named here (held by pointer, or returned by reference): a file that uses one includes
@@ -63,15 +63,15 @@ class CudaExecutor;
 
 namespace tensorcompute::server {
 
-class ByteBudget;            // byte_budget.h
-class GpuStageMetrics;       // gpu_stage_metrics.h
-class HealthListener;        // health_listener.h
-class MemoryTrimmer;         // memory_trimmer.h
-class MeteredExecutor;       // metered_executor.h
-class ShardRouter;           // shard_router.h
-class TensorComputeService;  // tensorcompute_service.h
-class TokenAuth;             // token_auth.h
-class MetricsEndpoint;       // prometheus_metrics.h
+class ByteBudget;       // server/admission/byte_budget.h
+class GpuStageMetrics;  // server/metrics/gpu_stage_metrics.h
+class HealthListener;   // health_listener.h
+class MemoryTrimmer;    // memory_trimmer.h
+class MeteredExecutor;  // server/metrics/metered_executor.h
+class ShardRouter;      // server/compute/shard_router.h
+class NativeService;    // server/native/native_service.h
+class TokenAuth;        // server/admission/token_auth.h
+class MetricsEndpoint;  // prometheus_metrics.h
 
 class Server {
  public:
@@ -180,9 +180,9 @@ class Server {
   std::unique_ptr<batching::Batcher> batcher_;
   std::unique_ptr<ByteBudget> budget_;  // max_inflight_bytes
   std::unique_ptr<CallGate> gate_;
-  std::unique_ptr<ComputeService> compute_;
+  std::unique_ptr<ComputeEntry> compute_;
   std::unique_ptr<ShardRouter> router_;  // lookups on sharded tables
-  std::unique_ptr<TensorComputeService> service_;
+  std::unique_ptr<NativeService> service_;
   std::vector<std::unique_ptr<FrontEnd>> front_ends_;
   std::atomic<bool> ready_{false};  // what health says (SetHealth)
   bool started_ = false;            // Start returned OK

@@ -82,7 +82,7 @@ struct ServerOptions {
   // only expire in the queue. Never refuses a request that finds the queue empty. Default on.
   bool deadline_admission = true;
 
-  // The memory budget for work in flight (server/byte_budget.h). A call's message is read
+  // The memory budget for work in flight (server/admission/byte_budget.h). A call's message is read
   // only with room for twice the largest message reserved (the received bytes and their parsed
   // copy); once read, the request holds what its message costs decoded (proto/decoded_cost.h,
   // counted before parsing) plus its output's bytes until its answer is sent. A message whose
@@ -180,7 +180,8 @@ struct ServerOptions {
   // At most this many error log lines per second; the rest are counted and summarised.
   int64_t error_log_per_second = 20;
 
-  // --- Security (credentials.h, token_auth.h, health_listener.h; docs/deploy.md "TLS and tokens")
+  // --- Security (credentials.h, server/admission/token_auth.h, health_listener.h; docs/deploy.md
+  // "TLS and tokens")
   // --- TLS: PEM files of the server's certificate chain and its (unencrypted) private key; both or
   // neither. Empty (default): plaintext. A client speaking plaintext to a TLS server, or TLS with a
   // CA that did not sign this certificate, fails the handshake: it sees UNAVAILABLE.
@@ -219,9 +220,9 @@ struct ServerOptions {
   // in memory while loading.
   std::vector<std::string> preload;
 
-  // --- Sharded tables (core/shard_spec.h, shard_router.h; docs/deploy.md "Sharded tables") ---
-  // With shard_count > 1, every --preload is loaded as shard shard_index of shard_count of its
-  // table: only that shard's rows are read from the file.
+  // --- Sharded tables (core/shard_spec.h, server/compute/shard_router.h; docs/deploy.md "Sharded
+  // tables") --- With shard_count > 1, every --preload is loaded as shard shard_index of
+  // shard_count of its table: only that shard's rows are read from the file.
   int32_t shard_index = 0;
   int32_t shard_count = 1;
   // gRPC targets of a sharded table's shards, one per shard index (ParseShardPeers): a lookup

@@ -7,7 +7,10 @@
 #     includes it (server/main.cc, which assembles the binary, and its own tests excepted), and
 #     nothing else in server/ (the compute entry server/compute_service.* included) includes
 #     KServe's protocol (inference/, proto/kserve_wire.h).
-#  4. Every C++ source is clang-format clean (Google style, .clang-format).
+#  4. server/'s layers include only the layers below them (server/CMakeLists.txt): metrics/,
+#     then admission/, compute/, native/, then the folder itself (start-up and options), then
+#     kserve/ (rule 3).
+#  5. Every C++ source is clang-format clean (Google style, .clang-format).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -32,6 +35,20 @@ if grep -rnE '#include\s*[<"](inference/|proto/kserve)' --include='*.h' --includ
        "(server/compute_service.* knows no protocol)" >&2
   fail=1
 fi
+# Each server layer, with what it must not include: the layers above it and the top folder.
+server_layers=(metrics admission compute native)
+for i in "${!server_layers[@]}"; do
+  above=("${server_layers[@]:$((i + 1))}")
+  pattern='#include\s*"server/([a-z_]+\.h|kserve/'
+  for layer in "${above[@]}"; do pattern+="|$layer/"; done
+  pattern+=')'
+  below="${server_layers[*]:0:$i}"
+  if grep -rnE "$pattern" --include='*.h' --include='*.cc' "server/${server_layers[$i]}"; then
+    echo "check-style: server/${server_layers[$i]}/ may include only the server layers below it" \
+         "(${below:-none}), never server/*.h or the layers above (server/CMakeLists.txt)" >&2
+    fail=1
+  fi
+done
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   files=$(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
 else  # an exported tree (no .git): every source outside build folders and the Python venv

@@ -54,7 +54,7 @@ namespace tensorcompute::batching {
 
 // UNAVAILABLE "server overloaded: <why>; retry with backoff". Every overload refusal of the
 // server is worded by this one function: the queue's here, the in-flight byte budget's in
-// server/byte_budget.h.
+// server/admission/byte_budget.h.
 absl::Status OverloadedError(absl::string_view why);
 
 struct BatcherOptions {

@@ -90,9 +90,10 @@ struct Task {
   absl::Time enqueue_time;
 
   // Optional: where the batch that computes this task writes when it began, for the caller's
-  // stage timings (server/call_record.h); the executor's metering (server/metered_executor.h)
-  // writes it once, before compute (a batch retried on another executor keeps its first
-  // start). Owned by the caller; valid until done is called, and read only after it.
+  // stage timings (server/admission/call_record.h); the executor's metering
+  // (server/metrics/metered_executor.h) writes it once, before compute (a batch retried on another
+  // executor keeps its first start). Owned by the caller; valid until done is called, and read only
+  // after it.
   absl::Time* batch_start = nullptr;
 
   // Called exactly once with the outcome: OK after `output` was written, or the error.

@@ -10,9 +10,9 @@
 #include "core/status_macros.h"
 #include "proto/decoded_cost.h"
 #include "proto/kserve_wire.h"
+#include "server/compute/table_plans.h"
 #include "server/kserve/infer_input.h"
 #include "server/kserve/infer_parameters.h"
-#include "server/table_plans.h"
 
 namespace tensorcompute::server::kserve {
 namespace {

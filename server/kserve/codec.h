@@ -3,7 +3,7 @@
 // The Open Inference Protocol (KServe v2, package `inference`) in terms of core: which models
 // there are, what a ModelInferRequest asks for (a plan and views of its tensors), and how the
 // output goes back into a ModelInferResponse. Both front ends use it: the gRPC service
-// (`inference.GRPCInferenceService`, compute_service.cc) and the HTTP/REST one, which turns
+// (`inference.GRPCInferenceService`, compute_entry.cc) and the HTTP/REST one, which turns
 // its JSON into a ModelInferRequest first. docs/kserve.md is the user's view of the same rules.
 //
 // Models:
@@ -55,7 +55,7 @@
 #include "core/gather_plan.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
-#include "server/compute_service.h"
+#include "server/compute/compute_entry.h"
 
 namespace tensorcompute::server::kserve {
 

@@ -12,16 +12,16 @@
 #include "server/kserve/codec.h"
 #include "server/kserve/model_config.h"
 #include "server/kserve/model_statistics.h"
-#include "server/unary_call.h"
+#include "server/native/unary_reactor.h"
 
 namespace tensorcompute::server::kserve {
 namespace {
 
 // One ModelInfer call: decoded by the codec, computed like a native Gather.
-class InferCall final : public UnaryCall {
+class InferCall final : public UnaryReactor {
  public:
-  InferCall(CallGate* gate, ComputeService* compute, grpc::CallbackServerContext* context)
-      : UnaryCall(gate, compute, context, Rpc::kModelInfer) {}
+  InferCall(CallGate* gate, ComputeEntry* compute, grpc::CallbackServerContext* context)
+      : UnaryReactor(gate, compute, context, Rpc::kModelInfer) {}
 
  private:
   bool Parse(grpc::ByteBuffer* message) override {
@@ -40,7 +40,7 @@ class InferCall final : public UnaryCall {
         return Answer(reserved);
       }
     }
-    const ComputeService& compute = this->compute();
+    const ComputeEntry& compute = this->compute();
     if (absl::Status prepared = PrepareInfer(request_, compute.registry(), compute.plan_options(),
                                              compute.embedding_bag_options(), &job_);
         !prepared.ok()) {
@@ -54,7 +54,8 @@ class InferCall final : public UnaryCall {
 
   grpc::Status WriteReply(grpc::ByteBuffer* reply) override {
     CompleteInferResponse(request_, &job_, &response_);
-    // Serialized here, and the response freed, so that the answer is held once (unary_call.h).
+    // Serialized here, and the response freed, so that the answer is held once
+    // (server/native/unary_reactor.h).
     bool own_buffer = false;
     grpc::Status serialized = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
         response_, reply, &own_buffer);
@@ -69,9 +70,9 @@ class InferCall final : public UnaryCall {
 
 }  // namespace
 
-GrpcService::GrpcService(CallGate* gate, ComputeService* compute, std::function<bool()> ready)
+GrpcService::GrpcService(CallGate* gate, ComputeEntry* compute, std::function<bool()> ready)
     : gate_(gate), compute_(compute), ready_(std::move(ready)) {
-  // Read after admission (server/unary_call.h), as the native Gather.
+  // Read after admission (server/native/unary_reactor.h), as the native Gather.
   MarkMethodStreamed(
       proto::MethodIndex(inference::GRPCInferenceService::service_full_name(), "ModelInfer"),
       new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(

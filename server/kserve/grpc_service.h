@@ -4,7 +4,8 @@
 // the same port as tensorcompute.v1.TensorCompute so that tritonclient and KServe's SDK work
 // unchanged (docs/kserve.md):
 //
-//   ModelInfer     a UnaryCall (server/unary_call.h: read after admission, the same budget,
+//   ModelInfer     a UnaryReactor (server/native/unary_reactor.h: read after admission, the same
+//   budget,
 //                  batcher, executors, errors and limits as the native Gather), decoded by
 //                  codec.h. Its decoded cost is charged before parsing, as for Gather; BYTES
 //                  inputs in raw_input_contents, one protobuf string each, become one core
@@ -31,8 +32,8 @@
 
 #include "inference/grpc_predict_v2.grpc.pb.h"
 
-#include "server/call_gate.h"
-#include "server/compute_service.h"
+#include "server/admission/call_gate.h"
+#include "server/compute/compute_entry.h"
 
 namespace tensorcompute::server::kserve {
 
@@ -40,7 +41,7 @@ class GrpcService final : public inference::GRPCInferenceService::CallbackServic
  public:
   // `gate` and `compute` are not owned and must outlive this service. `ready` says whether the
   // server is ready (ServerReady, ModelReady).
-  GrpcService(CallGate* gate, ComputeService* compute, std::function<bool()> ready);
+  GrpcService(CallGate* gate, ComputeEntry* compute, std::function<bool()> ready);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -70,7 +71,7 @@ class GrpcService final : public inference::GRPCInferenceService::CallbackServic
                                  const absl::Status& status);
 
   CallGate* const gate_;
-  ComputeService* const compute_;
+  ComputeEntry* const compute_;
   const std::function<bool()> ready_;
 };
 

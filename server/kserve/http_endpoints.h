@@ -21,8 +21,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-#include "server/call_gate.h"
-#include "server/compute_service.h"
+#include "server/admission/call_gate.h"
+#include "server/compute/compute_entry.h"
 #include "server/kserve/http_reply.h"
 #include "server/kserve/http_route.h"
 
@@ -31,7 +31,7 @@ namespace tensorcompute::server::kserve {
 class HttpEndpoints {
  public:
   // Not owned; each must outlive this. `ready`: whether the server is ready (health SERVING).
-  HttpEndpoints(CallGate* gate, ComputeService* compute, std::function<bool()> ready)
+  HttpEndpoints(CallGate* gate, ComputeEntry* compute, std::function<bool()> ready)
       : gate_(*gate), compute_(*compute), ready_(std::move(ready)) {}
 
   // OK when `route` may be served: always for /v2/health/*; otherwise CallGate::Admit with
@@ -46,11 +46,11 @@ class HttpEndpoints {
   HttpReply Serve(const Route& route, absl::Time start);
 
   CallGate& gate() { return gate_; }
-  ComputeService& compute() { return compute_; }
+  ComputeEntry& compute() { return compute_; }
 
  private:
   CallGate& gate_;
-  ComputeService& compute_;
+  ComputeEntry& compute_;
   const std::function<bool()> ready_;
 };
 

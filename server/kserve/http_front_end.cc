@@ -66,8 +66,7 @@ absl::StatusOr<std::unique_ptr<net::ssl::context>> MakeTlsContext(const ServerOp
 // Declared in the order of destruction that the sessions need: the io_context (whose pending
 // handlers hold the sessions) goes before the context, endpoints and TLS context they use.
 struct HttpFrontEnd::State {
-  State(const Options& options, CallGate* gate, ComputeService* compute,
-        std::function<bool()> ready)
+  State(const Options& options, CallGate* gate, ComputeEntry* compute, std::function<bool()> ready)
       : endpoints(gate, compute, std::move(ready)),
         infer_calls(gate, compute, std::max(1, options.http_threads)),
         metrics(&gate->metrics()),
@@ -154,7 +153,7 @@ HttpFrontEnd::HttpFrontEnd() = default;
 absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(const Options& options,
                                                                   const ServerOptions& server,
                                                                   CallGate* gate,
-                                                                  ComputeService* compute,
+                                                                  ComputeEntry* compute,
                                                                   std::function<bool()> ready) {
   TC_RETURN_IF_ERROR(options.Validate());
   const size_t colon = options.http_listen.rfind(':');

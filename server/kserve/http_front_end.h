@@ -12,7 +12,7 @@
 //
 // It is a third front end on the same compute entry: the JSON becomes an
 // inference::ModelInferRequest (json.h), which codec.h decodes as for gRPC ModelInfer, and
-// ComputeService::Submit runs (the same budget, batcher, executors and error texts); the
+// ComputeEntry::Submit runs (the same budget, batcher, executors and error texts); the
 // response goes back to JSON. Every endpoint is admitted (except /v2/health/*) and answered
 // through the CallGate, counted under the gRPC RPC of the same meaning (ServerLive,
 // ServerReady, ServerMetadata, ModelMetadata, ModelReady, ModelInfer). Errors are
@@ -23,8 +23,8 @@
 // The pieces: this file owns the `http_threads` I/O threads, one io_context each (a connection
 // stays on the one it was given when accepted, round-robin), the acceptor and the TLS context;
 // http_session.h serves one connection and enforces every limit of kserve::Options
-// (front_end.h) before memory is spent: header size and field count (431), framing (400, 501),
-// Content-Encoding (415), Authorization before the body (401), the body limit for every
+// (kserve_front_end.h) before memory is spent: header size and field count (431), framing (400,
+// 501), Content-Encoding (415), Authorization before the body (401), the body limit for every
 // framing (413), the body's bytes reserved in the in-flight budget before it is read (503),
 // and the header, body, idle and write timeouts; http_endpoints.h and http_infer_call.h answer.
 // No I/O thread waits while a request computes: Submit's callback posts the answer back.
@@ -54,9 +54,9 @@
 
 #include "absl/status/statusor.h"
 
-#include "server/call_gate.h"
-#include "server/compute_service.h"
-#include "server/kserve/front_end.h"
+#include "server/admission/call_gate.h"
+#include "server/compute/compute_entry.h"
+#include "server/kserve/kserve_front_end.h"
 #include "server/server_options.h"
 
 namespace tensorcompute::server::kserve {
@@ -72,8 +72,7 @@ class HttpFrontEnd {
   // load.
   static absl::StatusOr<std::unique_ptr<HttpFrontEnd>> Start(const Options& options,
                                                              const ServerOptions& server,
-                                                             CallGate* gate,
-                                                             ComputeService* compute,
+                                                             CallGate* gate, ComputeEntry* compute,
                                                              std::function<bool()> ready);
 
   // Stop().

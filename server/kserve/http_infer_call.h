@@ -2,7 +2,7 @@
 //
 // POST /v2/models/{name}[/versions/{v}]/infer, from a body already read to its answer: the
 // JSON (and binary data) decoded by json.h into an inference::ModelInferRequest, planned by
-// codec.h as for gRPC ModelInfer, computed through ComputeService::Submit without blocking,
+// codec.h as for gRPC ModelInfer, computed through ComputeEntry::Submit without blocking,
 // and the ModelInferResponse written back as JSON (or JSON and binary data).
 //
 // Objects are reused, one call after the other, through HttpInferCallPool: their buffers (the
@@ -38,9 +38,9 @@
 #include "inference/grpc_predict_v2.pb.h"
 
 #include "core/batching/task.h"
-#include "server/byte_budget.h"
-#include "server/call_gate.h"
-#include "server/compute_service.h"
+#include "server/admission/byte_budget.h"
+#include "server/admission/call_gate.h"
+#include "server/compute/compute_entry.h"
 #include "server/kserve/codec.h"
 #include "server/kserve/http_reply.h"
 #include "server/kserve/json.h"
@@ -54,7 +54,7 @@ class HttpInferCall {
   static constexpr size_t kKeepBytes = size_t{4} << 20;
 
   // Not owned; each must outlive this.
-  HttpInferCall(CallGate* gate, ComputeService* compute) : gate_(*gate), compute_(*compute) {}
+  HttpInferCall(CallGate* gate, ComputeEntry* compute) : gate_(*gate), compute_(*compute) {}
 
   // A new call, arrived at `start` (gate->Arrive), holding `reservation` (its body's bytes),
   // with the request's traceparent and x-request-id header values (empty: none).
@@ -81,9 +81,9 @@ class HttpInferCall {
   void Cancel();
 
   // Answers the call with `status` (`done`'s, or a failure before Start): counted through the
-  // gate with its record (call_record.h), and the reply to write, with a Server-Timing header
-  // and, for an error, the caller's traceparent or x-request-id echoed. An OK reply views the
-  // response's bytes (binary output): keep this call unchanged until it is written.
+  // gate with its record (server/admission/call_record.h), and the reply to write, with a
+  // Server-Timing header and, for an error, the caller's traceparent or x-request-id echoed. An OK
+  // reply views the response's bytes (binary output): keep this call unchanged until it is written.
   HttpReply Answer(const absl::Status& status);
 
   // The reply was written (or dropped): the reservation is given back, large buffers released.
@@ -94,7 +94,7 @@ class HttpInferCall {
                       std::optional<absl::string_view> header_length, Done* done);
 
   CallGate& gate_;
-  ComputeService& compute_;
+  ComputeEntry& compute_;
   CallRecord record_;
   ByteBudget::Reservation reservation_;
   std::shared_ptr<batching::CancelFlag> cancel_;
@@ -110,7 +110,7 @@ class HttpInferCall {
 class HttpInferCallPool {
  public:
   // Calls for `gate` and `compute` (not owned; outlive the pool); at most `max_idle` kept.
-  HttpInferCallPool(CallGate* gate, ComputeService* compute, int max_idle)
+  HttpInferCallPool(CallGate* gate, ComputeEntry* compute, int max_idle)
       : gate_(gate), compute_(compute), max_idle_(static_cast<size_t>(max_idle)) {}
 
   // An idle call, or a new one.
@@ -120,7 +120,7 @@ class HttpInferCallPool {
 
  private:
   CallGate* const gate_;
-  ComputeService* const compute_;
+  ComputeEntry* const compute_;
   const size_t max_idle_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<HttpInferCall>> idle_ ABSL_GUARDED_BY(mu_);

@@ -16,8 +16,8 @@
 
 #include <boost/beast/http/message.hpp>
 
-#include "server/kserve/front_end.h"
 #include "server/kserve/http_reply.h"
+#include "server/kserve/kserve_front_end.h"
 
 namespace tensorcompute::server::kserve {
 

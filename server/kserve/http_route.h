@@ -27,7 +27,7 @@
 
 #include "absl/strings/string_view.h"
 
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 
 namespace tensorcompute::server::kserve {
 

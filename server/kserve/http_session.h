@@ -18,7 +18,7 @@
 //   body     read as it arrives, counted against max_body_bytes for every framing (413 once
 //            it passes; a malformed chunk 400); each read waits at most
 //            http_body_progress_timeout and the whole body at most http_body_timeout.
-//   compute  ComputeService::Submit through HttpInferCall; no thread waits for it. Meanwhile
+//   compute  ComputeEntry::Submit through HttpInferCall; no thread waits for it. Meanwhile
 //            the session reads on (at most one 4 KiB read; none when pipelined bytes are
 //            already buffered): end of stream or an error there means the client went away,
 //            and its request is cancelled (a queued one is answered CANCELLED through the
@@ -47,10 +47,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 
-#include "server/kserve/front_end.h"
 #include "server/kserve/http_endpoints.h"
 #include "server/kserve/http_idle_list.h"
 #include "server/kserve/http_infer_call.h"
+#include "server/kserve/kserve_front_end.h"
 
 namespace tensorcompute::server::kserve {
 

@@ -29,7 +29,7 @@
 #include "inference/grpc_predict_v2.pb.h"
 
 #include "core/tensor_registry.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 
 namespace tensorcompute::server::kserve {
 

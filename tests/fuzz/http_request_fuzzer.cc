@@ -47,11 +47,11 @@
 #include "core/tensor.h"
 #include "proto/kserve_wire.h"
 #include "server/kserve/codec.h"
-#include "server/kserve/front_end.h"
 #include "server/kserve/http_reply.h"
 #include "server/kserve/http_request_checks.h"
 #include "server/kserve/http_route.h"
 #include "server/kserve/json.h"
+#include "server/kserve/kserve_front_end.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/infer_check.h"
 

@@ -28,7 +28,7 @@
 namespace tensorcompute::fuzz {
 
 // The lookup limits the server derives from its plan limits
-// (server::ComputeService::embedding_bag_options).
+// (server::ComputeEntry::embedding_bag_options).
 inline core::EmbeddingBagOptions BagOptionsOf(const core::PlanOptions& options) {
   core::EmbeddingBagOptions bag;
   bag.max_output_bytes = options.max_output_bytes;

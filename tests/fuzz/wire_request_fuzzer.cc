@@ -4,13 +4,13 @@
 // The first byte picks the message (bit 7 set: a ModelInferRequest; else bit 6 set: an
 // EmbeddingBagRequest; else even: GatherRequest, odd: GatherNdRequest); the rest is
 // parsed with ParseFromArray, so garbage simply fails to parse. A parsed request then goes the
-// way server/compute_service.cc's Submit and the CPU executor send it: proto::ViewTensor for
+// way server/compute/compute_entry.cc's Submit and the CPU executor send it: proto::ViewTensor for
 // params and indices, core::PlanGather/PlanGatherNd with the server's default limits (max_rank
 // 32; max_output_bytes 4 MiB here, for speed), proto::PrepareOutput into a response message,
 // core::ExecuteGather. Besides tests/fuzz/fuzz_check.h's checks, an OK response must be
 // self-consistent: its dtype and shape are the plan's, and its data holds exactly
 // elements x element size bytes (or one string per element). An EmbeddingBag goes through
-// proto::ViewTensor and core::PlanEmbeddingBag as server/compute_call.cc sends it, and is
+// proto::ViewTensor and core::PlanEmbeddingBag as server/native/compute_rpcs.cc sends it, and is
 // executed on the calling thread and again split across a pool into every bag: both runs must
 // give the same status and the same bytes.
 
@@ -92,8 +92,8 @@ void Serve(const v1::Tensor& params_pb, const v1::Tensor& indices_pb, bool nd,
   CheckAgainstReference(*plan, *params, *indices, axis, batch_dims, executed, *output_view);
 }
 
-// EmbeddingBag as compute_call.cc decodes it and the CPU executor runs it, then again split
-// across a pool (every bag its own chunk): the same status and bytes both ways.
+// EmbeddingBag as server/native/compute_rpcs.cc decodes it and the CPU executor runs it, then again
+// split across a pool (every bag its own chunk): the same status and bytes both ways.
 void ServeBag(const v1::EmbeddingBagRequest& request) {
   const absl::StatusOr<core::TensorView> params = proto::ViewTensor(request.params(), "params");
   if (!params.ok()) return CheckRefusal(params.status(), "ViewTensor(params)");
@@ -146,7 +146,7 @@ void ServeBag(const v1::EmbeddingBagRequest& request) {
 }
 
 // KServe v2: ModelInfer's decode (server/kserve/codec.h; no resident tables), the executor,
-// and the response's completion, as compute_service.cc runs them.
+// and the response's completion, as compute_entry.cc runs them.
 void ServeInfer(const inference::ModelInferRequest& request) {
   server::kserve::InferJob job;
   const absl::Status prepared = server::kserve::PrepareInfer(

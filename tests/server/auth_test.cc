@@ -18,8 +18,8 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 
+#include "server/admission/token_auth.h"
 #include "server/server.h"
-#include "server/token_auth.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/status_matchers.h"
 

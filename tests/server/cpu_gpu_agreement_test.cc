@@ -29,7 +29,7 @@
 #include "core/dtype.h"
 #include "core/table_storage.h"
 #include "proto/tensor_codec.h"
-#include "server/kserve/front_end.h"
+#include "server/kserve/kserve_front_end.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/random_embedding_bag.h"

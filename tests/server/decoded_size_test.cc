@@ -14,8 +14,8 @@
 #include "inference/grpc_predict_v2.grpc.pb.h"
 
 #include "core/batching/batcher.h"
-#include "server/byte_budget.h"
-#include "server/kserve/front_end.h"
+#include "server/admission/byte_budget.h"
+#include "server/kserve/kserve_front_end.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/status_matchers.h"
@@ -201,7 +201,7 @@ TEST(DecodedSizeTest, PutTensorChunksBeyondTheWholeBudgetAreRefusedUnparsed) {
   auto stub = MakeStub(server->port());
   EXPECT_THAT(PutStrings(*stub, "one_chunk", kStrings), DecodedTooLarge("1000000 strings"));
   // Ten chunks of ~14 MB decoded each: stored. (Within the budget, uploads are not charged to
-  // it: put_tensor_call.h.)
+  // it: server/native/put_tensor_call.h.)
   EXPECT_THAT(PutStrings(*stub, "ten_chunks", kStrings / 10), IsOk());
   EXPECT_TRUE(WaitFor([&] { return server->inflight_budget().used() == 0; }));
 }

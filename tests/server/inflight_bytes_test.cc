@@ -1,7 +1,7 @@
 // max_inflight_bytes: a call is read only with a receive credit of the largest message; each
 // accepted request then holds its message's and its output's bytes until its answer is sent;
 // one that does not fit is refused at once with UNAVAILABLE ("server overloaded"), and the
-// budget is given back when answers go out (server/byte_budget.h).
+// budget is given back when answers go out (server/admission/byte_budget.h).
 
 #include <memory>
 #include <optional>
@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 
 #include "core/batching/batcher.h"
-#include "server/byte_budget.h"
+#include "server/admission/byte_budget.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/status_matchers.h"

@@ -27,7 +27,7 @@ using ::tensorcompute::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// The limits the server plans with (ComputeService::plan_options, embedding_bag_options).
+// The limits the server plans with (ComputeEntry::plan_options, embedding_bag_options).
 core::EmbeddingBagOptions BagOptions(int64_t max_output_bytes = int64_t{1} << 30) {
   core::EmbeddingBagOptions options;
   options.max_output_bytes = max_output_bytes;

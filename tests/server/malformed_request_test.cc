@@ -198,7 +198,7 @@ std::function<std::string()> Raw(std::string bytes) {
   return [bytes] { return bytes; };
 }
 
-// The server reads each message itself (compute_service.h) and answers one that does not parse.
+// The server reads each message itself (compute_entry.h) and answers one that does not parse.
 std::string NoParse(absl::string_view type, size_t bytes) {
   return absl::StrCat("the request message (", bytes, " bytes) does not parse as ", type);
 }

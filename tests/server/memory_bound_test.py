@@ -3,7 +3,7 @@
 64 clients, each on its own connection, send Gathers whose messages are as large as the server
 accepts (--max_message_bytes), as fast as they are answered, against a --max_inflight_bytes
 budget of 8 such messages. The server reads a message only with room for it in the budget
-(server/byte_budget.h), so its peak RSS (the kernel's VmHWM) must stay under its RSS before the
+(server/admission/byte_budget.h), so its peak RSS (the kernel's VmHWM) must stay under its RSS before the
 flood plus the budget plus a stated overhead:
 
   OVERHEAD_MIB = 192, about 3 MiB per connection: what gRPC keeps per connection (its

@@ -1,10 +1,10 @@
-// server/shard_router.h in process: three servers, each preloading one shard of a table and
+// server/compute/shard_router.h in process: three servers, each preloading one shard of a table and
 // routing to the others, answer Gather, GatherNd and EmbeddingBag on the whole table exactly
 // as core computes them on the whole table, through every server, with concurrent callers;
 // bad indices get the unsharded words; a server without peers serves its own rows only; a
 // stopped shard is UNAVAILABLE by name. (Runs under ASan and TSan with the server tests.)
 
-#include "server/shard_router.h"
+#include "server/compute/shard_router.h"
 
 #include <cstring>
 #include <fstream>

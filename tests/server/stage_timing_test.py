@@ -1,7 +1,7 @@
 """Where a request's time goes, as the real tensorcompute-server reports it: each answer's own
 timing (gRPC trailing metadata tc-queue-us / tc-compute-us / tc-server-us, HTTP Server-Timing),
 the caller's W3C traceparent or x-request-id in the error log and echoed in error answers, and
-the stage and size histograms of /metrics (server/call_record.h, server/prometheus_metrics.h),
+the stage and size histograms of /metrics (server/admission/call_record.h, server/prometheus_metrics.h),
 which count exactly the requests sent, with exactly their bytes, and agree with Triton's
 statistics (GET /v2/models/{name}/stats) read from the same counters.
 

@@ -2,7 +2,7 @@
 
 A DT_STRING element costs 2 bytes on the wire (an empty `strings` entry) and ~140 bytes once
 parsed into a std::string and converted; KServe's `bytes_contents` the same. The server charges
-what a message costs decoded to --max_inflight_bytes before parsing it (server/unary_call.h,
+what a message costs decoded to --max_inflight_bytes before parsing it (server/native/unary_reactor.h,
 proto/decoded_cost.h), so eight clients at once, native Gather and KServe ModelInfer, must keep
 its peak RSS (VmHWM) under its RSS before plus the budget plus OVERHEAD_MIB:
 

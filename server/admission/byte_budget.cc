@@ -1,0 +1,187 @@
+#include "server/admission/byte_budget.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+#include "core/batching/batcher.h"
+
+namespace tensorcompute::server {
+
+ByteBudget::Reservation::Reservation(Reservation&& other) noexcept
+    : budget_(std::exchange(other.budget_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+ByteBudget::Reservation& ByteBudget::Reservation::operator=(Reservation&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    budget_ = std::exchange(other.budget_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+bool ByteBudget::Reservation::TryGrow(int64_t more) {
+  if (!budget_->TryGrow(bytes_, more)) return false;
+  bytes_ += more;
+  return true;
+}
+
+void ByteBudget::Reservation::Shrink(int64_t fewer) {
+  if (fewer == 0) return;
+  budget_->Release(fewer);
+  bytes_ -= fewer;
+}
+
+void ByteBudget::Reservation::Reset() {
+  if (budget_ != nullptr && bytes_ > 0) budget_->Release(bytes_);
+  bytes_ = 0;
+}
+
+ByteBudget::ByteBudget(int64_t limit, int64_t receive_credit, int64_t max_waiting)
+    : limit_(limit),
+      credit_(std::min(std::max<int64_t>(receive_credit, 0), limit)),
+      max_waiting_(max_waiting) {}
+
+ByteBudget::Admission ByteBudget::AcquireReceive(Waiter* waiter) {
+  absl::MutexLock lock(&mu_);
+  if (work_ > 0 && work_ + credit_ > limit_) return Admission::kRefused;
+  if (waiting_.empty() && CanGrantLocked()) {
+    receiving_ += credit_;
+    return Admission::kGranted;
+  }
+  if (static_cast<int64_t>(waiting_.size()) >= max_waiting_) return Admission::kRefused;
+  waiting_.push_back(waiter);
+  return Admission::kQueued;
+}
+
+bool ByteBudget::CancelWait(Waiter* waiter) {
+  std::vector<Waiter*> granted;
+  bool removed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = std::find(waiting_.begin(), waiting_.end(), waiter);
+    if (it != waiting_.end()) {
+      waiting_.erase(it);
+      removed = true;
+      GrantLocked(&granted);  // the line may have been held up behind it
+    }
+  }
+  Notify(granted);
+  return removed;
+}
+
+ByteBudget::Reservation ByteBudget::ReceiveDone(int64_t bytes) {
+  std::vector<Waiter*> granted;
+  {
+    absl::MutexLock lock(&mu_);
+    receiving_ -= credit_;
+    work_ += bytes;
+    GrantLocked(&granted);
+  }
+  Notify(granted);
+  return Reservation(this, bytes);
+}
+
+std::optional<ByteBudget::Reservation> ByteBudget::TryReceiveDone(int64_t bytes) {
+  std::vector<Waiter*> granted;
+  bool fits = false;
+  {
+    absl::MutexLock lock(&mu_);
+    receiving_ -= credit_;
+    const int64_t others = work_ + receiving_;
+    fits = bytes <= credit_ || others == 0 || others + bytes <= limit_;
+    if (fits) work_ += bytes;
+    GrantLocked(&granted);
+  }
+  Notify(granted);
+  if (!fits) return std::nullopt;
+  return Reservation(this, bytes);
+}
+
+std::optional<ByteBudget::Reservation> ByteBudget::TryReserve(int64_t bytes) {
+  if (!TryGrow(0, bytes)) return std::nullopt;
+  return Reservation(this, bytes);
+}
+
+absl::Status ByteBudget::CheckDecoded(int64_t bytes, absl::string_view what) const {
+  return bytes > limit_ ? DecodedTooLargeError(bytes, what) : absl::OkStatus();
+}
+
+absl::StatusOr<ByteBudget::Reservation> ByteBudget::ReserveDecoded(int64_t bytes,
+                                                                   absl::string_view what) {
+  if (absl::Status fits = CheckDecoded(bytes, what); !fits.ok()) {
+    (void)ReceiveDone(0);
+    return fits;
+  }
+  std::optional<Reservation> reserved = TryReceiveDone(bytes);
+  if (!reserved.has_value()) return NeedsError(bytes);
+  return *std::move(reserved);
+}
+
+bool ByteBudget::TryGrow(int64_t own, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  const int64_t total = work_ + receiving_;
+  if (total != own && total + bytes > limit_) return false;
+  work_ += bytes;
+  return true;
+}
+
+void ByteBudget::Release(int64_t bytes) {
+  std::vector<Waiter*> granted;
+  {
+    absl::MutexLock lock(&mu_);
+    work_ -= bytes;
+    GrantLocked(&granted);
+  }
+  Notify(granted);
+}
+
+int64_t ByteBudget::used() const {
+  absl::MutexLock lock(&mu_);
+  return work_ + receiving_;
+}
+
+int64_t ByteBudget::waiting() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(waiting_.size());
+}
+
+absl::Status ByteBudget::ReceiveRefusedError() const {
+  return batching::OverloadedError(absl::StrCat(used(), " of the max_inflight_bytes budget of ",
+                                                limit_,
+                                                " bytes are in use, and reading a request needs ",
+                                                credit_, " bytes free (twice max_message_bytes)"));
+}
+
+absl::Status ByteBudget::NeedsError(int64_t bytes) const {
+  return batching::OverloadedError(absl::StrCat("this request needs ", bytes, " bytes but ", used(),
+                                                " of the max_inflight_bytes budget of ", limit_,
+                                                " are in use"));
+}
+
+absl::Status ByteBudget::DecodedTooLargeError(int64_t bytes, absl::string_view what) const {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the request would take ", bytes, " bytes once decoded (", what,
+                   "), more than the whole max_inflight_bytes budget of ", limit_,
+                   " bytes (--max_inflight_bytes); send less in one request"));
+}
+
+bool ByteBudget::CanGrantLocked() const {
+  const int64_t total = work_ + receiving_;
+  return total == 0 || total + credit_ <= limit_;
+}
+
+void ByteBudget::GrantLocked(std::vector<Waiter*>* granted) {
+  while (!waiting_.empty() && CanGrantLocked()) {
+    receiving_ += credit_;
+    granted->push_back(waiting_.front());
+    waiting_.pop_front();
+  }
+}
+
+void ByteBudget::Notify(const std::vector<Waiter*>& granted) {
+  for (Waiter* waiter : granted) waiter->OnGranted();
+}
+
+}  // namespace tensorcompute::server

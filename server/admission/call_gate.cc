@@ -1,0 +1,70 @@
+#include "server/admission/call_gate.h"
+
+#include "grpcpp/server_context.h"
+
+#include "core/status_macros.h"
+
+namespace tensorcompute::server {
+
+CallGate::CallGate(Metrics* metrics, ErrorLog* errors, const TokenAuth* auth,
+                   const TokenAuth* admin)
+    : metrics_(metrics), errors_(errors), auth_(auth), admin_(admin) {}
+
+absl::Status CallGate::Admit(std::optional<absl::string_view> authorization,
+                             bool needs_admin) const {
+  TC_RETURN_IF_ERROR(CheckToken(authorization, needs_admin));
+  if (draining()) return DrainingError();
+  return absl::OkStatus();
+}
+
+absl::Status CallGate::Admit(const grpc::CallbackServerContext& context, bool needs_admin) const {
+  // The metadata lookup only when a token is checked: not on every call of a server without.
+  const bool tokens = auth_ != nullptr || admin_ != nullptr;
+  return Admit(tokens ? AuthorizationOf(context) : std::nullopt, needs_admin);
+}
+
+void CallGate::Answer(Rpc rpc, const CallRecord& record, const absl::Status& status) {
+  const absl::Time now = absl::Now();
+  const core::RequestStages stages = record.Stages(now);
+  metrics_->CountRequest(rpc, status.code(), stages, now);
+  if (record.model != nullptr) record.model->Record(stages, status.ok(), now);
+  if (!status.ok()) errors_->Log(RpcName(rpc), status, record.request_id);
+}
+
+void CallGate::Compress(grpc::CallbackServerContext& context) const {
+  if (compression_ != GRPC_COMPRESS_NONE) context.set_compression_algorithm(compression_);
+}
+
+absl::Status CallGate::DrainingError() {
+  return absl::UnavailableError("server is draining; retry on another replica");
+}
+
+absl::Status CallGate::CheckToken(std::optional<absl::string_view> authorization,
+                                  bool needs_admin) const {
+  if (needs_admin && admin_ != nullptr) {
+    absl::Status as_admin = admin_->Check(authorization);
+    if (as_admin.ok()) return as_admin;
+    if (auth_ != nullptr && auth_->Check(authorization).ok()) {
+      return absl::PermissionDeniedError(
+          "PutTensor and DeleteTensor need an admin token (the server's --admin_token_file); "
+          "the token sent is an ordinary one");
+    }
+    return as_admin;
+  }
+  if (auth_ == nullptr) return absl::OkStatus();
+  absl::Status status = auth_->Check(authorization);
+  // Admin tokens are accepted wherever an ordinary one is.
+  if (!status.ok() && admin_ != nullptr && admin_->Check(authorization).ok()) {
+    return absl::OkStatus();
+  }
+  return status;
+}
+
+std::optional<absl::string_view> AuthorizationOf(const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  return absl::string_view(it->second.data(), it->second.size());
+}
+
+}  // namespace tensorcompute::server

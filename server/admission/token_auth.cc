@@ -1,0 +1,82 @@
+#include "server/admission/token_auth.h"
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include "core/status_macros.h"
+#include "server/admission/option_file.h"
+
+namespace tensorcompute::server {
+
+absl::StatusOr<std::vector<std::string>> TokenAuth::ReadTokens(const std::string& path) {
+  TC_ASSIGN_OR_RETURN(const std::string text, ReadOptionFile("auth_token_file", path));
+  std::vector<std::string> tokens;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty() && line[0] != '#') tokens.emplace_back(line);
+  }
+  if (tokens.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "auth_token_file=", path, ": no token in the file (one per line; # starts a comment)"));
+  }
+  return tokens;
+}
+
+absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::Create(const std::string& path) {
+  std::unique_ptr<TokenAuth> auth(new TokenAuth(path));
+  TC_RETURN_IF_ERROR(auth->Reload().status());
+  return auth;
+}
+
+absl::StatusOr<int> TokenAuth::Reload() {
+  TC_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ReadTokens(path_));
+  auto digests = std::make_shared<std::vector<Digest>>(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string& token = tokens[i];
+    SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
+           (*digests)[i].data());
+    OPENSSL_cleanse(token.data(), token.size());
+  }
+  absl::MutexLock lock(&mu_);
+  digests_ = std::move(digests);
+  return static_cast<int>(tokens.size());
+}
+
+absl::Status TokenAuth::Check(std::optional<absl::string_view> authorization) const {
+  constexpr absl::string_view kExpected =
+      "expected the call metadata \"authorization: Bearer <token>\" with a token that this "
+      "server accepts (--auth_token_file)";
+  if (!authorization.has_value()) {
+    return absl::UnauthenticatedError(absl::StrCat("missing credentials: ", kExpected));
+  }
+  absl::string_view token = *authorization;
+  // RFC 6750: the scheme is case-insensitive; one space, then the token.
+  if (token.size() < 7 || !absl::EqualsIgnoreCase(token.substr(0, 7), "Bearer ")) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("malformed authorization metadata (not a Bearer token): ", kExpected));
+  }
+  token = absl::StripAsciiWhitespace(token.substr(7));
+  Digest presented;
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), presented.data());
+  std::shared_ptr<const std::vector<Digest>> digests;
+  {
+    absl::MutexLock lock(&mu_);
+    digests = digests_;
+  }
+  int matches = 0;
+  for (const Digest& digest : *digests) {
+    matches |= CRYPTO_memcmp(digest.data(), presented.data(), presented.size()) == 0;
+  }
+  if (matches == 0) {
+    return absl::UnauthenticatedError(absl::StrCat("invalid token: ", kExpected));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensorcompute::server

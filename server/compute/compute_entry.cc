@@ -1,0 +1,68 @@
+#include "server/compute/compute_entry.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+
+#include "server/compute/shard_router.h"
+
+namespace tensorcompute::server {
+
+ComputeEntry::ComputeEntry(batching::Batcher* batcher, ByteBudget* budget, Metrics* metrics,
+                           const core::TensorRegistry* registry,
+                           const core::PlanOptions& plan_options)
+    : batcher_(batcher),
+      budget_(budget),
+      metrics_(metrics),
+      registry_(registry),
+      plan_options_(plan_options) {}
+
+void ComputeEntry::Submit(ComputeRequest request, ByteBudget::Reservation* reservation, Done done) {
+  if (CallRecord* record = request.record; record != nullptr) {
+    record->submitted = absl::Now();
+    record->model = request.table != nullptr && request.table->stats != nullptr
+                        ? request.table->stats
+                        : metrics_->model_stats(request.builtin);
+    done = [record, done = std::move(done)](absl::Status status) mutable {
+      record->computed = absl::Now();
+      std::move(done)(std::move(status));
+    };
+  }
+  if (request.table != nullptr && request.table->shard.has_value()) {
+    if (router_ == nullptr) {
+      return std::move(done)(absl::FailedPreconditionError(
+          "tensor '" + request.table->name + "' is a shard, and this server routes no lookups"));
+    }
+    return router_->Route(std::move(request), reservation, std::move(done));
+  }
+  // The memory this request holds until its answer is sent: its message, and its output.
+  const int64_t output_bytes = batching::OutputBytes(request.plan);
+  if (!reservation->TryGrow(output_bytes)) {
+    return std::move(done)(budget_->NeedsError(reservation->bytes() + output_bytes));
+  }
+  SubmitCharged(std::move(request), std::move(done));
+}
+
+void ComputeEntry::NoticeCancel() {
+  batcher_->NoticeCancel();
+  if (router_ != nullptr) router_->NoticeCancel();
+}
+
+void ComputeEntry::SubmitCharged(ComputeRequest request, Done done) {
+  auto task = std::make_unique<batching::Task>();
+  task->plan = std::move(request.plan);
+  task->params = std::move(request.params);
+  task->indices = std::move(request.indices);
+  task->offsets = std::move(request.offsets);
+  task->weights = std::move(request.weights);
+  task->table = std::move(request.table);
+  task->deadline = request.deadline;
+  if (request.cancel != nullptr) task->cancel = std::move(request.cancel);
+  task->make_output = std::move(request.make_output);
+  if (request.record != nullptr) task->batch_start = &request.record->batch_start;
+  task->done = std::move(done);
+  absl::Status scheduled = batcher_->Schedule(task);
+  if (!scheduled.ok()) std::move(task->done)(std::move(scheduled));  // the task stayed with us
+}
+
+}  // namespace tensorcompute::server

@@ -1,0 +1,469 @@
+#include "server/compute/shard_router.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "tensorcompute/v1/tensorcompute.grpc.pb.h"
+
+#include "core/shard_split.h"
+#include "core/status_macros.h"
+#include "proto/grpc_status.h"
+#include "proto/service_config.h"
+#include "proto/tensor_codec.h"
+#include "server/compute/table_plans.h"
+
+namespace tensorcompute::server {
+namespace {
+
+// A sub-call's index values as an int64 tensor of `shape` on the wire.
+void SetIndices(const std::vector<int64_t>& values, std::initializer_list<int64_t> shape,
+                v1::Tensor* out) {
+  out->set_dtype(v1::DT_INT64);
+  for (int64_t d : shape) out->add_shape(d);
+  out->mutable_data()->assign(reinterpret_cast<const char*>(values.data()),
+                              values.size() * sizeof(int64_t));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseShardPeers(const std::string& flag) {
+  std::vector<std::string> peers;
+  if (flag.empty()) return peers;
+  for (absl::string_view entry : absl::StrSplit(flag, ',')) {
+    if (entry.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shard_peers '", flag,
+                       "': an empty target; expected one gRPC target per shard, "
+                       "comma-separated"));
+    }
+    peers.push_back(absl::StrReplaceAll(entry, {{"|", ","}}));
+  }
+  return peers;
+}
+
+struct ShardRouter::Peer {
+  std::string target;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::TensorCompute::Stub> stub;
+};
+
+// One routed request. Shared by its parts' callbacks; the last reference frees it.
+class ShardRouter::Call : public std::enable_shared_from_this<ShardRouter::Call> {
+ public:
+  Call(ShardRouter* router, ComputeRequest request, ComputeEntry::Done done)
+      : router_(*router), request_(std::move(request)), done_(std::move(done)) {}
+
+  // Splits, charges and sends the parts; on a failure before any is sent, answers.
+  void Start(ByteBudget::Reservation* reservation);
+
+  // Cancels the remote parts when the request's cancel flag is set.
+  void NoticeCancel() {
+    if (request_.cancel != nullptr && request_.cancel->IsCancelled()) CancelRemote();
+  }
+
+ private:
+  struct Part {
+    int32_t shard = 0;
+    std::vector<int64_t> values;  // index values, first component global
+    int64_t rows = 0;             // rows it answers
+    absl::Time start;
+    // Local: its indices (rows relative to the shard) and output.
+    core::Tensor local_indices;
+    core::Tensor local_output;
+    // Remote.
+    std::unique_ptr<grpc::ClientContext> context;
+    v1::GatherRequest gather;
+    v1::GatherNdRequest gather_nd;
+    v1::GatherResponse gather_answer;
+    v1::GatherNdResponse gather_nd_answer;
+    // Its rows once it is done.
+    absl::Span<const uint8_t> answer;
+  };
+
+  const core::ResidentTensor& table() const { return *request_.table; }
+  const core::ShardSpec& spec() const { return *request_.table->shard; }
+  absl::Status Split();
+  absl::Status CheckRoutable(const Part& part) const;
+  void SendLocal(Part& part);
+  void SendRemote(Part& part);
+  // A part finished: its status, then (when all have) the answer.
+  void PartDone(Part& part, absl::Status status);
+  absl::Status CheckAnswer(Part& part, const v1::Tensor& output);
+  absl::Status Named(int32_t shard, const absl::Status& status) const;
+  void CancelRemote();
+  void Finish();
+  void Answer(absl::Status status) {
+    router_.Forget(this);
+    std::move(done_)(std::move(status));
+  }
+
+  ShardRouter& router_;
+  ComputeRequest request_;
+  ComputeEntry::Done done_;
+  bool pooled_ = false;    // a pooled lookup: rows fetched, then pooled here
+  bool nd_ = false;        // parts are GatherNd sub-calls
+  int64_t depth_ = 1;      // index values per output row
+  int64_t row_bytes_ = 0;  // bytes of one output row of a part
+  core::DataType dtype_ = core::DataType::kUnspecified;  // the parts' answers' dtype
+  core::RowSplit rows_;                                  // !pooled_
+  core::BagRowSplit bags_;                               // pooled_
+  std::vector<Part> parts_;                              // by shard, only those with rows
+  core::Tensor fetched_;                                 // pooled_: the fetched rows as one table
+  core::Tensor fetched_indices_;
+
+  absl::Mutex mu_;
+  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool sent_ ABSL_GUARDED_BY(mu_) = false;          // every part has been sent
+  bool cancel_asked_ ABSL_GUARDED_BY(mu_) = false;  // CancelRemote came before that
+};
+
+absl::Status ShardRouter::Call::Split() {
+  const int32_t count = spec().count;
+  std::vector<std::vector<int64_t>>* values = nullptr;
+  if (const auto* gather = std::get_if<core::GatherPlan>(&request_.plan)) {
+    // (A string table is never sharded: PutTensor and --preload refuse it.)
+    TC_RETURN_IF_ERROR(CheckSplitsByRows(&table(), *gather));
+    nd_ = gather->op == core::GatherOp::kGatherNd;
+    depth_ = gather->depth;
+    row_bytes_ = gather->slice_bytes();
+    dtype_ = gather->dtype;
+    TC_ASSIGN_OR_RETURN(rows_, core::SplitRows(*gather, request_.indices, count));
+    values = &rows_.values;
+  } else {
+    const auto& bag = std::get<core::EmbeddingBagPlan>(request_.plan);
+    row_bytes_ = bag.dim * bag.element_size;
+    dtype_ = bag.dtype;
+    if (bag.unpooled) {
+      TC_ASSIGN_OR_RETURN(rows_, core::SplitRows(bag, request_.indices, count));
+      values = &rows_.values;
+    } else {
+      pooled_ = true;
+      TC_ASSIGN_OR_RETURN(bags_, core::SplitBagRows(bag, request_.indices, count));
+      values = &bags_.rows;
+    }
+  }
+  for (int32_t s = 0; s < count; ++s) {
+    std::vector<int64_t>& part_values = (*values)[static_cast<size_t>(s)];
+    if (part_values.empty()) continue;
+    Part& part = parts_.emplace_back();
+    part.shard = s;
+    part.rows = static_cast<int64_t>(part_values.size()) / depth_;
+    part.values = std::move(part_values);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardRouter::Call::CheckRoutable(const Part& part) const {
+  if (part.shard == spec().index) return absl::OkStatus();
+  const core::RowRange own = core::ShardRows(spec());
+  const std::string where =
+      absl::StrCat("tensor '", table().name, "' here is shard ", spec().index, " of ", spec().count,
+                   " (rows [", own.begin, ", ", own.end, ") of ", spec().total_rows, "); row ",
+                   part.values[0], " is shard ", part.shard, "'s");
+  if (request_.from_router) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, ", and this request is a router's sub-call: the router's --shard_peers entry ",
+        part.shard, " does not reach shard ", part.shard));
+  }
+  const std::vector<std::string>& peers = router_.options_.peers;
+  if (peers.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ", and this server has no --shard_peers to route it to"));
+  }
+  if (static_cast<int64_t>(peers.size()) != spec().count) {
+    return absl::FailedPreconditionError(absl::StrCat(where, ", and --shard_peers lists ",
+                                                      peers.size(), " targets for its ",
+                                                      spec().count, " shards"));
+  }
+  return absl::OkStatus();
+}
+
+void ShardRouter::Call::Start(ByteBudget::Reservation* reservation) {
+  if (absl::Status split = Split(); !split.ok()) return Answer(split);
+  for (const Part& part : parts_) {
+    if (absl::Status routable = CheckRoutable(part); !routable.ok()) return Answer(routable);
+  }
+  // Held until the answer is sent: the output, the parts' rows and the fetched table.
+  int64_t bytes = batching::OutputBytes(request_.plan);
+  for (const Part& part : parts_) bytes += part.rows * row_bytes_;
+  if (pooled_) bytes += bags_.fetched_rows * row_bytes_;
+  if (!reservation->TryGrow(bytes)) {
+    return Answer(router_.compute_->budget().NeedsError(reservation->bytes() + bytes));
+  }
+  if (parts_.empty()) return Finish();
+  {
+    absl::MutexLock lock(&mu_);
+    pending_ = parts_.size();
+  }
+  // Remote parts first: their round trips overlap the local part's compute.
+  for (Part& part : parts_) {
+    if (part.shard != spec().index) SendRemote(part);
+  }
+  for (Part& part : parts_) {
+    if (part.shard == spec().index) SendLocal(part);
+  }
+  bool cancel = false;
+  {
+    absl::MutexLock lock(&mu_);
+    sent_ = true;
+    cancel = cancel_asked_;
+  }
+  if (cancel) CancelRemote();  // asked while the parts were being sent
+}
+
+void ShardRouter::Call::SendLocal(Part& part) {
+  part.start = absl::Now();
+  const int64_t first = core::ShardRows(spec()).begin;
+  std::vector<int64_t> local = part.values;
+  for (size_t k = 0; k < local.size(); k += static_cast<size_t>(depth_)) local[k] -= first;
+  const core::Shape shape = nd_ ? core::Shape{part.rows, depth_} : core::Shape{part.rows};
+  part.local_indices =
+      core::Tensor::FromValues<int64_t>(core::DataType::kInt64, shape, absl::MakeConstSpan(local));
+  core::PlanOptions options = router_.compute_->plan_options();
+  options.max_output_bytes = std::numeric_limits<int64_t>::max();  // charged in Start
+  ComputeRequest sub;
+  sub.params = table().local_view();
+  sub.indices = part.local_indices.view();
+  absl::StatusOr<batching::TaskPlan> plan =
+      nd_ ? PlanGatherNdOn(&table(), sub.params, sub.indices, 0, options)
+          : PlanGatherOn(&table(), sub.params, sub.indices, 0, 0, options);
+  if (!plan.ok()) return PartDone(part, plan.status());
+  absl::StatusOr<core::Tensor> output = core::Tensor::Allocate(
+      dtype_,
+      core::Shape{part.rows * row_bytes_ / static_cast<int64_t>(core::ElementSize(dtype_))});
+  if (!output.ok()) return PartDone(part, output.status());
+  part.local_output = *std::move(output);
+  sub.plan = *std::move(plan);
+  sub.table = request_.table;
+  sub.deadline = request_.deadline;
+  sub.cancel = request_.cancel;
+  sub.from_router = true;
+  const core::Shape out_shape = batching::OutputShape(sub.plan);
+  sub.make_output = [&part, out_shape] {
+    core::MutableTensorView view;
+    view.dtype = part.local_output.dtype();
+    view.shape = out_shape;
+    view.data = part.local_output.mutable_bytes();
+    return view;
+  };
+  router_.compute_->SubmitCharged(std::move(sub),
+                                  [self = shared_from_this(), &part](absl::Status status) {
+                                    part.answer = part.local_output.bytes();
+                                    self->PartDone(part, std::move(status));
+                                  });
+}
+
+void ShardRouter::Call::SendRemote(Part& part) {
+  Peer& peer = *router_.peers_[static_cast<size_t>(part.shard)];
+  part.start = absl::Now();
+  if (request_.cancel != nullptr && request_.cancel->IsCancelled()) {
+    return PartDone(part, absl::CancelledError("request cancelled by the client"));
+  }
+  part.context = std::make_unique<grpc::ClientContext>();
+  if (request_.deadline != absl::InfiniteFuture()) {
+    part.context->set_deadline(absl::ToChronoTime(request_.deadline));
+  }
+  part.context->AddMetadata(kHopMetadata, "1");
+  auto self = shared_from_this();
+  if (nd_) {
+    part.gather_nd.set_params_name(table().name);
+    SetIndices(part.values, {part.rows, depth_}, part.gather_nd.mutable_indices());
+    peer.stub->async()->GatherNd(part.context.get(), &part.gather_nd, &part.gather_nd_answer,
+                                 [self, &part](grpc::Status status) {
+                                   absl::Status done = proto::FromGrpcStatus(status);
+                                   if (done.ok())
+                                     done = self->CheckAnswer(part, part.gather_nd_answer.output());
+                                   self->PartDone(part, std::move(done));
+                                 });
+  } else {
+    part.gather.set_params_name(table().name);
+    SetIndices(part.values, {part.rows}, part.gather.mutable_indices());
+    peer.stub->async()->Gather(part.context.get(), &part.gather, &part.gather_answer,
+                               [self, &part](grpc::Status status) {
+                                 absl::Status done = proto::FromGrpcStatus(status);
+                                 if (done.ok()) {
+                                   done = self->CheckAnswer(part, part.gather_answer.output());
+                                 }
+                                 self->PartDone(part, std::move(done));
+                               });
+  }
+}
+
+absl::Status ShardRouter::Call::CheckAnswer(Part& part, const v1::Tensor& output) {
+  const int64_t expected = part.rows * row_bytes_;
+  if (proto::FromProtoDataType(output.dtype()) != dtype_ ||
+      static_cast<int64_t>(output.data().size()) != expected) {
+    return absl::InternalError(absl::StrCat("answered ", output.data().size(), " bytes of ",
+                                            v1::DataType_Name(output.dtype()), "; expected ",
+                                            expected, " of ", core::DataTypeName(dtype_)));
+  }
+  part.answer = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(output.data().data()),
+                                          output.data().size());
+  return absl::OkStatus();
+}
+
+absl::Status ShardRouter::Call::Named(int32_t shard, const absl::Status& status) const {
+  if (status.ok() || shard == spec().index) return status;
+  // The caller's deadline and cancellation, a part too large for the shard's output cap, and
+  // a shard that refuses the part as another shard's stay what they are; anything else (no
+  // live replica, a replica without the table) is the shard being unavailable.
+  absl::StatusCode code = status.code();
+  if (code != absl::StatusCode::kDeadlineExceeded && code != absl::StatusCode::kCancelled &&
+      code != absl::StatusCode::kResourceExhausted &&
+      code != absl::StatusCode::kFailedPrecondition) {
+    code = absl::StatusCode::kUnavailable;
+  }
+  return absl::Status(
+      code,
+      absl::StrCat("shard ", shard, " of ", spec().count, " of table '", table().name, "' (",
+                   router_.peers_[static_cast<size_t>(shard)]->target, "): ", status.message()));
+}
+
+void ShardRouter::Call::PartDone(Part& part, absl::Status status) {
+  router_.metrics_->CountShardCall(part.shard, status.code(), absl::Now() - part.start);
+  bool last = false, first_error = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!status.ok() && error_.ok()) {
+      error_ = Named(part.shard, status);
+      first_error = true;
+    }
+    last = --pending_ == 0;
+  }
+  if (first_error) CancelRemote();  // the others' answers are no longer needed
+  if (last) Finish();
+}
+
+void ShardRouter::Call::CancelRemote() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!sent_) {  // Start is still sending: it cancels them once they are all sent
+      cancel_asked_ = true;
+      return;
+    }
+  }
+  // Once sent, parts_ and their contexts no longer change; TryCancel is thread-safe, and is
+  // called without the lock because a cancelled call may complete on this thread.
+  for (Part& part : parts_) {
+    if (part.context != nullptr) part.context->TryCancel();
+  }
+}
+
+void ShardRouter::Call::Finish() {
+  absl::Status error;
+  {
+    absl::MutexLock lock(&mu_);
+    error = error_;
+  }
+  if (!error.ok()) return Answer(error);
+  if (!pooled_) {
+    if (!request_.make_output) return Answer(absl::OkStatus());  // an empty output
+    const core::MutableTensorView out = std::move(request_.make_output)();
+    std::vector<size_t> next(static_cast<size_t>(spec().count), 0);
+    std::vector<const Part*> by_shard(static_cast<size_t>(spec().count), nullptr);
+    for (const Part& part : parts_) by_shard[static_cast<size_t>(part.shard)] = &part;
+    const size_t row = static_cast<size_t>(row_bytes_);
+    if (row == 0) return Answer(absl::OkStatus());  // rows of no bytes: nothing to copy
+    uint8_t* dst = out.data.data();
+    for (int32_t shard : rows_.shard_of_row) {
+      const Part& part = *by_shard[static_cast<size_t>(shard)];
+      std::memcpy(dst, part.answer.data() + next[static_cast<size_t>(shard)]++ * row, row);
+      dst += row;
+    }
+    return Answer(absl::OkStatus());
+  }
+  // A pooled lookup: the fetched rows as one table (shard by shard, then the zero padding
+  // row), pooled by the request's own plan renumbered onto them.
+  const auto& bag = std::get<core::EmbeddingBagPlan>(request_.plan);
+  absl::StatusOr<core::Tensor> fetched =
+      core::Tensor::Allocate(bag.dtype, core::Shape{bags_.fetched_rows, bag.dim});
+  if (!fetched.ok()) return Answer(fetched.status());
+  fetched_ = *std::move(fetched);
+  uint8_t* dst = fetched_.mutable_bytes().data();
+  for (const Part& part : parts_) {
+    if (!part.answer.empty()) std::memcpy(dst, part.answer.data(), part.answer.size());
+    dst += part.answer.size();
+  }
+  if (bags_.padding_slot >= 0 && row_bytes_ > 0) {
+    std::memset(dst, 0, static_cast<size_t>(row_bytes_));
+  }
+  fetched_indices_ = core::Tensor::FromValues<int64_t>(
+      core::DataType::kInt64, request_.indices.shape, absl::MakeConstSpan(bags_.indices));
+  ComputeRequest pool;
+  pool.plan = core::PlanOnFetchedRows(bag, bags_);
+  pool.params = fetched_.view();
+  pool.indices = fetched_indices_.view();
+  pool.offsets = request_.offsets;
+  pool.weights = request_.weights;
+  pool.deadline = request_.deadline;
+  pool.cancel = request_.cancel;
+  pool.make_output = std::move(request_.make_output);
+  router_.Forget(this);  // now an ordinary task, cancelled by the batcher
+  router_.compute_->SubmitCharged(std::move(pool),
+                                  [self = shared_from_this()](absl::Status status) {
+                                    std::move(self->done_)(std::move(status));
+                                  });
+}
+
+ShardRouter::ShardRouter(ComputeEntry* compute, Metrics* metrics, ShardRouterOptions options)
+    : compute_(compute), metrics_(metrics), options_(std::move(options)) {
+  for (const std::string& target : options_.peers) {
+    grpc::ChannelArguments args;
+    // Round-robin over the shard's replicas, health-checked, UNAVAILABLE retried on another.
+    args.SetServiceConfigJSON(
+        proto::ServiceConfigJson(/*health_checking=*/true, proto::ChannelRetry{}));
+    args.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
+        options_.max_answer_bytes + (int64_t{1} << 20), std::numeric_limits<int>::max())));
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, 16 << 20);
+    auto peer = std::make_unique<Peer>();
+    peer->target = target;
+    peer->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    peer->stub = v1::TensorCompute::NewStub(peer->channel);
+    peers_.push_back(std::move(peer));
+  }
+}
+
+ShardRouter::~ShardRouter() = default;
+
+void ShardRouter::Route(ComputeRequest request, ByteBudget::Reservation* reservation,
+                        ComputeEntry::Done done) {
+  auto call = std::make_shared<Call>(this, std::move(request), std::move(done));
+  {
+    absl::MutexLock lock(&mu_);
+    calls_.emplace(call.get(), call);
+  }
+  call->Start(reservation);
+}
+
+void ShardRouter::NoticeCancel() {
+  std::vector<std::shared_ptr<Call>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [raw, weak] : calls_) {
+      if (auto call = weak.lock()) calls.push_back(std::move(call));
+    }
+  }
+  for (const auto& call : calls) call->NoticeCancel();
+}
+
+void ShardRouter::Forget(Call* call) {
+  absl::MutexLock lock(&mu_);
+  calls_.erase(call);
+}
+
+}  // namespace tensorcompute::server

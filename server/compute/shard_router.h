@@ -1,0 +1,109 @@
+// File: server/compute/shard_router.h
+//
+// Lookups on a table sharded by row ranges (core/shard_spec.h) over several servers. A server
+// holding shard i of table T answers any lookup on T, whatever rows it reads:
+//
+//   split      the request, planned and checked against the whole table (bad indices refused
+//              with the unsharded words and position, core/shard_split.h), is split by the
+//              shard owning each row;
+//   fan out    each part goes to its owner in parallel: this server's own part to its own
+//              executors (ComputeEntry::SubmitCharged), every other one as a Gather or
+//              GatherNd sub-call on `T` to the shard's gRPC target (--shard_peers), with the
+//              request's deadline, cancelled with it, marked as a sub-call (kHopMetadata) so
+//              that the owner serves it from its own rows and never routes it again;
+//   assemble   the parts' rows are copied into the output in the request's order. A pooled
+//              lookup fetches each distinct row once (unpooled) and pools the fetched rows
+//              here with the request's own plan, so the answer is bit for bit the unsharded one.
+//
+// Which requests split: Gather of axis 0 (batch_dims 0), GatherNd without batch dimensions
+// (tuples routed by their first component, any depth), EmbeddingBag, on every storage kind
+// (server/compute/table_plans.h refuses the others with INVALID_ARGUMENT).
+//
+// Each shard's target is one gRPC channel: round-robin over what it resolves to (a DNS name
+// of several replicas, or an ipv4:/ipv6: list), client-side health checking (a draining
+// replica gets no new sub-call), and UNAVAILABLE retried on another replica within the
+// deadline. A part that fails anyway fails the request: UNAVAILABLE (also for a peer that does
+// not hold the table: NOT_FOUND there) naming the shard and its target, "shard 2 of 3 of table
+// 'T' (dns:///tc-2.tc:50051): ..."; DEADLINE_EXCEEDED, CANCELLED, RESOURCE_EXHAUSTED (a part
+// over the shard's output cap) and FAILED_PRECONDITION (a shard holding other rows than its
+// index says: --shard_peers out of order) with their own codes, named the same way. The parts'
+// bytes (their rows, and a pooled lookup's fetched table) count against the in-flight budget
+// with the output (UNAVAILABLE, ByteBudget::NeedsError, when they do not fit).
+//
+// A server without --shard_peers serves a sharded table's lookups whose rows it holds; any
+// other is FAILED_PRECONDITION naming the shard that holds the row.
+//
+// Thread-safety: Route and NoticeCancel may be called from any thread.
+
+#ifndef TENSORCOMPUTE_SERVER_SHARD_ROUTER_H_
+#define TENSORCOMPUTE_SERVER_SHARD_ROUTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+#include "server/admission/byte_budget.h"
+#include "server/compute/compute_entry.h"
+#include "server/metrics/metrics.h"
+
+namespace tensorcompute::server {
+
+// The metadata key marking a sub-call of a router: its owner serves it from its own rows.
+inline constexpr char kHopMetadata[] = "tc-shard-hop";
+
+struct ShardRouterOptions {
+  // One gRPC target per shard index (--shard_peers); empty: lookups are served from this
+  // server's rows only.
+  std::vector<std::string> peers;
+  // The largest sub-call answer accepted (the server's output cap).
+  int64_t max_answer_bytes = int64_t{64} << 20;
+};
+
+// Parses --shard_peers: comma-separated gRPC targets, one per shard index; within one, '|'
+// separates several addresses of an ipv4: or ipv6: list (ipv4:127.0.0.1:5001|127.0.0.1:5002).
+// INVALID_ARGUMENT for an empty entry.
+absl::StatusOr<std::vector<std::string>> ParseShardPeers(const std::string& flag);
+
+class ShardRouter {
+ public:
+  // `compute` computes the local parts and the pooling; `metrics` counts the sub-calls. Both
+  // not owned, and outlive the router.
+  ShardRouter(ComputeEntry* compute, Metrics* metrics, ShardRouterOptions options);
+  ~ShardRouter();
+
+  ShardRouter(const ShardRouter&) = delete;
+  ShardRouter& operator=(const ShardRouter&) = delete;
+
+  // Computes `request`, whose table is a shard and whose plan was made on plan_view().
+  // Contract as ComputeEntry::Submit; request.from_router: served from this server's rows
+  // only.
+  void Route(ComputeRequest request, ByteBudget::Reservation* reservation, ComputeEntry::Done done);
+
+  // A routed request's cancel flag may have been set: its sub-calls are cancelled.
+  void NoticeCancel();
+
+  class Call;  // one routed request (shard_router.cc)
+
+ private:
+  struct Peer;
+
+  friend class Call;
+  void Forget(Call* call);
+
+  ComputeEntry* const compute_;
+  Metrics* const metrics_;
+  const ShardRouterOptions options_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<Call*, std::weak_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);  // in flight
+};
+
+}  // namespace tensorcompute::server
+
+#endif  // TENSORCOMPUTE_SERVER_SHARD_ROUTER_H_

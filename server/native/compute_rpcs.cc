@@ -1,0 +1,211 @@
+#include "server/native/compute_rpcs.h"
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "grpc/slice.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/slice.h"
+#include "tensorcompute/v1/tensorcompute.pb.h"
+
+#include "core/embedding_bag.h"
+#include "core/gather_plan.h"
+#include "core/status_macros.h"
+#include "proto/tensor_codec.h"
+#include "server/compute/shard_router.h"
+#include "server/compute/table_plans.h"
+#include "server/native/unary_reactor.h"
+
+namespace tensorcompute::server {
+namespace {
+
+// The views (params already in `out`) and the plan each request asks for.
+absl::Status DecodeOp(const v1::GatherRequest& request, const ComputeEntry& compute,
+                      ComputeRequest* out) {
+  out->builtin = BuiltinModel::kGather;
+  TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
+  const std::optional<int64_t> axis =
+      request.has_axis() ? std::optional<int64_t>(request.axis()) : std::nullopt;
+  TC_ASSIGN_OR_RETURN(out->plan, PlanGatherOn(out->table.get(), out->params, out->indices, axis,
+                                              request.batch_dims(), compute.plan_options()));
+  return absl::OkStatus();
+}
+
+absl::Status DecodeOp(const v1::GatherNdRequest& request, const ComputeEntry& compute,
+                      ComputeRequest* out) {
+  out->builtin = BuiltinModel::kGatherNd;
+  TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
+  TC_ASSIGN_OR_RETURN(out->plan, PlanGatherNdOn(out->table.get(), out->params, out->indices,
+                                                request.batch_dims(), compute.plan_options()));
+  return absl::OkStatus();
+}
+
+absl::Status DecodeOp(const v1::EmbeddingBagRequest& request, const ComputeEntry& compute,
+                      ComputeRequest* out) {
+  out->builtin = BuiltinModel::kEmbeddingBag;
+  TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
+  if (request.has_offsets()) {
+    TC_ASSIGN_OR_RETURN(out->offsets, proto::ViewTensor(request.offsets(), "offsets"));
+  }
+  if (request.has_per_sample_weights()) {
+    TC_ASSIGN_OR_RETURN(out->weights,
+                        proto::ViewTensor(request.per_sample_weights(), "per_sample_weights"));
+  }
+  core::EmbeddingBagOptions options = compute.embedding_bag_options();
+  options.mode = static_cast<core::EmbeddingBagMode>(request.mode());
+  options.include_last_offset = request.include_last_offset();
+  if (request.has_padding_idx()) options.padding_idx = request.padding_idx();
+  TC_ASSIGN_OR_RETURN(
+      out->plan,
+      PlanEmbeddingBagOn(out->table.get(), out->params, out->indices,
+                         request.has_offsets() ? &out->offsets : nullptr,
+                         request.has_per_sample_weights() ? &out->weights : nullptr, options));
+  return absl::OkStatus();
+}
+
+// What the output of a plan needs: its dtype, shape, element count and bytes.
+struct OutputSpec {
+  core::DataType dtype = core::DataType::kUnspecified;
+  core::Shape shape;
+  int64_t elements = 0;
+  int64_t bytes = 0;
+};
+
+OutputSpec OutputOf(const batching::TaskPlan& plan) {
+  if (const auto* bag = std::get_if<core::EmbeddingBagPlan>(&plan)) {
+    return {bag->dtype, bag->output_shape, bag->bags * bag->dim, bag->output_bytes};
+  }
+  const auto& gather = std::get<core::GatherPlan>(plan);
+  return {gather.dtype, gather.output_shape, gather.output_elements, gather.output_bytes};
+}
+
+template <typename Request, typename Response>
+class ComputeCall final : public UnaryReactor {
+ public:
+  ComputeCall(CallGate* gate, ComputeEntry* compute, grpc::CallbackServerContext* context, Rpc rpc)
+      : UnaryReactor(gate, compute, context, rpc) {}
+
+ private:
+  bool Parse(grpc::ByteBuffer* message) override {
+    return grpc::SerializationTraits<Request>::Deserialize(message, &request_).ok();
+  }
+
+  const google::protobuf::Descriptor& RequestType() const override {
+    return *Request::descriptor();
+  }
+
+  void Run() override {
+    ComputeRequest request;
+    if (absl::Status decoded = Decode(&request); !decoded.ok()) return Answer(decoded);
+    Submit(std::move(request));
+  }
+
+  // Params (inline, or a resident tensor's), the other inputs, the plan, and where the output
+  // goes.
+  absl::Status Decode(ComputeRequest* out) {
+    const ComputeEntry& compute = this->compute();
+    if (!request_.params_name().empty()) {
+      if (request_.has_params()) {
+        return absl::InvalidArgumentError(
+            "set either params (the tensor inline) or params_name (a resident tensor), not "
+            "both");
+      }
+      if (compute.registry() != nullptr)
+        out->table = compute.registry()->Find(request_.params_name());
+      if (out->table == nullptr) {
+        return absl::NotFoundError(
+            absl::StrCat("params_name: no resident tensor named '", request_.params_name(),
+                         "' (ListTensors lists them; PutTensor stores one)"));
+      }
+      out->params = out->table->plan_view();
+      out->from_router = context().client_metadata().count(kHopMetadata) > 0;
+    } else {
+      TC_ASSIGN_OR_RETURN(out->params, proto::ViewTensor(request_.params(), "params"));
+    }
+    TC_RETURN_IF_ERROR(DecodeOp(request_, compute, out));
+    // What make_output needs of the plan, kept here so that its closure holds only `this` and
+    // fits AnyInvocable's inline storage (no allocation per call).
+    output_ = OutputOf(out->plan);
+    if (output_.dtype != core::DataType::kString && output_.bytes > 0) {
+      out->make_output = [this] { return OutputInPlace(); };
+    } else {
+      out->make_output = [this] {
+        const int64_t data_bytes = output_.dtype == core::DataType::kString ? 0 : output_.bytes;
+        return proto::PrepareOutput(output_.dtype, output_.shape, output_.elements, data_bytes,
+                                    response_.mutable_output());
+      };
+    }
+    return absl::OkStatus();
+  }
+
+  // The whole reply in the buffer that gRPC will send: the response's serialized head, then the
+  // output's bytes as the executor writes them (every byte is written when the gather is OK).
+  core::MutableTensorView OutputInPlace() {
+    const std::string head = proto::ResponsePrefix(output_.dtype, output_.shape, output_.bytes);
+    // _large: never inlined into the grpc_slice struct, so the bytes stay where they are.
+    grpc_slice slice = grpc_slice_malloc_large(head.size() + static_cast<size_t>(output_.bytes));
+    uint8_t* begin = GRPC_SLICE_START_PTR(slice);
+    std::memcpy(begin, head.data(), head.size());
+    direct_reply_ = grpc::Slice(slice, grpc::Slice::STEAL_REF);
+    core::MutableTensorView view;
+    view.dtype = output_.dtype;
+    view.shape = output_.shape;
+    view.data = absl::Span<uint8_t>(begin + head.size(), static_cast<size_t>(output_.bytes));
+    return view;
+  }
+
+  grpc::Status WriteReply(grpc::ByteBuffer* reply) override {
+    if (direct_reply_.size() > 0) {
+      *reply = grpc::ByteBuffer(&direct_reply_, 1);
+      direct_reply_ = grpc::Slice();
+      return grpc::Status::OK;
+    }
+    // Serialized here rather than by gRPC, so that the output is freed at once: until the
+    // client has taken the answer, the server holds one copy of it (the one the budget
+    // counts), not two.
+    bool own_buffer = false;
+    grpc::Status serialized =
+        grpc::SerializationTraits<Response>::Serialize(response_, reply, &own_buffer);
+    response_ = Response();
+    return serialized;
+  }
+
+  Request request_;
+  Response response_;
+  grpc::Slice direct_reply_;  // the whole reply, the output written in place
+  OutputSpec output_;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StartGather(
+    CallGate* gate, ComputeEntry* compute, grpc::CallbackServerContext* context) {
+  auto* call =
+      new ComputeCall<v1::GatherRequest, v1::GatherResponse>(gate, compute, context, Rpc::kGather);
+  call->Begin();
+  return call;
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StartGatherNd(
+    CallGate* gate, ComputeEntry* compute, grpc::CallbackServerContext* context) {
+  auto* call = new ComputeCall<v1::GatherNdRequest, v1::GatherNdResponse>(gate, compute, context,
+                                                                          Rpc::kGatherNd);
+  call->Begin();
+  return call;
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StartEmbeddingBag(
+    CallGate* gate, ComputeEntry* compute, grpc::CallbackServerContext* context) {
+  auto* call = new ComputeCall<v1::EmbeddingBagRequest, v1::EmbeddingBagResponse>(
+      gate, compute, context, Rpc::kEmbeddingBag);
+  call->Begin();
+  return call;
+}
+
+}  // namespace tensorcompute::server

@@ -1,0 +1,269 @@
+#include "server/native/put_tensor_call.h"
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "core/shard_spec.h"
+#include "core/status_macros.h"
+#include "core/table_storage.h"
+#include "proto/decoded_cost.h"
+#include "proto/grpc_status.h"
+#include "proto/tensor_codec.h"
+#include "server/native/resident_rpcs.h"
+
+namespace tensorcompute::server {
+namespace {
+
+bool HasDescription(const v1::PutTensorRequest& m) {
+  return !m.name().empty() || m.dtype() != v1::DT_UNSPECIFIED || m.shape_size() > 0 ||
+         !m.device().empty() || m.replace() || m.storage() != v1::AS_IS || m.has_shard();
+}
+
+// One per PutTensor call; deletes itself in OnDone. Every path calls Answer (Finish) once.
+class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  PutCall(const PutTensorEnv& env, grpc::CallbackServerContext* context, grpc::ByteBuffer* reply)
+      : env_(env), context_(*context), reply_(*reply), start_(env.gate->Arrive()) {}
+
+  void Begin() {
+    if (env_.registry == nullptr) {
+      return Answer(absl::UnimplementedError("this server keeps no resident tensors"));
+    }
+    if (absl::Status admitted = env_.gate->Admit(context_, /*needs_admin=*/true); !admitted.ok()) {
+      return Answer(admitted);
+    }
+    StartRead(&wire_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (context_.IsCancelled()) {
+        return Answer(absl::CancelledError("the upload was cancelled; nothing was stored"));
+      }
+      return Answer(Publish());  // the client half-closed: the upload is complete
+    }
+    absl::Status status = Parse();
+    if (status.ok()) status = first_ ? Describe() : Append();
+    message_.Clear();
+    if (!status.ok()) return Answer(status);
+    StartRead(&wire_);
+  }
+
+  void OnDone() override { delete this; }
+
+  void OnCancel() override {}
+
+ private:
+  // Parses the message read into message_ unless what it costs decoded exceeds the whole
+  // in-flight budget (put_tensor_call.h).
+  absl::Status Parse() {
+    const int64_t wire_bytes = static_cast<int64_t>(wire_.Length());
+    const absl::Status not_parsed = absl::InvalidArgumentError(
+        absl::StrCat("a PutTensor message (", wire_bytes, " bytes) does not parse as ",
+                     v1::PutTensorRequest::descriptor()->full_name()));
+    absl::StatusOr<proto::DecodedCost> cost =
+        proto::ScanDecodedCost(*v1::PutTensorRequest::descriptor(), &wire_);
+    if (!cost.ok()) return not_parsed;
+    if (env_.budget != nullptr) {
+      TC_RETURN_IF_ERROR(env_.budget->CheckDecoded(cost->total(), cost->Summary()));
+    }
+    if (!grpc::SerializationTraits<v1::PutTensorRequest>::Deserialize(&wire_, &message_).ok()) {
+      return not_parsed;
+    }
+    return absl::OkStatus();
+  }
+
+  // The first message: the name, dtype, shape, device and replace flag, then its chunk.
+  absl::Status Describe() {
+    first_ = false;
+    name_ = message_.name();
+    dtype_ = proto::FromProtoDataType(message_.dtype());
+    shape_.assign(message_.shape().begin(), message_.shape().end());
+    TC_ASSIGN_OR_RETURN(const core::ResidentSize size,
+                        core::ValidateResidentDescription(name_, dtype_, shape_, env_.max_rank));
+    elements_ = size.elements;
+    TC_ASSIGN_OR_RETURN(
+        layout_, core::PlanTableLayout(name_, static_cast<core::TableStorage>(message_.storage()),
+                                       dtype_, shape_));
+    if (message_.has_shard()) {
+      shard_ = core::ShardSpec{message_.shard().index(), message_.shard().count(),
+                               message_.shard().total_rows()};
+      if (dtype_ == core::DataType::kString) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name_, "': DT_STRING tables are not sharded"));
+      }
+      TC_RETURN_IF_ERROR(core::ValidateShardSpec(name_, *shard_, shape_[0]));
+    }
+    if (!message_.replace()) TC_RETURN_IF_ERROR(env_.registry->CheckAbsent(name_));
+    replace_ = message_.replace();
+    device_ = message_.device();
+    // The bytes it will hold, reserved before anything is allocated: for strings the
+    // per-element overhead now and each payload as it arrives; for a compact table its stored
+    // bytes (the float32 rows sent are converted as they arrive, never held whole).
+    const int64_t reserve = dtype_ == core::DataType::kString
+                                ? core::ResidentBytes(dtype_, elements_, /*string_payload_bytes=*/0)
+                                : layout_.stored_bytes;
+    TC_ASSIGN_OR_RETURN(reservation_, env_.registry->Reserve(name_, reserve));
+    if (dtype_ == core::DataType::kString) {
+      strings_.reserve(static_cast<size_t>(elements_));
+    } else {
+      TC_ASSIGN_OR_RETURN(tensor_,
+                          core::Tensor::Allocate(layout_.stored_dtype, layout_.stored_shape));
+      total_bytes_ = layout_.sent_bytes;
+      if (layout_.encodes()) {
+        encoder_.emplace(name_, layout_, tensor_->mutable_bytes().data());
+      }
+    }
+    return Append();
+  }
+
+  // A chunk: `data` at `offset` bytes, or `strings` from element `offset`, in order.
+  absl::Status Append() {
+    if (!first_message_ && HasDescription(message_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", name_,
+          "': only the first PutTensor message may set name, dtype, shape, device, replace, "
+          "storage or shard"));
+    }
+    first_message_ = false;
+    if (dtype_ == core::DataType::kString) {
+      if (!message_.data().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", name_, "' is DT_STRING: send its elements in strings, not data"));
+      }
+      if (message_.offset() != static_cast<int64_t>(strings_.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name_, "': chunk at element offset ", message_.offset(),
+                         ", expected ", strings_.size(), " (chunks come in order)"));
+      }
+      if (message_.strings_size() > elements_ - static_cast<int64_t>(strings_.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name_, "': ", strings_.size() + message_.strings_size(),
+                         " strings sent; its shape has ", elements_));
+      }
+      int64_t payload = 0;
+      for (const std::string& s : message_.strings()) payload += static_cast<int64_t>(s.size());
+      if (payload > 0) {
+        TC_ASSIGN_OR_RETURN(core::TensorRegistry::Reservation more,
+                            env_.registry->Reserve(name_, payload));
+        reservation_.Absorb(std::move(more));
+      }
+      for (std::string& s : *message_.mutable_strings()) strings_.push_back(std::move(s));
+      return absl::OkStatus();
+    }
+    if (message_.strings_size() > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name_, "' is not DT_STRING: send its bytes in data"));
+    }
+    if (message_.offset() != received_) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': chunk at offset ",
+                                                     message_.offset(), ", expected ", received_,
+                                                     " (chunks come in order)"));
+    }
+    const int64_t n = static_cast<int64_t>(message_.data().size());
+    if (n > total_bytes_ - received_) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': ", received_ + n,
+                                                     " data bytes sent; its dtype and shape make ",
+                                                     total_bytes_));
+    }
+    if (encoder_) {
+      TC_RETURN_IF_ERROR(encoder_->Append(absl::MakeConstSpan(
+          reinterpret_cast<const uint8_t*>(message_.data().data()), static_cast<size_t>(n))));
+    } else if (n > 0) {
+      std::memcpy(tensor_->mutable_bytes().data() + received_, message_.data().data(), n);
+    }
+    received_ += n;
+    return absl::OkStatus();
+  }
+
+  // The client half-closed: check the count, place the tensor, publish it.
+  absl::Status Publish() {
+    if (first_) {
+      return absl::InvalidArgumentError(
+          "PutTensor carried no message; the first one names and describes the tensor");
+    }
+    if (dtype_ == core::DataType::kString) {
+      if (static_cast<int64_t>(strings_.size()) != elements_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name_, "': the upload ended after ", strings_.size(), " of ",
+                         elements_, " strings; nothing was stored"));
+      }
+      TC_ASSIGN_OR_RETURN(tensor_, core::Tensor::FromStrings(shape_, std::move(strings_)));
+    } else if (received_ != total_bytes_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name_, "': the upload ended after ", received_, " of ",
+                       total_bytes_, " bytes; nothing was stored"));
+    }
+    core::DeviceCopy copy;
+    if (env_.place) {
+      TC_ASSIGN_OR_RETURN(copy, env_.place(device_, *tensor_));
+    }
+    TC_ASSIGN_OR_RETURN(const std::shared_ptr<const core::ResidentTensor> entry,
+                        env_.registry->Put(name_, *std::move(tensor_), std::move(copy), replace_,
+                                           std::move(reservation_), layout_.storage, shard_));
+    v1::PutTensorResponse response;
+    ToInfo(*entry, response.mutable_tensor());
+    bool own_buffer = false;
+    grpc::Status serialized =
+        grpc::SerializationTraits<v1::PutTensorResponse>::Serialize(response, &reply_, &own_buffer);
+    if (!serialized.ok()) return absl::InternalError(serialized.error_message());
+    return absl::OkStatus();
+  }
+
+  void Answer(const absl::Status& status) {
+    env_.gate->Answer(Rpc::kPutTensor, start_, status);
+    // Whatever was not published goes now, not when gRPC gets to OnDone.
+    encoder_.reset();
+    tensor_.reset();
+    strings_.clear();
+    reservation_ = core::TensorRegistry::Reservation();
+    wire_.Clear();
+    message_.Clear();
+    Finish(proto::ToGrpcStatus(status));
+  }
+
+  const PutTensorEnv& env_;
+  grpc::CallbackServerContext& context_;
+  grpc::ByteBuffer& reply_;
+  const absl::Time start_;
+  grpc::ByteBuffer wire_;         // the message read
+  v1::PutTensorRequest message_;  // ... parsed
+  bool first_ = true;             // no message has arrived yet
+  bool first_message_ = true;     // Append has not yet seen a message
+  std::string name_;
+  core::DataType dtype_ = core::DataType::kUnspecified;
+  core::Shape shape_;
+  std::string device_;
+  bool replace_ = false;
+  int64_t elements_ = 0;
+  core::TableLayout layout_;              // how it is stored
+  std::optional<core::ShardSpec> shard_;  // which rows of a table it holds
+  int64_t total_bytes_ = 0;               // fixed-size dtypes: the bytes sent
+  int64_t received_ = 0;
+  std::optional<core::Tensor> tensor_;
+  std::optional<core::TableEncoder> encoder_;  // compact kinds the server converts
+  std::vector<std::string> strings_;
+  core::TensorRegistry::Reservation reservation_;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* StartPutTensor(const PutTensorEnv* env,
+                                                          grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* reply) {
+  auto* call = new PutCall(*env, context, reply);
+  call->Begin();
+  return call;
+}
+
+}  // namespace tensorcompute::server

@@ -1,0 +1,70 @@
+// File: server/native/put_tensor_call.h
+//
+// PutTensor (a client-streaming upload) over core::TensorRegistry. The first message names and
+// describes the tensor (core::ValidateResidentDescription checks it, core::PlanTableLayout its
+// storage kind) and may carry the first chunk; later messages carry chunks, in order: `data` at
+// byte `offset`, or `strings` from element `offset`.
+//
+// An upload reserves its bytes against max_resident_bytes from the description (for strings:
+// the per-element overhead first, then each chunk's payload as it arrives) before allocating
+// anything; it writes the chunks straight into the tensor it will publish (a compact table,
+// `storage` FLOAT16 or INT8_ROWWISE, converted row by row as the chunks arrive by
+// core::TableEncoder, so the bytes held and reserved are the stored ones), and publishes it
+// (TensorRegistry::Put, atomically) only when the client half-closes and the count checks out.
+// Any failure or cancellation drops the half-built tensor and its reservation, so an aborted
+// upload leaves nothing. Uploads take no lock that gathers take: the registry's mutex is held
+// only for the final swap. Admission: CallGate::Admit with an admin token when configured.
+//
+// Each message is read as bytes and parsed here, not by gRPC, so that what it costs decoded (a
+// chunk of empty strings costs ~30x its size parsed) is counted first: beyond the whole
+// in-flight budget, it is RESOURCE_EXHAUSTED unparsed (ByteBudget::CheckDecoded, the compute
+// RPCs' rule). Within it, it is not charged to the budget: uploads are admin work, and charging
+// them would make them compete with gathers for receive credits, which fill the budget under
+// load (a busy server would refuse every upload). A message that does not parse is
+// INVALID_ARGUMENT.
+//
+// Thread-safety: gRPC calls the reactor from its threads, one at a time.
+
+#ifndef TENSORCOMPUTE_SERVER_PUT_TENSOR_CALL_H_
+#define TENSORCOMPUTE_SERVER_PUT_TENSOR_CALL_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/server_callback.h"
+#include "tensorcompute/v1/tensorcompute.pb.h"
+
+#include "core/tensor.h"
+#include "core/tensor_registry.h"
+#include "server/admission/byte_budget.h"
+#include "server/admission/call_gate.h"
+
+namespace tensorcompute::server {
+
+// Where an uploaded tensor goes for the device a PutTensor names ("" for the server's default):
+// its device copy (DeviceCopy{} for the CPU), or INVALID_ARGUMENT for a device this server does
+// not have.
+using TensorPlacer = std::function<absl::StatusOr<core::DeviceCopy>(const std::string& device,
+                                                                    const core::Tensor& tensor)>;
+
+struct PutTensorEnv {
+  CallGate* gate = nullptr;                  // not owned
+  core::TensorRegistry* registry = nullptr;  // not owned; null: PutTensor is UNIMPLEMENTED
+  TensorPlacer place;                        // empty: every tensor stays on the CPU
+  int64_t max_rank = 32;                     // highest rank accepted (ServerOptions::max_rank)
+  const ByteBudget* budget = nullptr;        // not owned; null: messages are not checked
+};
+
+// A new call for a PutTensor RPC, begun; it deletes itself when done, having written its
+// serialized PutTensorResponse into `reply` when it is OK. What `env` points to must outlive
+// it.
+grpc::ServerReadReactor<grpc::ByteBuffer>* StartPutTensor(const PutTensorEnv* env,
+                                                          grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* reply);
+
+}  // namespace tensorcompute::server
+
+#endif  // TENSORCOMPUTE_SERVER_PUT_TENSOR_CALL_H_

@@ -1,0 +1,161 @@
+#include "server/native/unary_reactor.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+#include "core/status_macros.h"
+#include "proto/decoded_cost.h"
+#include "proto/grpc_status.h"
+
+namespace tensorcompute::server {
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+UnaryReactor::UnaryReactor(CallGate* gate, ComputeEntry* compute,
+                           grpc::CallbackServerContext* context, Rpc rpc)
+    : gate_(*gate), compute_(*compute), context_(*context), rpc_(rpc), record_(gate->Arrive()) {}
+
+void UnaryReactor::Begin() {
+  const auto& metadata = context_.client_metadata();
+  const auto value = [&metadata](const char* key) {
+    const auto it = metadata.find(key);
+    return it == metadata.end() ? absl::string_view()
+                                : absl::string_view(it->second.data(), it->second.size());
+  };
+  SetRequestId(value(kTraceparentKey), value(kRequestIdKey), &record_);
+  if (absl::Status admitted = gate_.Admit(context_, /*needs_admin=*/false); !admitted.ok()) {
+    return Answer(admitted);
+  }
+  ByteBudget& budget = compute_.budget();
+  switch (budget.AcquireReceive(this)) {
+    case ByteBudget::Admission::kGranted:
+      return StartRead(&message_);
+    case ByteBudget::Admission::kQueued:
+      return;  // OnGranted reads, or OnCancel answers
+    case ByteBudget::Admission::kRefused:
+      return Answer(budget.ReceiveRefusedError());
+  }
+}
+
+void UnaryReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    // Cancelled (the client, the deadline), the message refused by gRPC (over
+    // max_message_bytes: the client gets gRPC's RESOURCE_EXHAUSTED), or a half-close with no
+    // message. Only the last one sees this status; OnDone tells them apart for the metrics.
+    reservation_ = compute_.budget().ReceiveDone(0);
+    read_failed_ = true;
+    return Finish(proto::ToGrpcStatus(NoMessageError()));
+  }
+  const int64_t message_bytes = static_cast<int64_t>(message_.Length());
+  record_.request_bytes = message_bytes;
+  if (!ReserveDecoded()) return;
+  const bool parsed = Parse(&message_);
+  reservation_.Shrink(message_bytes);  // parsing frees the received bytes
+  if (!parsed) return Answer(NotParsedError(message_bytes));
+  Run();
+}
+
+bool UnaryReactor::ReserveDecoded() {
+  ByteBudget& budget = compute_.budget();
+  const int64_t message_bytes = static_cast<int64_t>(message_.Length());
+  absl::StatusOr<proto::DecodedCost> cost = proto::ScanDecodedCost(RequestType(), &message_);
+  absl::Status refused;
+  if (!cost.ok()) {
+    reservation_ = budget.ReceiveDone(0);     // the credit back, nothing kept
+    refused = NotParsedError(message_bytes);  // it would not parse either
+  } else {
+    absl::StatusOr<ByteBudget::Reservation> reserved =
+        budget.ReserveDecoded(cost->total(), cost->Summary());
+    if (reserved.ok()) {
+      reservation_ = *std::move(reserved);
+      return true;
+    }
+    refused = reserved.status();
+  }
+  message_.Clear();
+  Answer(refused);
+  return false;
+}
+
+void UnaryReactor::OnCancel() {
+  cancel_->Cancel();        // only marks; Submit's done still answers
+  compute_.NoticeCancel();  // if it is queued, the batcher answers it now
+  if (compute_.budget().CancelWait(this)) {
+    // gRPC's deadline timer may fire a hair before the deadline as the context reads it.
+    const bool expired = absl::Now() + absl::Milliseconds(10) >= DeadlineOf(context_);
+    Answer(
+        absl::Status(expired ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kCancelled,
+                     absl::StrCat(expired ? "deadline passed" : "call cancelled",
+                                  " while waiting for room in the max_inflight_bytes budget "
+                                  "to read the request message")));
+  }
+}
+
+void UnaryReactor::OnDone() {
+  if (read_failed_) {
+    if (context_.IsCancelled()) {
+      gate_.Abandon();
+    } else {
+      gate_.Answer(rpc_, record_, NoMessageError());
+    }
+  }
+  delete this;
+}
+
+void UnaryReactor::Submit(ComputeRequest request) {
+  request.deadline = DeadlineOf(context_);
+  request.cancel = cancel_;
+  request.record = &record_;
+  compute_.Submit(std::move(request), &reservation_,
+                  [this](absl::Status status) { Answer(status); });
+}
+
+void UnaryReactor::Answer(const absl::Status& status) {
+  absl::Status outcome = status;
+  if (outcome.ok()) {
+    const grpc::Status written = WriteReply(&reply_);
+    if (!written.ok()) {
+      outcome = proto::FromGrpcStatus(written);
+    }
+    record_.response_bytes = static_cast<int64_t>(reply_.Length());
+  }
+  gate_.Answer(rpc_, record_, outcome);
+  for (const auto& [key, value] : record_.TimingTrailers(absl::Now())) {
+    context_.AddTrailingMetadata(key, value);
+  }
+  if (!outcome.ok()) {
+    if (!record_.request_id.empty()) {
+      context_.AddTrailingMetadata(record_.request_id_header.first,
+                                   record_.request_id_header.second);
+    }
+    return Finish(proto::ToGrpcStatus(outcome));
+  }
+  gate_.Compress(context_);
+  StartWriteAndFinish(&reply_, grpc::WriteOptions(), grpc::Status::OK);
+}
+
+absl::Status UnaryReactor::ReserveMore(int64_t bytes, absl::string_view what) {
+  const ByteBudget& budget = compute_.budget();
+  const int64_t total = reservation_.bytes() + bytes;
+  TC_RETURN_IF_ERROR(budget.CheckDecoded(total, what));  // the rule of the scanned cost
+  if (!reservation_.TryGrow(bytes)) return budget.NeedsError(total);
+  return absl::OkStatus();
+}
+
+absl::Status UnaryReactor::NotParsedError(int64_t message_bytes) const {
+  return absl::InvalidArgumentError(absl::StrCat("the request message (", message_bytes,
+                                                 " bytes) does not parse as ", RequestName()));
+}
+
+absl::Status UnaryReactor::NoMessageError() const {
+  return absl::InvalidArgumentError(absl::StrCat("the call carried no ", RequestName(),
+                                                 " message (a unary RPC sends exactly one)"));
+}
+
+}  // namespace tensorcompute::server
