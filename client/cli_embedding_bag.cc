@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 
@@ -12,6 +13,29 @@
 #include "core/tensor.h"
 
 namespace tensorcompute::client {
+
+void AddEmbeddingBagFlags(CLI::App* app, EmbeddingBagFlags* f) {
+  CLI::Option* params =
+      app->add_option("--params", f->params, "params: a [rows, dim] float table, .npy or .json");
+  app->add_option("--params-name", f->params_name,
+                  "look up in this resident tensor (see put) instead of --params")
+      ->excludes(params);
+  app->add_option("--indices", f->indices,
+                  "indices (int32/int64): rank 1 with --offsets, or rank 2 [bags, n] (fixed "
+                  "bags) without; .npy or .json")
+      ->required();
+  app->add_option("--offsets", f->offsets,
+                  "where each bag starts in rank-1 indices, .npy or .json");
+  app->add_option("--per-sample-weights", f->per_sample_weights,
+                  "one weight per index (float32 or the params' dtype), .npy or .json");
+  app->add_option("--mode", f->mode, "how a bag is reduced: sum, mean, max or sqrtn")
+      ->capture_default_str();
+  app->add_flag("--include-last-offset", f->include_last_offset,
+                "--offsets has one entry more than there are bags, the last being len(indices)");
+  app->add_option("--padding-idx", f->padding_idx,
+                  "a row in [-rows, rows) whose lookups add nothing and do not count");
+  app->add_option("--out", f->out, "write the result to this .npy or .json file");
+}
 
 int RunEmbeddingBag(Client& client, const EmbeddingBagFlags& f) {
   EmbeddingBagArgs args;
@@ -56,10 +80,7 @@ int RunEmbeddingBag(Client& client, const EmbeddingBagFlags& f) {
   absl::StatusOr<core::Tensor> result =
       f.params_name.empty() ? client.EmbeddingBag(params->view(), indices->view(), args)
                             : client.EmbeddingBagByName(f.params_name, indices->view(), args);
-  if (!result.ok()) {
-    PrintError(result.status());
-    return kRpcError;
-  }
+  if (!result.ok()) return ReportRpcError(result.status());
   return EmitResult(result->view(), f.out);
 }
 

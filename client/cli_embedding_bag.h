@@ -11,7 +11,7 @@
 // Tensors are .npy or .json files (client/tensor_io.h). Rank-1 indices come with --offsets;
 // rank-2 indices [bags, n] without are fixed bags of n. The result, [bags, dim] in the params'
 // dtype, is printed or written as gather's is (EmitResult, client/cli_tensors.h).
-// cli_main.cc parses the flags, checks them (CheckComputeFlags) and makes the Client.
+// cli_main.cc checks the flags (CheckComputeFlags) and makes the Client.
 // Thread-safety: single-threaded use, as in a CLI.
 
 #ifndef TENSORCOMPUTE_CLIENT_CLI_EMBEDDING_BAG_H_
@@ -23,6 +23,10 @@
 
 #include "client/client.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace tensorcompute::client {
 
 struct EmbeddingBagFlags {
@@ -32,6 +36,9 @@ struct EmbeddingBagFlags {
   bool include_last_offset = false;
   std::optional<int64_t> padding_idx;
 };
+
+// Adds embedding-bag's flags, with their help, to the subcommand `app`; parsing fills `*f`.
+void AddEmbeddingBagFlags(CLI::App* app, EmbeddingBagFlags* f);
 
 // Reads the files that `f` names (kIoError when one cannot be read), makes the call, and prints
 // or writes the result. Returns kOk, kUsage for a mode that core::EmbeddingBagModeName does not

@@ -45,11 +45,6 @@ std::string Rfc3339(absl::Time t) {
 
 }  // namespace
 
-void PrintError(const absl::Status& status) {
-  std::fprintf(stderr, "error: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
-               std::string(status.message()).c_str());
-}
-
 int CheckComputeFlags(const std::string& params, const std::string& params_name,
                       const std::string& out) {
   if (params.empty() == params_name.empty()) {
@@ -134,8 +129,7 @@ int PutFailed(const PutInput& input, const std::string& path, const absl::Status
                  std::string(status.message()).c_str());
     return kIoError;
   }
-  PrintError(status);
-  return kRpcError;
+  return ReportRpcError(status);
 }
 
 // `options` drawing a progress bar for `what` on stderr when it is a terminal.
@@ -235,10 +229,7 @@ int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
 
 int RunDelete(Client& client, const std::string& name, bool all_targets) {
   absl::StatusOr<TensorInfo> info = client.DeleteTensor(name, all_targets);
-  if (!info.ok()) {
-    PrintError(info.status());
-    return kRpcError;
-  }
+  if (!info.ok()) return ReportRpcError(info.status());
   const int targets = all_targets ? static_cast<int>(client.targets().size()) : 1;
   std::printf("deleted %s%s\n", Describe(*info).c_str(),
               targets > 1 ? absl::StrFormat(" (on %d targets)", targets).c_str() : "");

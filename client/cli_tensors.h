@@ -25,8 +25,9 @@
 // "shape" an array, "target" always there, "shard" null or {index, count, total_rows}).
 // Each replica holds its own copies: list asks every target.
 //
-// Every function returns the process exit code (CliExitCode) and prints errors to stderr as
-// "error: CODE: message". Thread-safety: single-threaded use, as in a CLI.
+// Every function returns the process exit code (CliExitCode, client/cli_common.h) and prints a
+// call's error to stderr as "error: CODE: message". Thread-safety: single-threaded use, as in a
+// CLI.
 
 #ifndef TENSORCOMPUTE_CLIENT_CLI_TENSORS_H_
 #define TENSORCOMPUTE_CLIENT_CLI_TENSORS_H_
@@ -40,16 +41,11 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
+#include "client/cli_common.h"
 #include "client/client.h"
 #include "core/tensor.h"
 
 namespace tensorcompute::client {
-
-// The CLI's exit codes (cli_main.cc's file comment).
-enum CliExitCode { kOk = 0, kUsage = 2, kRpcError = 3, kIoError = 4 };
-
-// Prints "error: CODE: message" to stderr.
-void PrintError(const absl::Status& status);
 
 // The flag checks of a computing subcommand, made before connecting: exactly one of `params`
 // (--params FILE) and `params_name` (--params-name NAME), and `out` empty or a .npy or .json
