@@ -2,13 +2,8 @@
 //
 // The load tester behind `tensorcompute load`: drives Gather, GatherNd or EmbeddingBag calls at
 // one or more servers and reports throughput, latency percentiles and answers by status code.
+// The requests it sends are built once, up front, by BuildLoadRequests (client/load_requests.h).
 //
-//   BuildLoadRequests(spec)  makes `distinct_requests` requests once, up front (random valid
-//                            indices; a `invalid_fraction` share with one index out of range),
-//                            serialized, so the client spends nothing per call on them. The
-//                            params are random, or a resident tensor's name (params_name).
-//                            An EmbeddingBag request is num_indices lookups in fixed bags:
-//                            indices [num_indices / bag_size, bag_size], mode SUM, no weights.
 //   RunLoad(channels, ...)   closed loop (`concurrency` calls always outstanding) or open loop
 //                            (`rate` calls per second on a fixed schedule, latency measured
 //                            from each call's scheduled time so a slow server cannot hide
@@ -37,70 +32,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
-#include "grpcpp/support/byte_buffer.h"
 
-#include "core/dtype.h"
-#include "core/shape.h"
+#include "client/load_requests.h"
 
 namespace tensorcompute::client {
-
-// The call each request makes.
-enum class LoadOp { kGather, kGatherNd, kEmbeddingBag };
-
-// What each request looks like.
-struct LoadRequestSpec {
-  LoadOp op = LoadOp::kGather;
-  // EmbeddingBag: float16, bfloat16, float32 or float64 (the params get finite values in
-  // [-1, 1), never NaN or subnormals, which some CPUs add slowly).
-  core::DataType dtype = core::DataType::kFloat32;
-  // Gather picks rows along axis 0 of params (a slice = the trailing dimensions); GatherNd
-  // uses index tuples of `index_depth` components (a slice = the dimensions after them);
-  // EmbeddingBag needs rank 2, [rows, dim], and answers one row of dim per bag.
-  core::Shape params_shape = {1024, 64};
-  int64_t num_indices = 16;  // rows (index tuples, lookups) per request
-  int64_t index_depth = 1;   // GatherNd only; 1..rank(params)
-  // EmbeddingBag only: lookups per bag, >= 1; num_indices must be a multiple of it.
-  int64_t bag_size = 8;
-  core::DataType index_dtype = core::DataType::kInt32;
-  // Share of requests (0..1) that carry one out-of-range index (INVALID_ARGUMENT expected).
-  double invalid_fraction = 0;
-  int64_t distinct_requests = 16;
-  uint64_t seed = 1;
-  // Non-empty: gather from this resident tensor (GatherRequest.params_name; the same field of
-  // the other requests) instead of sending params; only the indices travel. dtype and params_shape
-  // must then describe that tensor (Client::ListTensors tells them): the indices are drawn from its
-  // dimensions.
-  std::string params_name;
-  // Send KServe v2 ModelInfer calls (inference.GRPCInferenceService, docs/kserve.md) instead of
-  // the native ones: model "gather" or "gather_nd" with params and indices in
-  // raw_input_contents, or the resident tensor's model (params_name) with indices only.
-  // Gather and GatherNd only: EmbeddingBag has no KServe form yet (INVALID_ARGUMENT).
-  bool kserve = false;
-  // With kserve: the HTTP/REST form instead of gRPC (POST /v2/models/NAME/infer on the
-  // server's --http_listen port), with the binary-data extension as tritonclient.http sends
-  // large tensors: a JSON header, then the inputs' raw bytes; the output is asked for as
-  // binary too. RunHttpLoad sends them.
-  bool http = false;
-};
-
-struct LoadRequests {
-  // "/tensorcompute.v1.TensorCompute/Gather", ...GatherNd, ...EmbeddingBag or KServe's
-  // ModelInfer.
-  std::string method;
-  std::vector<grpc::ByteBuffer> bodies;  // serialized requests, used in turn (gRPC)
-  std::vector<bool> valid;               // per body: expected to succeed
-  int64_t request_bytes = 0;             // mean serialized size
-  // HTTP (spec.http): the path, and per request its body and the JSON header's length (the
-  // Inference-Header-Content-Length header); `bodies` is then empty.
-  std::string http_path;
-  std::vector<std::string> http_bodies;
-  std::vector<int64_t> http_header_bytes;
-};
-
-// Returns the requests, or INVALID_ARGUMENT for an impossible spec (string dtype with no
-// bytes, index_depth out of range, a zero-size axis to index; for EmbeddingBag, params not a
-// float [rows, dim], a bag_size below 1 or not dividing num_indices, or kserve).
-absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec);
 
 struct LoadProgress {
   absl::Duration elapsed;  // since measuring began (negative during warmup)

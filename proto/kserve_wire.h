@@ -1,8 +1,8 @@
 // File: proto/kserve_wire.h
 //
 // The Open Inference Protocol's (KServe v2) wire-level rules that both the server's KServe
-// front ends (server/kserve_*) and the load tester (client/load_tester.cc) must agree on,
-// written once:
+// front ends (server/kserve_*) and the load tester (client/kserve_*_load_encoder.cc and
+// load_tester.cc) must agree on, written once:
 //   - the v2 datatype names and the core type each one means;
 //   - the BYTES framing of raw contents: each element is a 4-byte little-endian length, then
 //     its bytes (Triton's binary data extension);

@@ -1,7 +1,7 @@
 // The load tester against real in-process servers: every measured call is counted once, by
 // its code; invalid requests are answered INVALID_ARGUMENT; an overloaded server's
-// UNAVAILABLE is counted, not fatal; the JSON report parses; EmbeddingBag requests are fixed
-// bags of finite values, inline or by name.
+// UNAVAILABLE is counted, not fatal; the JSON report parses; EmbeddingBag calls are answered,
+// inline or by name. (The requests themselves: load_requests_test.cc.)
 
 #include "client/load_tester.h"
 
@@ -15,10 +15,8 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tensorcompute/v1/tensorcompute.pb.h"
 
 #include "client/client.h"
-#include "core/half_float.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"
 #include "tests/testing/status_matchers.h"
@@ -34,7 +32,6 @@ using ::tensorcompute::testing::IsOk;
 using ::tensorcompute::testing::StatusIs;
 using ::testing::Contains;
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using ::testing::Key;
 using ::testing::Pair;
 
@@ -58,177 +55,6 @@ LoadOptions Requests(int64_t n, int concurrency) {
   options.concurrency = concurrency;
   options.warmup = absl::ZeroDuration();
   return options;
-}
-
-TEST(BuildLoadRequests, BodiesAreRequestsWithSharedParams) {
-  LoadRequestSpec spec;
-  spec.params_shape = {100, 8};
-  spec.num_indices = 5;
-  spec.distinct_requests = 10;
-  spec.invalid_fraction = 0.3;
-  auto requests = BuildLoadRequests(spec);
-  ASSERT_THAT(requests.status(), IsOk());
-  EXPECT_EQ(requests->method, "/tensorcompute.v1.TensorCompute/Gather");
-  ASSERT_EQ(requests->bodies.size(), 10u);
-  EXPECT_EQ(std::count(requests->valid.begin(), requests->valid.end(), false), 3);
-  std::string first_params;
-  for (size_t k = 0; k < requests->bodies.size(); ++k) {
-    grpc::Slice slice;
-    ASSERT_TRUE(requests->bodies[k].TrySingleSlice(&slice).ok() ||
-                requests->bodies[k].DumpToSingleSlice(&slice).ok());
-    v1::GatherRequest request;
-    ASSERT_TRUE(request.ParseFromArray(slice.begin(), static_cast<int>(slice.size())));
-    EXPECT_THAT(request.params().shape(), ElementsAre(100, 8));
-    EXPECT_THAT(request.indices().shape(), ElementsAre(5));
-    EXPECT_EQ(request.axis(), 0);
-    if (k == 0) first_params = request.params().data();
-    EXPECT_EQ(request.params().data(), first_params);
-  }
-}
-
-TEST(BuildLoadRequests, ParamsNameSendsOnlyTheNameAndIndicesInRange) {
-  for (bool nd : {false, true}) {
-    LoadRequestSpec spec;
-    spec.op = nd ? LoadOp::kGatherNd : LoadOp::kGather;
-    spec.params_shape = {7, 3, 2};
-    spec.index_depth = 2;
-    spec.num_indices = 50;
-    spec.distinct_requests = 4;
-    spec.params_name = "emb";
-    auto requests = BuildLoadRequests(spec);
-    ASSERT_THAT(requests.status(), IsOk());
-    for (const grpc::ByteBuffer& body : requests->bodies) {
-      grpc::Slice slice;
-      ASSERT_TRUE(body.DumpToSingleSlice(&slice).ok());
-      v1::Tensor indices;
-      if (nd) {
-        v1::GatherNdRequest request;
-        ASSERT_TRUE(request.ParseFromArray(slice.begin(), static_cast<int>(slice.size())));
-        EXPECT_EQ(request.params_name(), "emb");
-        EXPECT_FALSE(request.has_params());
-        EXPECT_THAT(request.indices().shape(), ElementsAre(50, 2));
-        indices = request.indices();
-      } else {
-        v1::GatherRequest request;
-        ASSERT_TRUE(request.ParseFromArray(slice.begin(), static_cast<int>(slice.size())));
-        EXPECT_EQ(request.params_name(), "emb");
-        EXPECT_FALSE(request.has_params());
-        EXPECT_THAT(request.indices().shape(), ElementsAre(50));
-        indices = request.indices();
-      }
-      const auto* values = reinterpret_cast<const int32_t*>(indices.data().data());
-      for (int i = 0; i < static_cast<int>(indices.data().size() / 4); ++i) {
-        const int64_t dim = nd ? spec.params_shape[i % 2] : spec.params_shape[0];
-        EXPECT_GE(values[i], 0);
-        EXPECT_LT(values[i], dim) << "index " << i;
-      }
-    }
-    // The params (7x3x2 float32: 168 data bytes) no longer travel; the name is a few bytes.
-    spec.params_name.clear();
-    auto inline_requests = BuildLoadRequests(spec);
-    ASSERT_THAT(inline_requests.status(), IsOk());
-    EXPECT_GE(inline_requests->request_bytes - requests->request_bytes, 168 - 8);
-  }
-}
-
-TEST(BuildLoadRequests, RejectsImpossibleSpecs) {
-  LoadRequestSpec spec;
-  spec.params_shape = {0, 8};
-  EXPECT_THAT(BuildLoadRequests(spec).status(), StatusIs(absl::StatusCode::kInvalidArgument));
-  spec = LoadRequestSpec();
-  spec.op = LoadOp::kGatherNd;
-  spec.index_depth = 3;
-  EXPECT_THAT(BuildLoadRequests(spec).status(), StatusIs(absl::StatusCode::kInvalidArgument));
-  spec = LoadRequestSpec();
-  spec.invalid_fraction = 2;
-  EXPECT_THAT(BuildLoadRequests(spec).status(), StatusIs(absl::StatusCode::kInvalidArgument));
-}
-
-// Body `k` of `requests` parsed as a `Request`.
-template <typename Request>
-Request Parse(const LoadRequests& requests, size_t k) {
-  grpc::Slice slice;
-  EXPECT_TRUE(requests.bodies[k].DumpToSingleSlice(&slice).ok());
-  Request request;
-  EXPECT_TRUE(request.ParseFromArray(slice.begin(), static_cast<int>(slice.size())));
-  return request;
-}
-
-TEST(BuildLoadRequests, EmbeddingBagBodiesAreFixedBagsOfFiniteRows) {
-  LoadRequestSpec spec;
-  spec.op = LoadOp::kEmbeddingBag;
-  spec.dtype = core::DataType::kFloat16;
-  spec.params_shape = {50, 6};
-  spec.num_indices = 24;
-  spec.bag_size = 4;
-  spec.distinct_requests = 8;
-  spec.invalid_fraction = 0.25;
-  auto requests = BuildLoadRequests(spec);
-  ASSERT_THAT(requests.status(), IsOk());
-  EXPECT_EQ(requests->method, "/tensorcompute.v1.TensorCompute/EmbeddingBag");
-  ASSERT_EQ(requests->bodies.size(), 8u);
-  EXPECT_EQ(std::count(requests->valid.begin(), requests->valid.end(), false), 2);
-  for (size_t k = 0; k < requests->bodies.size(); ++k) {
-    const auto request = Parse<v1::EmbeddingBagRequest>(*requests, k);
-    EXPECT_EQ(request.mode(), v1::EmbeddingBagRequest::SUM);
-    EXPECT_FALSE(request.has_offsets());
-    EXPECT_FALSE(request.has_per_sample_weights());
-    EXPECT_FALSE(request.include_last_offset());
-    EXPECT_THAT(request.indices().shape(), ElementsAre(6, 4));  // 24 lookups, bags of 4
-    EXPECT_EQ(request.params().dtype(), v1::DT_FLOAT16);
-    EXPECT_THAT(request.params().shape(), ElementsAre(50, 6));
-    ASSERT_EQ(request.params().data().size(), 50u * 6 * 2);
-    const auto* halves = reinterpret_cast<const uint16_t*>(request.params().data().data());
-    for (int i = 0; i < 50 * 6; ++i) {
-      const float v = core::HalfToFloat(halves[i]);
-      EXPECT_TRUE(v >= -1.0f && v <= 1.0f) << "params element " << i << " = " << v;
-    }
-    const auto* values = reinterpret_cast<const int32_t*>(request.indices().data().data());
-    int out_of_range = 0;
-    for (int i = 0; i < 24; ++i) out_of_range += values[i] < 0 || values[i] >= 50;
-    EXPECT_EQ(out_of_range, requests->valid[k] ? 0 : 1) << "request " << k;
-  }
-
-  spec.params_name = "table";
-  auto by_name = BuildLoadRequests(spec);
-  ASSERT_THAT(by_name.status(), IsOk());
-  const auto request = Parse<v1::EmbeddingBagRequest>(*by_name, 0);
-  EXPECT_EQ(request.params_name(), "table");
-  EXPECT_FALSE(request.has_params());
-  EXPECT_THAT(request.indices().shape(), ElementsAre(6, 4));
-}
-
-TEST(BuildLoadRequests, EmbeddingBagRejectsImpossibleSpecs) {
-  auto spec = [] {
-    LoadRequestSpec s;
-    s.op = LoadOp::kEmbeddingBag;
-    return s;
-  };
-  LoadRequestSpec rank3 = spec();
-  rank3.params_shape = {4, 4, 4};
-  EXPECT_THAT(BuildLoadRequests(rank3).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[rows, dim]")));
-  LoadRequestSpec ints = spec();
-  ints.dtype = core::DataType::kInt32;
-  EXPECT_THAT(BuildLoadRequests(ints).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got int32")));
-  LoadRequestSpec ragged = spec();
-  ragged.num_indices = 10;
-  ragged.bag_size = 4;
-  EXPECT_THAT(BuildLoadRequests(ragged).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("10 lookups per request do not make whole bags of 4")));
-  LoadRequestSpec empty_bags = spec();
-  empty_bags.bag_size = 0;
-  EXPECT_THAT(BuildLoadRequests(empty_bags).status(), StatusIs(absl::StatusCode::kInvalidArgument));
-  // KServe (gRPC or HTTP) has no embedding_bag form on this branch yet.
-  for (bool http : {false, true}) {
-    LoadRequestSpec kserve = spec();
-    kserve.kserve = true;
-    kserve.http = http;
-    EXPECT_THAT(BuildLoadRequests(kserve).status(),
-                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("native protocol only")));
-  }
 }
 
 TEST(RunLoad, EmbeddingBagCallsAreAnsweredInlineAndByName) {
