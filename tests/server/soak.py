@@ -15,8 +15,8 @@ the server's RSS and open file descriptors every second. Asserts, and prints as 
     the peak under --max-rss-mib, and at most 8 fds more at the end than at the start;
   - the server is still SERVING afterwards, and then drains and exits 0.
 
-  python3 tools/soak.py --duration 600                  # the full run (docs/reliability.md)
-  python3 tools/soak.py --duration 60                   # what CI runs (tests/server soak_test)
+  python3 tests/server/soak.py --duration 600           # the full run (docs/reliability.md)
+  python3 tests/server/soak.py --duration 60            # what CI runs (ctest: soak_test)
 
 Exit status 0 when every invariant holds, 1 otherwise.
 """
@@ -87,7 +87,7 @@ def load(cli, port, args, *flags):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    parser.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
     parser.add_argument("--duration", type=float, default=600)
     parser.add_argument("--factor", type=float, default=2.0)
     parser.add_argument("--deadline", type=float, default=2.0)
