@@ -24,29 +24,17 @@ Exit status 0 when every invariant holds, 1 otherwise.
 import argparse
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "testing"))
+
+from server_process import ServerProcess  # noqa: E402
+
 REQUEST = ["--rows", "256", "--slice", "64", "--indices", "1024"]  # 64 KiB params, 256 KiB out
-
-
-def start_server(binary, flags):
-    process = subprocess.Popen(
-        [binary, "--listen=127.0.0.1:0", "--metrics_listen=", *flags],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = []
-    for line in process.stdout:
-        output.append(line)
-        match = re.search(r"\bport=(\d+)", line)
-        if match:
-            threading.Thread(target=lambda: output.extend(process.stdout), daemon=True).start()
-            return process, int(match.group(1)), output
-    raise RuntimeError("server did not start:\n" + "".join(output))
 
 
 def rss_mib(pid):
@@ -85,6 +73,112 @@ def load(cli, port, args, *flags):
     return json.loads(run.stdout)
 
 
+def soak(server, cli, args, flags, failures):
+    """Measures the capacity of the running `server`, drives it at args.factor times that, and
+    returns the summary; adds what went wrong to `failures`."""
+    port = server.port
+    capacity = load(cli, port, args, "--concurrency", "16",
+                    "--duration", str(args.capacity_seconds))
+    rate = args.factor * capacity["qps"]
+
+    samples = []  # (seconds since start, rss MiB, fds)
+    stop = threading.Event()
+
+    def sample():
+        t0 = time.monotonic()
+        while not stop.is_set():
+            samples.append((time.monotonic() - t0, rss_mib(server.pid), open_fds(server.pid)))
+            stop.wait(1.0)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    # Who used the CPUs meanwhile: the server, and everything else (the load tester, and
+    # whatever else runs on the machine: on a shared machine, the capacity measured at the
+    # start may not hold for the whole run).
+    server_cpu0, machine_cpu0, wall0 = cpu_seconds(server.pid), machine_busy_seconds(), \
+        time.monotonic()
+    report = load(cli, port, args, "--rate", f"{rate:.0f}", "--duration", str(args.duration),
+                  "--timeout", str(args.deadline), "--max-outstanding", "100000")
+    stop.set()
+    sampler.join()
+    wall = time.monotonic() - wall0
+    server_cpus = (cpu_seconds(server.pid) - server_cpu0) / wall
+    other_cpus = (machine_busy_seconds() - machine_cpu0) / wall - server_cpus
+
+    health = subprocess.run([cli, "health", "--target", f"127.0.0.1:{port}"],
+                            capture_output=True, text=True)
+
+    answered = sum(report["by_code"].values())
+    # Flatness is judged after a warm-up (the first tenth, at least 5 s): gRPC's buffers and
+    # malloc's free lists fill within seconds of the load starting, from ~25 MiB idle.
+    warm = [s for s in samples if s[0] >= max(5.0, args.duration / 10)] or samples
+    third = max(1, len(warm) // 3)
+    early, late = warm[:third], warm[-third:]
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    summary = {
+        "duration_s": report["seconds"],
+        "capacity_qps": round(capacity["qps"]),
+        "offered_qps": round(rate),
+        "connections": args.connections,
+        "server_flags": flags,
+        "sent": report["sent"],
+        "answered": answered,
+        "not_sent": report["not_sent"],
+        "by_code": report["by_code"],
+        "answered_qps": round(report["qps"]),
+        "latency_ms_p50": round(report["latency_us_p50"] / 1000, 2),
+        "latency_ms_p99": round(report["latency_us_p99"] / 1000, 2),
+        "latency_ms_max": round(report["latency_us_max"] / 1000, 2),
+        "deadline_ms": args.deadline * 1000,
+        "rss_mib_start": round(samples[0][1], 1),
+        "rss_mib_peak": round(max(s[1] for s in samples), 1),
+        "rss_mib_end": round(samples[-1][1], 1),
+        "rss_mib_early_mean": round(mean([s[1] for s in early]), 1),
+        "rss_mib_late_mean": round(mean([s[1] for s in late]), 1),
+        "rss_mib_early_floor": round(min(s[1] for s in early), 1),
+        "rss_mib_early_peak": round(max(s[1] for s in early), 1),
+        "rss_mib_late_floor": round(min(s[1] for s in late), 1),
+        "rss_mib_every_tenth": [round(samples[len(samples) * i // 10][1])
+                                for i in range(10)],
+        "fds_start": samples[0][2],
+        "fds_peak": max(s[2] for s in samples),
+        "fds_end": samples[-1][2],
+        "cpus_busy_server": round(server_cpus, 2),
+        "cpus_busy_others": round(other_cpus, 2),
+        "cpus": os.cpu_count(),
+        "health_after": health.stdout.strip(),
+    }
+
+    if answered != report["sent"]:
+        failures.append(f"{report['sent'] - answered} calls sent but never answered")
+    if report["not_sent"]:
+        failures.append(f"{report['not_sent']} calls not sent (client max-outstanding)")
+    bad_codes = {c: n for c, n in report["by_code"].items() if c not in ("OK", "UNAVAILABLE")}
+    if bad_codes:
+        failures.append(f"answers other than OK or UNAVAILABLE: {bad_codes}")
+    if report["latency_us_max"] > args.deadline * 1.1e6:
+        failures.append(f"a call took {summary['latency_ms_max']} ms, past its deadline")
+    if summary["rss_mib_peak"] > args.max_rss_mib:
+        failures.append(f"RSS peaked at {summary['rss_mib_peak']} MiB > {args.max_rss_mib}")
+    # Flat: RSS moves with what gRPC has buffered at the moment (up to
+    # max_concurrent_streams calls per connection), which on a busy machine swings between
+    # ~35 and ~250 MiB within seconds; the server gives freed memory back every
+    # --malloc_trim_interval_s (10 s), so the lowest sample of a stretch is about what
+    # stays in use. A leak lifts that floor above anything the same load needed early on:
+    # the last third's floor must stay within the first third's range (its peak, or its
+    # floor + --rss-growth-mib). The peak is bounded separately.
+    ceiling = max(summary["rss_mib_early_peak"],
+                  summary["rss_mib_early_floor"] + args.rss_growth_mib)
+    if summary["rss_mib_late_floor"] > ceiling:
+        failures.append("RSS grew: late floor {} MiB above the early range {}-{} MiB".format(
+            summary["rss_mib_late_floor"], summary["rss_mib_early_floor"], ceiling))
+    if summary["fds_end"] > summary["fds_start"] + 8:
+        failures.append(f"open fds grew from {summary['fds_start']} to {summary['fds_end']}")
+    if health.returncode != 0:
+        failures.append(f"not SERVING afterwards: {summary['health_after']}")
+    return summary
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
@@ -113,122 +207,24 @@ def main():
     # hold ~580 MiB of it (one 60 s run peaked at 543 MiB), at 64 about 145 MiB.
     flags = ["--cpu_threads=1", "--queue_capacity=64", "--max_concurrent_streams=64",
              *args.server_flag]
-    server, port, output = start_server(server_binary, flags)
+    server = ServerProcess("--metrics_listen=", *flags, binary=server_binary, stop_timeout=60)
     failures = []
+    summary = None
     try:
-        capacity = load(cli, port, args, "--concurrency", "16",
-                        "--duration", str(args.capacity_seconds))
-        rate = args.factor * capacity["qps"]
-
-        samples = []  # (seconds since start, rss MiB, fds)
-        stop = threading.Event()
-
-        def sample():
-            t0 = time.monotonic()
-            while not stop.is_set():
-                samples.append((time.monotonic() - t0, rss_mib(server.pid), open_fds(server.pid)))
-                stop.wait(1.0)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        # Who used the CPUs meanwhile: the server, and everything else (the load tester, and
-        # whatever else runs on the machine: on a shared machine, the capacity measured at the
-        # start may not hold for the whole run).
-        server_cpu0, machine_cpu0, wall0 = cpu_seconds(server.pid), machine_busy_seconds(), \
-            time.monotonic()
-        report = load(cli, port, args, "--rate", f"{rate:.0f}", "--duration", str(args.duration),
-                      "--timeout", str(args.deadline), "--max-outstanding", "100000")
-        stop.set()
-        sampler.join()
-        wall = time.monotonic() - wall0
-        server_cpus = (cpu_seconds(server.pid) - server_cpu0) / wall
-        other_cpus = (machine_busy_seconds() - machine_cpu0) / wall - server_cpus
-
-        health = subprocess.run([cli, "health", "--target", f"127.0.0.1:{port}"],
-                                capture_output=True, text=True)
-
-        answered = sum(report["by_code"].values())
-        # Flatness is judged after a warm-up (the first tenth, at least 5 s): gRPC's buffers and
-        # malloc's free lists fill within seconds of the load starting, from ~25 MiB idle.
-        warm = [s for s in samples if s[0] >= max(5.0, args.duration / 10)] or samples
-        third = max(1, len(warm) // 3)
-        early, late = warm[:third], warm[-third:]
-        mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-        summary = {
-            "duration_s": report["seconds"],
-            "capacity_qps": round(capacity["qps"]),
-            "offered_qps": round(rate),
-            "connections": args.connections,
-            "server_flags": flags,
-            "sent": report["sent"],
-            "answered": answered,
-            "not_sent": report["not_sent"],
-            "by_code": report["by_code"],
-            "answered_qps": round(report["qps"]),
-            "latency_ms_p50": round(report["latency_us_p50"] / 1000, 2),
-            "latency_ms_p99": round(report["latency_us_p99"] / 1000, 2),
-            "latency_ms_max": round(report["latency_us_max"] / 1000, 2),
-            "deadline_ms": args.deadline * 1000,
-            "rss_mib_start": round(samples[0][1], 1),
-            "rss_mib_peak": round(max(s[1] for s in samples), 1),
-            "rss_mib_end": round(samples[-1][1], 1),
-            "rss_mib_early_mean": round(mean([s[1] for s in early]), 1),
-            "rss_mib_late_mean": round(mean([s[1] for s in late]), 1),
-            "rss_mib_early_floor": round(min(s[1] for s in early), 1),
-            "rss_mib_early_peak": round(max(s[1] for s in early), 1),
-            "rss_mib_late_floor": round(min(s[1] for s in late), 1),
-            "rss_mib_every_tenth": [round(samples[len(samples) * i // 10][1])
-                                    for i in range(10)],
-            "fds_start": samples[0][2],
-            "fds_peak": max(s[2] for s in samples),
-            "fds_end": samples[-1][2],
-            "cpus_busy_server": round(server_cpus, 2),
-            "cpus_busy_others": round(other_cpus, 2),
-            "cpus": os.cpu_count(),
-            "health_after": health.stdout.strip(),
-        }
-
-        if answered != report["sent"]:
-            failures.append(f"{report['sent'] - answered} calls sent but never answered")
-        if report["not_sent"]:
-            failures.append(f"{report['not_sent']} calls not sent (client max-outstanding)")
-        bad_codes = {c: n for c, n in report["by_code"].items() if c not in ("OK", "UNAVAILABLE")}
-        if bad_codes:
-            failures.append(f"answers other than OK or UNAVAILABLE: {bad_codes}")
-        if report["latency_us_max"] > args.deadline * 1.1e6:
-            failures.append(f"a call took {summary['latency_ms_max']} ms, past its deadline")
-        if summary["rss_mib_peak"] > args.max_rss_mib:
-            failures.append(f"RSS peaked at {summary['rss_mib_peak']} MiB > {args.max_rss_mib}")
-        # Flat: RSS moves with what gRPC has buffered at the moment (up to
-        # max_concurrent_streams calls per connection), which on a busy machine swings between
-        # ~35 and ~250 MiB within seconds; the server gives freed memory back every
-        # --malloc_trim_interval_s (10 s), so the lowest sample of a stretch is about what
-        # stays in use. A leak lifts that floor above anything the same load needed early on:
-        # the last third's floor must stay within the first third's range (its peak, or its
-        # floor + --rss-growth-mib). The peak is bounded separately.
-        ceiling = max(summary["rss_mib_early_peak"],
-                      summary["rss_mib_early_floor"] + args.rss_growth_mib)
-        if summary["rss_mib_late_floor"] > ceiling:
-            failures.append("RSS grew: late floor {} MiB above the early range {}-{} MiB".format(
-                summary["rss_mib_late_floor"], summary["rss_mib_early_floor"], ceiling))
-        if summary["fds_end"] > summary["fds_start"] + 8:
-            failures.append(f"open fds grew from {summary['fds_start']} to {summary['fds_end']}")
-        if health.returncode != 0:
-            failures.append(f"not SERVING afterwards: {summary['health_after']}")
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            code = server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            code = "killed after 60 s"
-        if code != 0:
-            failures.append(f"server exit code {code} after SIGTERM")
+        with server:
+            summary = soak(server, cli, args, flags, failures)
+        code = server.returncode
+    except subprocess.TimeoutExpired:  # still running 60 s after SIGTERM
+        if summary is None:
+            raise  # the soak itself failed first
+        code = "killed after 60 s"
+    if code != 0:
+        failures.append(f"server exit code {code} after SIGTERM")
     summary["server_exit"] = code
     summary["failures"] = failures
     print(json.dumps(summary, indent=2))
     if failures:
-        print("soak: FAILED\n" + "".join(output[-20:]), file=sys.stderr)
+        print("soak: FAILED\n" + "".join(server.output[-20:]), file=sys.stderr)
         return 1
     print("soak: every invariant held", file=sys.stderr)
     return 0
