@@ -11,7 +11,7 @@ its QPS against the echo is above the server's, and its CPU per call below the s
 
 Prints a Markdown table of medians (docs/performance.md, "Load tester").
 
-  python3 tools/load_ceiling.py [--build build] [--duration 3] [--repetitions 3]
+  python3 tools/bench/load_ceiling.py [--build build] [--duration 3] [--repetitions 3]
 """
 
 import argparse

@@ -2,7 +2,7 @@
 """Loading a table (issue 28): --preload and `tensorcompute put` against what the machine and
 gRPC allow, in one run (docs/performance.md, "Loading").
 
-    .venv/bin/python3 tools/loading_bench.py [--sizes-gib 1,4,16] [--repeats 3]
+    .venv/bin/python3 tools/bench/loading_bench.py [--sizes-gib 1,4,16] [--repeats 3]
         [--dir /var/tmp/tc-loading] [--build build] [--bench-bin PATH] [--json FILE]
 
 For each size, a float32 table [rows, 256] is written once to --dir as a .npy (streamed in
@@ -45,7 +45,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "testing"))
 
 import numpy as np  # noqa: E402

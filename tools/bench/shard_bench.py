@@ -2,8 +2,8 @@
 """A table sharded over three servers, looked up through one of them (the router), versus the
 same table whole on one server, measured the same way in one run (docs/performance.md).
 
-usage: tools/shard_bench.py [--build build] [--repetitions 3] [--seconds 3]
-                            [--concurrency 1,16,64]
+usage: tools/bench/shard_bench.py [--build build] [--repetitions 3] [--seconds 3]
+                                  [--concurrency 1,16,64]
 
 Starts four build/server/tensorcompute-server processes on free ports of 127.0.0.1: three
 shards of a 64 MiB float32 table T [262144, 64] (--preload T=... --shard_index=I

@@ -3,8 +3,8 @@
 the client), for a compressible and an incompressible table, measured the same way in one run
 (docs/performance.md).
 
-usage: tools/compression_bench.py [--build build] [--repetitions 3] [--seconds 3]
-                                  [--concurrency 8] [--indices 1024]
+usage: tools/bench/compression_bench.py [--build build] [--repetitions 3] [--seconds 3]
+                                        [--concurrency 8] [--indices 1024]
 
 Two float32 tables of [65536, 64] (16 MiB): "compressible", small integers 0..7 (as quantized or
 sparse embeddings are), and "incompressible", standard normal noise. For each table and each

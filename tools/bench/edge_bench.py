@@ -2,7 +2,7 @@
 """What the edge costs: Gathers through deploy/edge/nginx.conf vs straight to the server, in one
 run, with the bundled load tester (docs/performance.md, "Edge").
 
-    .venv/bin/python3 tools/edge_bench.py [--build build] [--duration 4] [--repeats 3]
+    .venv/bin/python3 tools/bench/edge_bench.py [--build build] [--duration 4] [--repeats 3]
 
 One server (plaintext on loopback, as behind the edge) and the edge in front of it (TLS on its
 own port, Debian's nginx with the shipped configuration); a second server with the same TLS
@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "testing"))
 
 import numpy as np  # noqa: E402

@@ -2,7 +2,7 @@
 """Native API versus KServe v2 over gRPC and over HTTP, measured the same way in one run
 (docs/performance.md).
 
-usage: tools/protocol_bench.py [--build build] [--repetitions 3] [--seconds 3]
+usage: tools/bench/protocol_bench.py [--build build] [--repetitions 3] [--seconds 3]
 
 Starts build/server/tensorcompute-server (CPU, defaults) on free ports, then for each case and
 concurrency runs `tensorcompute load` once per protocol per repetition, interleaved (native,
