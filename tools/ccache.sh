@@ -3,8 +3,8 @@
 # with the project's settings, so that a clean clone in any folder, CI's image build and the
 # sanitizer builds reuse what an earlier build compiled.
 #   CCACHE_DIR      /var/cache/tensorcompute/ccache when it can be written (it outlives clones;
-#                   tools/tsan.sh keeps its Abseil there too), else ~/.cache/tensorcompute-ccache;
-#                   an explicit CCACHE_DIR wins.
+#                   tools/ci/tsan.sh keeps its Abseil there too), else
+#                   ~/.cache/tensorcompute-ccache; an explicit CCACHE_DIR wins.
 #   CCACHE_BASEDIR  the repository root: paths under it are hashed relative to the build folder,
 #                   so that another clone's build/ hits the same entries.
 #   hash_dir off    the working directory is not hashed either (it only reaches debug info).

@@ -29,7 +29,7 @@ packages=(
   libssl-dev openssl
   # fuzzing and sanitizers in CI (clang 14 with libFuzzer: tests/fuzz, TC_BUILD_FUZZERS)
   clang libclang-rt-14-dev
-  # ThreadSanitizer in CI: tools/tsan.sh fetches and patches Debian's Abseil source
+  # ThreadSanitizer in CI: tools/ci/tsan.sh fetches and patches Debian's Abseil source
   curl patch xz-utils
   # the Python client and its tests (the packages themselves go into .venv, below)
   python3-venv python3-pip

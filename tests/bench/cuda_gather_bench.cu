@@ -1,7 +1,7 @@
 // The batch kernels on device-resident data against a device-to-device copy of the same bytes,
 // measured in the same run (docs/gpu-results.md). No PCIe transfer is timed: this is the
 // kernels' own efficiency; end-to-end figures come from `tensorcompute load` against the
-// server (tools/gpu_bench.sh).
+// server (the GPU kit, tools/gpu_kit.sh).
 //
 // Gathers (float32 params of --params_mib MiB, random rows, int32 indices, one task per launch,
 // output of --output_mib MiB): rows of 4 B (scalar gather: elements/s), 64 B, 1 KiB, 64 KiB;

@@ -8,7 +8,7 @@
 // (items_per_second) on one thread and split over a ThreadPool with one worker per core beyond
 // the caller; outputs are reused. The gather case copies the same 262,144 rows out (64 MiB):
 // pooling writes 1/n of that, so it should read rows at least as fast.
-// tools/embedding_bag_peers.py measures NumPy on the same shapes.
+// tools/bench/embedding_bag_peers.py measures NumPy on the same shapes.
 //
 // BM_CompactLookup: the same table stored as float16 and 8-bit row-wise (issue 24), Gather
 // and bags of 32, beside the float32 table.

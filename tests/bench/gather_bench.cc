@@ -10,7 +10,7 @@
 // that allocates would).
 //
 // Run: build/tests/bench/gather_bench --benchmark_repetitions=5
-//        --benchmark_report_aggregates_only=true   (tools/bench_table.py formats the result)
+//        --benchmark_report_aggregates_only=true   (tools/bench/bench_table.py formats the result)
 
 #include <algorithm>
 #include <chrono>

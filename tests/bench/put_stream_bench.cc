@@ -19,7 +19,7 @@
 //      A line per repeat on stderr, then one JSON line on stdout (MB = 10^6 bytes):
 //      {"bytes": B, "chunk_bytes": C, "messages": M, "seconds": [...], "mb_per_s": [...],
 //       "median_seconds": S, "median_mb_per_s": R}
-//      tools/loading_bench.py runs it against the server that `tensorcompute put` just used.
+//      tools/bench/loading_bench.py runs it against the server that `tensorcompute put` just used.
 
 #include <algorithm>
 #include <cstdint>

@@ -42,6 +42,15 @@ class ServerProcess:
     def target(self):
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self):
+        return self._process.pid
+
+    @property
+    def returncode(self):
+        """The server's exit code once the `with` block has stopped it (None while it runs)."""
+        return self._process.returncode
+
     def __enter__(self):
         self._process = popen(
             [self.binary, *self.flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -2,7 +2,7 @@
 """Loading a table (issue 28): --preload and `tensorcompute put` against what the machine and
 gRPC allow, in one run (docs/performance.md, "Loading").
 
-    .venv/bin/python3 tools/loading_bench.py [--sizes-gib 1,4,16] [--repeats 3]
+    .venv/bin/python3 tools/bench/loading_bench.py [--sizes-gib 1,4,16] [--repeats 3]
         [--dir /var/tmp/tc-loading] [--build build] [--bench-bin PATH] [--json FILE]
 
 For each size, a float32 table [rows, 256] is written once to --dir as a .npy (streamed in
@@ -44,13 +44,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "testing"))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from server_process import ServerProcess  # noqa: E402
+from bench_server import REPO, ServerProcess, use_build
 
 GIB, MIB = 1 << 30, 1 << 20
 DIM = 256                 # float32 columns: rows of 1 KiB
@@ -278,13 +274,11 @@ def main():
                         help="the CLI's peak RSS per table byte assumed before one is measured")
     parser.add_argument("--json", help="also write every measurement here")
     args = parser.parse_args()
-    server_binary = os.path.join(args.build, "server", "tensorcompute-server")
-    cli = os.path.join(args.build, "client", "tensorcompute")
+    cli = use_build(args.build)
     bench = args.bench_bin or os.path.join(args.build, "tests", "bench", "put_stream_bench")
-    for binary in (server_binary, cli, bench):
+    for binary in (os.environ["TC_SERVER_BINARY"], cli, bench):
         if not os.access(binary, os.X_OK):
             sys.exit(f"{binary}: not built")
-    os.environ["TC_SERVER_BINARY"] = server_binary
     memcpy_bytes = int(args.memcpy_gib * GIB)
     cli_factor = args.cli_rss_factor
 

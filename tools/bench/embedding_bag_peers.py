@@ -12,7 +12,7 @@ lookups in bags of 1, 8, 32 and 128, summed. Prints rows read per second, median
 
 Every peer's answer is checked against NumPy's before it is timed.
 
-usage: .venv/bin/python3 tools/embedding_bag_peers.py
+usage: .venv/bin/python3 tools/bench/embedding_bag_peers.py
        (any Python with NumPy, and TensorFlow for its rows: pip install tensorflow-cpu)
 """
 import argparse

@@ -1,12 +1,12 @@
-// File: tools/tsan_canary.cc
+// File: tools/ci/tsan_canary.cc
 //
-// tools/tsan.sh's check that its ThreadSanitizer set-up can see what the tests rely on.
+// tools/ci/tsan.sh's check that its ThreadSanitizer set-up can see what the tests rely on.
 // Built by the script (not by CMake) with -fsanitize=thread against the instrumented Abseil:
 //   tsan_canary          two threads increment a counter under an absl::Mutex, and a third
 //                        hands a value over through an absl::Notification: TSan must stay
 //                        silent (with Debian's uninstrumented Abseil it reports both);
 //   tsan_canary racy     the same counter without the lock: TSan must report the race, so
-//                        the suppressions (tools/tsan.supp) do not hide a race in our code.
+//                        the suppressions (tools/ci/tsan.supp) do not hide a race in our code.
 
 #include <cstdio>
 #include <cstring>

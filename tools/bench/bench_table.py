@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs gather_bench and prints its medians as the Markdown table of docs/performance.md.
 
-usage: tools/bench_table.py [path/to/gather_bench] [--repetitions N]
+usage: tools/bench/bench_table.py [path/to/gather_bench] [--repetitions N]
 
 Each row is one case; each cell is the median over the repetitions of the case's output
 bytes/s divided by the memcpy bytes/s measured at the start of the same run (vs_memcpy), or

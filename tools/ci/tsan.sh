@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the core, batcher and server tests under ThreadSanitizer, from nothing (CI's TSan step):
-#   bash tools/tsan.sh
-# Any TSan report fails the run (halt_on_error=1); tools/tsan.supp suppresses Debian's
+#   bash tools/ci/tsan.sh
+# Any TSan report fails the run (halt_on_error=1); tools/ci/tsan.supp suppresses Debian's
 # uninstrumented gRPC and protobuf only, nothing of ours.
 #
 # Why Abseil is rebuilt: our locks are absl::Mutex / absl::CondVar / absl::Notification, whose
@@ -18,10 +18,10 @@
 # RelWithDebInfo, no CUDA, no benchmarks): the three test binaries and the server; 3. the
 # libabsl_*.so the binaries load, built with TSan (a no-op when the cache has them); 4. checks
 # that the binaries load only the instrumented libabsl_*, and that TSan sees absl::Mutex yet
-# still reports a race (tools/tsan_canary.cc); 5. ctest. Run as root (for the cache) on
+# still reports a race (tools/ci/tsan_canary.cc); 5. ctest. Run as root (for the cache) on
 # Debian 12 with tools/install-deps.sh's packages. Prints the time of each step.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$(pwd)
 
 absl_version=20220623.1
@@ -119,13 +119,13 @@ if ! nm -D "$cache/lib/libabsl_synchronization.so.${absl_version%%.*}" \
   exit 1
 fi
 echo "    $(echo "$libs" | wc -w) instrumented libabsl_*.so in $cache/lib, loaded by ${binaries[*]}"
-# tools/tsan_canary.cc: TSan must be silent about a counter under an absl::Mutex and a value
+# tools/ci/tsan_canary.cc: TSan must be silent about a counter under an absl::Mutex and a value
 # handed over by an absl::Notification, and must still report the same counter without a lock.
 canary=$build/tsan_canary
 # shellcheck disable=SC2046  # pkg-config's flags are words
-g++ -std=c++17 -O1 -g -fsanitize=thread tools/tsan_canary.cc -o "$canary" \
+g++ -std=c++17 -O1 -g -fsanitize=thread tools/ci/tsan_canary.cc -o "$canary" \
   -Wl,-rpath,"$cache/lib" -Wl,--disable-new-dtags $(pkg-config --cflags --libs absl_synchronization)
-export TSAN_OPTIONS="suppressions=$repo/tools/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
+export TSAN_OPTIONS="suppressions=$repo/tools/ci/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
 "$canary"
 if "$canary" racy > "$build/tsan_canary_racy.log" 2>&1 \
    || ! grep -q 'WARNING: ThreadSanitizer: data race' "$build/tsan_canary_racy.log"; then

@@ -2,8 +2,8 @@
 """A table sharded over three servers, looked up through one of them (the router), versus the
 same table whole on one server, measured the same way in one run (docs/performance.md).
 
-usage: tools/shard_bench.py [--build build] [--repetitions 3] [--seconds 3]
-                            [--concurrency 1,16,64]
+usage: tools/bench/shard_bench.py [--build build] [--repetitions 3] [--seconds 3]
+                                  [--concurrency 1,16,64]
 
 Starts four build/server/tensorcompute-server processes on free ports of 127.0.0.1: three
 shards of a 64 MiB float32 table T [262144, 64] (--preload T=... --shard_index=I
@@ -21,14 +21,15 @@ default 64 MiB, each call being read holds a 128 MiB receive credit of --max_inf
 is refused UNAVAILABLE (overloaded) now and then.
 """
 import argparse
+import contextlib
 import json
 import os
-import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+
+from bench_server import ReservedPorts, ServerProcess, use_build
 
 CASES = [
     ("gather 16 rows", ["--op", "gather", "--indices", "16"]),
@@ -41,21 +42,8 @@ CASES = [
 SHARDS = 3
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(server_bin, flags):
-    process = subprocess.Popen([server_bin, "--metrics_listen=127.0.0.1:0",
-                                "--max_message_bytes=4194304", *flags],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in process.stdout:
-        m = re.search(r"\bport=(\d+)", line)
-        if m:
-            return process, m.group(1)
-    sys.exit(f"{server_bin} did not start")
+# Every server's, beside its own (why: the end of the docstring).
+FLAGS = ["--max_message_bytes=4194304"]
 
 
 def main():
@@ -65,25 +53,24 @@ def main():
     ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--concurrency", default="1,16,64")
     args = ap.parse_args()
-    server_bin = os.path.join(args.build, "server", "tensorcompute-server")
-    cli = os.path.join(args.build, "client", "tensorcompute")
+    cli = use_build(args.build)
     tmp = tempfile.TemporaryDirectory()
     table = os.path.join(tmp.name, "t.npy")
     subprocess.run([sys.executable, "-c", (
         "import numpy as np, sys; np.save(sys.argv[1], "
         "np.random.default_rng(1).standard_normal((262144, 64)).astype(np.float32))"), table],
         check=True)
-    ports = [free_port() for _ in range(SHARDS)]
-    peers = ",".join(f"ipv4:127.0.0.1:{p}" for p in ports)
-    processes = []
-    for index, port in enumerate(ports):
-        processes.append(start(server_bin, [
-            f"--listen=127.0.0.1:{port}", f"--preload=T={table}", f"--shard_index={index}",
-            f"--shard_count={SHARDS}", f"--shard_peers={peers}"])[0])
-    whole, whole_port = start(server_bin, ["--listen=127.0.0.1:0", f"--preload=T={table}"])
-    processes.append(whole)
-    targets = {"whole": f"127.0.0.1:{whole_port}", "router": f"127.0.0.1:{ports[1]}"}
-    try:
+    with ReservedPorts(SHARDS) as reservation, contextlib.ExitStack() as servers:
+        ports = reservation.numbers
+        peers = ",".join(f"ipv4:127.0.0.1:{p}" for p in ports)
+        for index, port in enumerate(ports):
+            servers.enter_context(ServerProcess(
+                *FLAGS, f"--listen=127.0.0.1:{port}", f"--preload=T={table}",
+                f"--shard_index={index}", f"--shard_count={SHARDS}", f"--shard_peers={peers}",
+                stop_timeout=60))
+        whole = servers.enter_context(
+            ServerProcess(*FLAGS, f"--preload=T={table}", stop_timeout=60))
+        targets = {"whole": whole.target, "router": f"127.0.0.1:{ports[1]}"}
         print(f"{'case':36} {'C':>3} {'whole QPS':>10} {'router QPS':>10} {'ratio':>6} "
               f"{'whole p99':>10} {'router p99':>10}   (p99 in us; medians of "
               f"{args.repetitions} x {args.seconds:g} s)")
@@ -106,11 +93,6 @@ def main():
                 print(f"{label:36} {concurrency:>3} {qps['whole']:10.0f} {qps['router']:10.0f} "
                       f"{qps['router'] / qps['whole']:6.2f} {p99['whole']:10.0f} "
                       f"{p99['router']:10.0f}", flush=True)
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=60)
 
 
 if __name__ == "__main__":

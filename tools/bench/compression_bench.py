@@ -3,8 +3,8 @@
 the client), for a compressible and an incompressible table, measured the same way in one run
 (docs/performance.md).
 
-usage: tools/compression_bench.py [--build build] [--repetitions 3] [--seconds 3]
-                                  [--concurrency 8] [--indices 1024]
+usage: tools/bench/compression_bench.py [--build build] [--repetitions 3] [--seconds 3]
+                                        [--concurrency 8] [--indices 1024]
 
 Two float32 tables of [65536, 64] (16 MiB): "compressible", small integers 0..7 (as quantized or
 sparse embeddings are), and "incompressible", standard normal noise. For each table and each
@@ -22,25 +22,15 @@ network its smaller answers may win instead.
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from bench_server import ServerProcess, use_build, wait_serving
 
 ROWS, DIM = 65536, 64
 SETTINGS = ["none", "gzip", "deflate"]
-
-
-def start(server_bin, flags):
-    process = subprocess.Popen([server_bin, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                                *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in process.stdout:
-        m = re.search(r"\bport=(\d+)", line)
-        if m:
-            return process, f"127.0.0.1:{m.group(1)}"
-    sys.exit(f"{server_bin} did not start")
 
 
 def loopback_bytes():
@@ -61,8 +51,7 @@ def main():
     ap.add_argument("--concurrency", default="8")
     ap.add_argument("--indices", default="1024")
     args = ap.parse_args()
-    server_bin = os.path.join(args.build, "server", "tensorcompute-server")
-    cli = os.path.join(args.build, "client", "tensorcompute")
+    cli = use_build(args.build)
     tmp = tempfile.TemporaryDirectory()
     tables = {}
     for name, expression in (
@@ -81,15 +70,10 @@ def main():
     for table in tables:
         base = {}
         for setting in SETTINGS:
-            process, target = start(server_bin, [f"--grpc_compression={setting}",
-                                                 f"--preload={preload}"])
-            try:
-                for _ in range(600):  # until --preload is done: health SERVING
-                    health = subprocess.run([cli, "health", "--target", target],
-                                            capture_output=True, text=True)
-                    if health.returncode == 0 and "NOT_SERVING" not in health.stdout:
-                        break
-                    time.sleep(0.1)
+            with ServerProcess(f"--grpc_compression={setting}", f"--preload={preload}",
+                               stop_timeout=60) as server:
+                target = server.target
+                wait_serving(cli, target)
                 runs = []
                 for _ in range(args.repetitions):
                     before = loopback_bytes()
@@ -106,9 +90,6 @@ def main():
                     # No warmup: every call on the wire is one of `sent`.
                     runs.append((report["qps"], report["latency_us_p50"],
                                  wire / max(1, report["sent"]), report))
-            finally:
-                process.terminate()
-                process.wait(timeout=60)
             qps = statistics.median(r[0] for r in runs)
             p50 = statistics.median(r[1] for r in runs)
             wire = statistics.median(r[2] for r in runs)

@@ -11,17 +11,18 @@ its QPS against the echo is above the server's, and its CPU per call below the s
 
 Prints a Markdown table of medians (docs/performance.md, "Load tester").
 
-  python3 tools/load_ceiling.py [--build build] [--duration 3] [--repetitions 3]
+  python3 tools/bench/load_ceiling.py [--build build] [--duration 3] [--repetitions 3]
 """
 
 import argparse
+import contextlib
 import json
 import os
-import re
 import resource
 import statistics
 import subprocess
-import threading
+
+from bench_server import ServerProcess, use_build
 
 CASES = {
     # name: load flags (float32 params, int32 indices, gather on axis 0)
@@ -31,18 +32,20 @@ CASES = {
 }
 
 
-def start(command, pin):
-    if pin is not None:
-        command = ["taskset", "-c", pin, *command]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
-    for line in process.stdout:
-        match = re.search(r"\bport=(\d+)", line)
-        if match:
-            # Keep reading what it prints, so that a full pipe never stalls it.
-            threading.Thread(target=process.stdout.read, daemon=True).start()
-            return process, int(match.group(1))
-    raise RuntimeError(f"{command} did not start")
+@contextlib.contextmanager
+def on_cpus(cpus):
+    """This thread on the CPUs in the set `cpus` meanwhile (None: as it is). A process or
+    thread inherits the CPU affinity of the thread that starts it: servers started here run on
+    `cpus` (and so do the threads that read their output, which have little to do)."""
+    if cpus is None:
+        yield
+        return
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
 
 
 def cpu_seconds(pid):
@@ -82,14 +85,14 @@ def main():
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--pin", default=os.cpu_count() >= 2, action=argparse.BooleanOptionalAction)
     args = parser.parse_args()
-    cli = os.path.join(args.build, "client", "tensorcompute")
+    cli = use_build(args.build)
     client_pin = "0" if args.pin else None
-    server_pin = f"1-{os.cpu_count() - 1}" if args.pin else None
-    echo, echo_port = start([os.path.join(args.build, "tests", "client",
-                                          "tensorcompute-echo-server")], server_pin)
-    server, server_port = start([os.path.join(args.build, "server", "tensorcompute-server"),
-                                 "--listen=127.0.0.1:0"], server_pin)
-    try:
+    server_cpus = set(range(1, os.cpu_count())) if args.pin else None
+    with contextlib.ExitStack() as servers:
+        with on_cpus(server_cpus):
+            echo = servers.enter_context(ServerProcess(
+                binary=os.path.join(args.build, "tests", "client", "tensorcompute-echo-server")))
+            server = servers.enter_context(ServerProcess())
         print(f"| case | C | load tester vs echo (QPS) | tensorcompute-server (QPS) | "
               f"server / ceiling | tester CPU per call (us) | server CPU per call (us) |",
               flush=True)
@@ -98,18 +101,14 @@ def main():
             for c in [int(x) for x in args.concurrency.split(",")]:
                 rows = {"echo": [], "server": []}
                 for rep in range(args.repetitions):
-                    for name, port, process in (("echo", echo_port, echo),
-                                                ("server", server_port, server)):
-                        rows[name].append(run_load(cli, port, flags + ["--concurrency", str(c)],
+                    for name, process in (("echo", echo), ("server", server)):
+                        rows[name].append(run_load(cli, process.port,
+                                                   flags + ["--concurrency", str(c)],
                                                    args, client_pin, process.pid))
                 median = lambda name, i: statistics.median(r[i] for r in rows[name])
                 print(f"| {case} | {c} | {median('echo', 0):,.0f} | {median('server', 0):,.0f} | "
                       f"{median('server', 0) / median('echo', 0):.2f} | "
                       f"{median('server', 1):.1f} | {median('server', 2):.1f} |", flush=True)
-    finally:
-        for p in (echo, server):
-            p.terminate()
-            p.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """Native API versus KServe v2 over gRPC and over HTTP, measured the same way in one run
 (docs/performance.md).
 
-usage: tools/protocol_bench.py [--build build] [--repetitions 3] [--seconds 3]
+usage: tools/bench/protocol_bench.py [--build build] [--repetitions 3] [--seconds 3]
 
 Starts build/server/tensorcompute-server (CPU, defaults) on free ports, then for each case and
 concurrency runs `tensorcompute load` once per protocol per repetition, interleaved (native,
@@ -17,12 +17,12 @@ table (only indices travel).
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from bench_server import ServerProcess, use_build, wait_serving
 
 CASES = [
     ("small inline: 16 x 256 B out, 256 KiB params", ["--rows", "1024", "--slice", "64",
@@ -43,34 +43,19 @@ def main():
     ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--concurrency", default="1,16")
     args = ap.parse_args()
-    server_bin = os.path.join(args.build, "server", "tensorcompute-server")
-    cli = os.path.join(args.build, "client", "tensorcompute")
+    cli = use_build(args.build)
     tmp = tempfile.TemporaryDirectory()
     table = os.path.join(tmp.name, "tbl.npy")
     subprocess.run([sys.executable, "-c", (
         "import numpy as np, sys; np.save(sys.argv[1], "
         "np.random.default_rng(1).standard_normal((262144, 64)).astype(np.float32))"), table],
         check=True)
-    server = subprocess.Popen([server_bin, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                               "--http_listen=127.0.0.1:0", f"--preload=tbl={table}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    port = http_port = None
-    for line in server.stdout:
-        m = re.search(r"\bport=(\d+)", line)
-        port = m.group(1) if m else port
-        m = re.search(r"\bhttp_port=(\d+)", line)
-        http_port = m.group(1) if m else http_port
-        if port and http_port:
-            break
-    targets = {"native": f"127.0.0.1:{port}", "kserve": f"127.0.0.1:{port}",
-               "kserve-http": f"127.0.0.1:{http_port}"}
-    table_shape = ["--dtype", "float32", "--params-shape", "262144,64"]  # no ListTensors on HTTP
-    for _ in range(600):  # SERVING once the table is loaded
-        if subprocess.run([cli, "health", "--target", f"127.0.0.1:{port}"],
-                          capture_output=True).returncode == 0:
-            break
-        time.sleep(0.1)
-    try:
+    with ServerProcess("--http_listen=127.0.0.1:0", f"--preload=tbl={table}") as server:
+        targets = {"native": server.target, "kserve": server.target,
+                   "kserve-http": f"127.0.0.1:{server.http_port}"}
+        # HTTP has no ListTensors: the table's dtype and shape are given.
+        table_shape = ["--dtype", "float32", "--params-shape", "262144,64"]
+        wait_serving(cli, server.target)
         print("| case | C | native QPS | gRPC QPS | gRPC / native | HTTP QPS | HTTP / native "
               "| p50 / p99 ms: native | gRPC | HTTP |")
         print("|---|---|---|---|---|---|---|---|---|---|")
@@ -100,9 +85,6 @@ def main():
                 print(f"| {name} | {c} | {n['qps']:.0f} | {g['qps']:.0f} | "
                       f"{g['qps'] / n['qps']:.2f} | {h['qps']:.0f} | {h['qps'] / n['qps']:.2f} | "
                       f"{lat(n)} | {lat(g)} | {lat(h)} |", flush=True)
-    finally:
-        server.terminate()
-        server.wait(30)
 
 
 if __name__ == "__main__":

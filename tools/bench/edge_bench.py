@@ -2,7 +2,7 @@
 """What the edge costs: Gathers through deploy/edge/nginx.conf vs straight to the server, in one
 run, with the bundled load tester (docs/performance.md, "Edge").
 
-    .venv/bin/python3 tools/edge_bench.py [--build build] [--duration 4] [--repeats 3]
+    .venv/bin/python3 tools/bench/edge_bench.py [--build build] [--duration 4] [--repeats 3]
 
 One server (plaintext on loopback, as behind the edge) and the edge in front of it (TLS on its
 own port, Debian's nginx with the shipped configuration); a second server with the same TLS
@@ -22,15 +22,11 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "testing"))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from edge_process import EdgeProcess  # noqa: E402
-from server_process import ServerProcess  # noqa: E402
-from test_certs import make_certs  # noqa: E402
+from bench_server import REPO, ServerProcess, use_build
+from edge_process import EdgeProcess  # tests/testing, which bench_server puts on the path
+from test_certs import make_certs
 
 ROWS, SLICE = 100000, 64
 SIZES = [("small (16 rows, 4 KiB)", 16), ("1 MiB (4096 rows)", 4096)]
@@ -57,14 +53,12 @@ def main():
     parser.add_argument("--duration", type=float, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    server_binary = os.path.join(args.build, "server", "tensorcompute-server")
-    cli = os.path.join(args.build, "client", "tensorcompute")
+    cli = use_build(args.build)
 
     with tempfile.TemporaryDirectory(prefix="tc-edge-bench-") as tmp:
         certs = make_certs(tmp)
         table = os.path.join(tmp, "table.npy")
         np.save(table, np.random.default_rng(1).random((ROWS, SLICE), dtype=np.float32))
-        os.environ["TC_SERVER_BINARY"] = server_binary
         tls_flags = [f"--tls_cert={certs.server_cert}", f"--tls_key={certs.server_key}"]
         ca = ["--tls-ca", certs.ca]
         with ServerProcess(f"--preload=table={table}", "--http_listen=127.0.0.1:0") as plain, \
