@@ -43,4 +43,15 @@ absl::Status CheckCompression(grpc_compression_algorithm algorithm) {
   return absl::InvalidArgumentError(absl::StrCat("compression must be one of ", OneOf()));
 }
 
+grpc_compression_level CompressionLevelFor(grpc_compression_algorithm algorithm) {
+  switch (algorithm) {
+    case GRPC_COMPRESS_GZIP:
+      return GRPC_COMPRESS_LEVEL_LOW;
+    case GRPC_COMPRESS_DEFLATE:
+      return GRPC_COMPRESS_LEVEL_HIGH;
+    default:
+      return GRPC_COMPRESS_LEVEL_NONE;
+  }
+}
+
 }  // namespace tensorcompute::proto

@@ -138,8 +138,9 @@ struct ServerOptions {
   absl::Duration max_connection_age_grace = absl::Seconds(30);
 
   // How the compute RPCs' answers (Gather, GatherNd, EmbeddingBag, ModelInfer) are compressed:
-  // "none" (default), "gzip" or "deflate", for clients that accept it (gRPC negotiates: a
-  // client that does not gets them plain). Health and the small metadata answers stay plain.
+  // "none" (default), "gzip" or "deflate", as far as the client's grpc-accept-encoding allows:
+  // a client that does not accept this one gets the other one if it accepts that, else plain
+  // answers (proto::CompressionLevelFor). Health and the small metadata answers stay plain.
   // Compressed requests are accepted whatever this says, and max_message_bytes bounds them
   // decompressed. Compression costs CPU on both sides and pays only for compressible tables over
   // slow networks (docs/performance.md).

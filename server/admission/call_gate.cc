@@ -3,6 +3,7 @@
 #include "grpcpp/server_context.h"
 
 #include "core/status_macros.h"
+#include "proto/grpc_compression.h"
 
 namespace tensorcompute::server {
 
@@ -32,7 +33,11 @@ void CallGate::Answer(Rpc rpc, const CallRecord& record, const absl::Status& sta
 }
 
 void CallGate::Compress(grpc::CallbackServerContext& context) const {
-  if (compression_ != GRPC_COMPRESS_NONE) context.set_compression_algorithm(compression_);
+  // A level, not the algorithm: the core resolves it against the client's grpc-accept-encoding
+  // (proto/grpc_compression.h), so a client that cannot decode the algorithm gets plain answers.
+  if (compression_ != GRPC_COMPRESS_NONE) {
+    context.set_compression_level(proto::CompressionLevelFor(compression_));
+  }
 }
 
 absl::Status CallGate::DrainingError() {

@@ -81,8 +81,9 @@ class CallGate {
   // client-side health check (grpc.health.v1 Watch) receives a compressed message: health
   // answers stay plain.
   void set_compression(grpc_compression_algorithm algorithm) { compression_ = algorithm; }
-  // Sets `context`'s answer compression to the configured algorithm (gRPC leaves it off for a
-  // client that does not accept it).
+  // Asks gRPC to compress `context`'s answer with the configured algorithm if the client
+  // accepts it, else with the other one it accepts, else not at all (its grpc-accept-encoding:
+  // proto::CompressionLevelFor).
   void Compress(grpc::CallbackServerContext& context) const;
 
   Metrics& metrics() { return *metrics_; }

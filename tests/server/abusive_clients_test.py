@@ -30,7 +30,6 @@ import os
 import random
 import re
 import socket
-import struct
 import subprocess
 import threading
 import time
@@ -40,12 +39,11 @@ import urllib.request
 import grpc
 
 from child_process import popen
-from h2_frames import (ACK, DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, SETTINGS, frame,
-                       hpack_literal)
+from grpc_by_hand import GATHER, ack_server_settings, call_frames, call_headers, gather_request
+from h2_frames import PREFACE, SETTINGS, frame
 from server_process import ServerProcess
 
 CLI = os.environ.get("TC_CLI_BINARY", "")
-GATHER = "/tensorcompute.v1.TensorCompute/Gather"
 GOOD = ["--rows", "256", "--slice", "64", "--indices", "64"]  # 64 KiB params, 16 KiB out
 GOOD_SECONDS = 8
 SOURCE = "127.0.0.2"  # the never-reading client's address
@@ -54,82 +52,25 @@ P99_SLACK_MS = 100
 MIN_OK_SHARE = 0.9
 OVERLOAD = "server overloaded: "  # how every budget or queue refusal begins
 
-# ---- protobuf and HTTP/2, by hand (a client that misbehaves cannot be a stock client) ----
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field(number, payload):  # length-delimited field
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-
-def int_field(number, value):
-    return varint(number << 3) + varint(value)
-
-
-def tensor(dtype, shape, data):
-    return int_field(1, dtype) + b"".join(int_field(2, d) for d in shape) + field(3, data)
-
-
-def gather_request(rows, row_bytes, n_indices):
-    """A valid GatherRequest: uint8 params [rows, row_bytes], int32 indices [n_indices] (axis
-    0): the response carries n_indices * row_bytes bytes."""
-    DT_INT32, DT_UINT8 = 4, 6
-    indices = struct.pack(f"<{n_indices}i", *(random.randrange(rows) for _ in range(n_indices)))
-    return (field(1, tensor(DT_UINT8, [rows, row_bytes], os.urandom(rows * row_bytes))) +
-            field(2, tensor(DT_INT32, [n_indices], indices)))
-
-
 class NeverReadingClient:
     """`connections` HTTP/2 connections, each sending `streams` calls, then never reading."""
 
     def __init__(self, port, connections, streams, message):
         self.port, self.connections, self.streams = port, connections, streams
-        self.message = b"\x00" + struct.pack(">I", len(message)) + message  # gRPC framing
+        self.message = message
         self.sockets = []
 
     def start(self):
-        headers = b"".join(hpack_literal(k, v) for k, v in [
-            (":method", "POST"), (":scheme", "http"), (":path", GATHER),
-            (":authority", f"127.0.0.1:{self.port}"), ("content-type", "application/grpc"),
-            ("te", "trailers")])
+        headers = call_headers(self.port, GATHER)
         for _ in range(self.connections):
             # From 127.0.0.2 (all of 127/8 is loopback): another client address than the
             # well-behaved client's, as a server that shares its budget by client would see it.
             s = socket.create_connection(("127.0.0.1", self.port), source_address=(SOURCE, 0))
             s.sendall(PREFACE + frame(SETTINGS, 0, 0))
-            self._ack_server_settings(s)  # as any client does, before it stops reading
-            for i in range(self.streams):
-                stream = 1 + 2 * i
-                out = [frame(HEADERS, END_HEADERS, stream, headers)]
-                for at in range(0, len(self.message), 16384):  # SETTINGS_MAX_FRAME_SIZE
-                    chunk = self.message[at:at + 16384]
-                    last = at + 16384 >= len(self.message)
-                    out.append(frame(DATA, END_STREAM if last else 0, stream, chunk))
-                s.sendall(b"".join(out))
+            ack_server_settings(s)  # as any client does, before it stops reading
+            s.sendall(b"".join(call_frames(1 + 2 * i, headers, self.message)
+                               for i in range(self.streams)))
             self.sockets.append(s)
-
-    @staticmethod
-    def _ack_server_settings(s):
-        buffer = b""
-        while True:
-            buffer += s.recv(65536)
-            while len(buffer) >= 9:
-                length = int.from_bytes(buffer[:3], "big")
-                if len(buffer) < 9 + length:
-                    break
-                kind, flags = buffer[3], buffer[4]
-                buffer = buffer[9 + length:]
-                if kind == SETTINGS and not flags & ACK:
-                    s.sendall(frame(SETTINGS, ACK, 0))
-                    return
 
     def close(self):
         for s in self.sockets:

@@ -1,8 +1,9 @@
 """gRPC compression on the real tensorcompute-server: --grpc_compression=gzip|deflate compresses
 the compute answers for clients that accept it (counted on the wire through a TCP forwarder),
 the answers are the same bytes, the C++ CLI (Debian's gRPC 1.51, client-side health checking)
-works against it, compressed requests are accepted whatever the flag says, and a bad value
-stops the server at start.
+works against it, an answer uses only a compression its client accepts (a call made by hand,
+naming what it accepts), compressed requests are accepted whatever the flag says, and a bad
+value stops the server at start.
 
 Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINARY set, after
 the Python client is installed into .venv.
@@ -18,6 +19,7 @@ import numpy as np
 
 import tensorcompute
 from counting_proxy import CountingProxy
+from grpc_by_hand import GATHER, first_answer_bytes, gather_request
 from server_process import ServerProcess
 
 ROWS = 4096
@@ -98,6 +100,34 @@ class CompressionTest(unittest.TestCase):
                 self.assertEqual(np.load(out).shape, (ROWS // 2, 64))
                 self.assertFalse(np.load(out).any())
                 self.assertLess(proxy.received, ROWS // 2 * 64 * 4 // 20)
+
+    def test_answers_use_only_a_compression_the_client_accepts(self):
+        """gRPC's compression spec: an answer never uses an algorithm the client left out of its
+        grpc-accept-encoding (grpc-go without its gzip package sends none; grpc-java has no
+        deflate). A hand-made call names what it accepts and reads the answer's first bytes: the
+        message's compressed flag, then gzip's magic (1f 8b) or zlib's header (78 ..) for
+        deflate."""
+        # 16 KiB of zero params (under HTTP/2's initial 64 KiB window) and a 16 KiB answer.
+        request = gather_request(16, 1024, 16, params=bytes(16 * 1024))
+        every = "identity,deflate,gzip"  # what gRPC's C core sends
+        cases = [  # flag, the client's grpc-accept-encoding (None: no header), what comes back
+            ("gzip", every, "gzip"), ("deflate", every, "deflate"),
+            ("gzip", "identity", "plain"), ("deflate", "identity", "plain"),
+            ("gzip", None, "plain"), ("deflate", None, "plain"),
+            ("gzip", "identity,deflate", "deflate"), ("deflate", "identity,gzip", "gzip"),
+            ("none", every, "plain")]
+        for flag in ("gzip", "deflate", "none"):
+            with ServerProcess(f"--grpc_compression={flag}") as server:
+                for case_flag, accepts, expected in cases:
+                    if case_flag != flag:
+                        continue
+                    extra = [] if accepts is None else [("grpc-accept-encoding", accepts)]
+                    head = first_answer_bytes(server.port, GATHER, request, extra)
+                    self.assertIsNotNone(head, (flag, accepts))
+                    got = ("plain" if head[0] == 0 else "gzip" if head[5:7] == b"\x1f\x8b"
+                           else "deflate" if head[5] == 0x78 else head.hex())
+                    self.assertEqual(got, expected, f"--grpc_compression={flag}, client "
+                                     f"accepts {accepts}")
 
     def test_a_bad_value_stops_the_server_at_start(self):
         result = subprocess.run([os.environ["TC_SERVER_BINARY"], "--listen=127.0.0.1:0",
