@@ -1,5 +1,6 @@
 #include "server/prometheus_metrics.h"
 
+#include <array>
 #include <exception>
 #include <limits>
 #include <map>
@@ -68,39 +69,55 @@ bool Computes(Rpc rpc) {
          rpc == Rpc::kModelInfer;
 }
 
-}  // namespace
+// The families, written once: each Append* below names, types and describes one group's
+// families and appends them; Collect calls them in the order they are exposed. docs/deploy.md
+// describes them for operators, and tests/deploy/monitoring_test.py checks that its table and a
+// real server's /metrics name the same families.
 
-MetricsCollector::MetricsCollector(const Metrics* metrics, const batching::Batcher* batcher,
-                                   const ByteBudget* budget, std::vector<ExecutorGauges> executors,
-                                   std::string device, std::string device_description)
-    : metrics_(metrics),
-      batcher_(batcher),
-      budget_(budget),
-      executors_(std::move(executors)),
-      device_(std::move(device)),
-      device_description_(std::move(device_description)) {}
+using Families = std::vector<MetricFamily>;
 
-std::vector<MetricFamily> MetricsCollector::Collect() const {
-  std::vector<MetricFamily> families;
-  std::vector<Rpc> rpcs;
-  for (int r = 0; r < kNumRpcs; ++r) rpcs.push_back(static_cast<Rpc>(r));
+// A family of one unlabelled sample.
+void AppendGauge(const char* name, const char* help, double value, Families* out) {
+  MetricFamily family = Family(name, help, MetricType::Gauge);
+  family.metric.push_back(Gauge(value));
+  out->push_back(std::move(family));
+}
 
+void AppendCounter(const char* name, const char* help, double value, Families* out) {
+  MetricFamily family = Family(name, help, MetricType::Counter);
+  family.metric.push_back(Counter(value));
+  out->push_back(std::move(family));
+}
+
+// One counter per status code, labelled `code` and then `label`: OK always (so that rate()
+// works from the first scrape), other codes once seen.
+void AddCodeCounters(const std::array<int64_t, kNumCodes>& by_code,
+                     const ClientMetric::Label& label, MetricFamily* family) {
+  for (int c = 0; c < kNumCodes; ++c) {
+    const auto code = static_cast<absl::StatusCode>(c);
+    if (by_code[c] == 0 && code != absl::StatusCode::kOk) continue;
+    family->metric.push_back(Counter(static_cast<double>(by_code[c]),
+                                     {{"code", absl::StatusCodeToString(code)}, label}));
+  }
+}
+
+void AppendRequests(const Metrics& metrics, Families* out) {
   MetricFamily requests =
       Family("tensorcompute_requests_total", "RPCs answered, by method and gRPC status code",
              MetricType::Counter);
-  for (Rpc rpc : rpcs) {
+  for (int r = 0; r < kNumRpcs; ++r) {
+    const auto rpc = static_cast<Rpc>(r);
+    std::array<int64_t, kNumCodes> by_code{};
     for (int c = 0; c < kNumCodes; ++c) {
-      const auto code = static_cast<absl::StatusCode>(c);
-      const int64_t n = metrics_->requests(rpc, code);
-      // OK always (so rate() works from the first scrape); error codes once seen.
-      if (n == 0 && code != absl::StatusCode::kOk) continue;
-      requests.metric.push_back(
-          Counter(static_cast<double>(n),
-                  {{"code", absl::StatusCodeToString(code)}, {"rpc", RpcName(rpc)}}));
+      by_code[c] = metrics.requests(rpc, static_cast<absl::StatusCode>(c));
     }
+    AddCodeCounters(by_code, {"rpc", RpcName(rpc)}, &requests);
   }
-  families.push_back(std::move(requests));
+  out->push_back(std::move(requests));
+}
 
+// Each RPC's time to answer; the compute RPCs' stages and sizes too.
+void AppendRpcStages(const Metrics& metrics, Families* out) {
   MetricFamily latency =
       Family("tensorcompute_request_duration_seconds",
              "Time from an RPC's arrival to its answer, by method", MetricType::Histogram);
@@ -119,8 +136,9 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   MetricFamily response_size =
       Family("tensorcompute_response_size_bytes",
              "Compute RPCs' OK answers (HTTP: bodies), by method", MetricType::Histogram);
-  for (Rpc rpc : rpcs) {
-    const core::RequestStats& stats = metrics_->rpc_stats(rpc);
+  for (int r = 0; r < kNumRpcs; ++r) {
+    const auto rpc = static_cast<Rpc>(r);
+    const core::RequestStats& stats = metrics.rpc_stats(rpc);
     latency.metric.push_back(Histogram(stats.total(), {{"rpc", RpcName(rpc)}}));
     if (!Computes(rpc)) continue;
     queue_wait.metric.push_back(Histogram(stats.queue(), {{"rpc", RpcName(rpc)}}));
@@ -128,20 +146,24 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     request_size.metric.push_back(Histogram(stats.request_bytes(), {{"rpc", RpcName(rpc)}}));
     response_size.metric.push_back(Histogram(stats.response_bytes(), {{"rpc", RpcName(rpc)}}));
   }
-  families.push_back(std::move(latency));
-  families.push_back(std::move(queue_wait));
-  families.push_back(std::move(compute));
-  families.push_back(std::move(request_size));
-  families.push_back(std::move(response_size));
+  out->push_back(std::move(latency));
+  out->push_back(std::move(queue_wait));
+  out->push_back(std::move(compute));
+  out->push_back(std::move(request_size));
+  out->push_back(std::move(response_size));
+}
 
-  // By model: the built-in ones, then every resident table.
+// The same stages by model: the built-in ones, then every resident table (`registry` may be
+// null: none).
+void AppendModelStages(const Metrics& metrics, const core::TensorRegistry* registry,
+                       Families* out) {
   std::vector<std::pair<std::string, std::shared_ptr<const core::RequestStats>>> models;
   for (int m = 0; m < kNumBuiltinModels; ++m) {
     const auto model = static_cast<BuiltinModel>(m);
-    models.emplace_back(BuiltinModelName(model), metrics_->model_stats(model));
+    models.emplace_back(BuiltinModelName(model), metrics.model_stats(model));
   }
-  if (registry_ != nullptr) {
-    for (const auto& table : registry_->List()) {
+  if (registry != nullptr) {
+    for (const auto& table : registry->List()) {
       if (table->stats != nullptr) models.emplace_back(table->name, table->stats);
     }
   }
@@ -161,134 +183,114 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     model_queue.metric.push_back(Histogram(stats->queue(), {{"model", name}}));
     model_compute.metric.push_back(Histogram(stats->compute(), {{"model", name}}));
   }
-  families.push_back(std::move(model_total));
-  families.push_back(std::move(model_queue));
-  families.push_back(std::move(model_compute));
+  out->push_back(std::move(model_total));
+  out->push_back(std::move(model_queue));
+  out->push_back(std::move(model_compute));
+}
 
-  if (gpu_stages_ != nullptr) {
-    MetricFamily stages = Family("tensorcompute_gpu_stage_duration_seconds",
-                                 "Time of each stage of a GPU batch on its stream (CUDA events): "
-                                 "copy_in, kernel, copy_out, by device",
-                                 MetricType::Histogram);
-    for (const GpuStageMetrics::Device* device : gpu_stages_->active()) {
-      stages.metric.push_back(
-          Histogram(device->copy_in, {{"device", device->name}, {"stage", "copy_in"}}));
-      stages.metric.push_back(
-          Histogram(device->kernel, {{"device", device->name}, {"stage", "kernel"}}));
-      stages.metric.push_back(
-          Histogram(device->copy_out, {{"device", device->name}, {"stage", "copy_out"}}));
+void AppendGpuStages(const GpuStageMetrics& gpu_stages, Families* out) {
+  MetricFamily stages = Family("tensorcompute_gpu_stage_duration_seconds",
+                               "Time of each stage of a GPU batch on its stream (CUDA events): "
+                               "copy_in, kernel, copy_out, by device",
+                               MetricType::Histogram);
+  for (const GpuStageMetrics::Device* device : gpu_stages.active()) {
+    stages.metric.push_back(
+        Histogram(device->copy_in, {{"device", device->name}, {"stage", "copy_in"}}));
+    stages.metric.push_back(
+        Histogram(device->kernel, {{"device", device->name}, {"stage", "kernel"}}));
+    stages.metric.push_back(
+        Histogram(device->copy_out, {{"device", device->name}, {"stage", "copy_out"}}));
+  }
+  out->push_back(std::move(stages));
+}
+
+void AppendResidentTables(const core::TensorRegistry& registry, Families* out) {
+  const auto tables = registry.List();
+  std::map<std::string, int64_t> bytes_by_device = {{"cpu", 0}};
+  for (const auto& table : tables) bytes_by_device[table->device] += table->bytes;
+  MetricFamily resident =
+      Family("tensorcompute_resident_bytes",
+             "Bytes of resident tensors (PutTensor, --preload), by device", MetricType::Gauge);
+  for (const auto& [device, bytes] : bytes_by_device) {
+    resident.metric.push_back(Gauge(static_cast<double>(bytes), {{"device", device}}));
+  }
+  out->push_back(std::move(resident));
+  AppendGauge("tensorcompute_resident_tensors", "Resident tensors (names) stored",
+              static_cast<double>(tables.size()), out);
+  AppendGauge("tensorcompute_resident_bytes_held",
+              "Bytes counted against max_resident_bytes, including deleted or replaced tensors "
+              "still used by gathers in flight",
+              static_cast<double>(registry.resident_bytes()), out);
+  MetricFamily lookups =
+      Family("tensorcompute_resident_lookups_total",
+             "Requests answered on each resident table (gathers and lookups by name, every "
+             "front end), since the name was first stored",
+             MetricType::Counter);
+  for (const auto& table : tables) {
+    if (table->stats == nullptr) continue;
+    lookups.metric.push_back(
+        Counter(static_cast<double>(table->stats->total().count()), {{"tensor", table->name}}));
+  }
+  out->push_back(std::move(lookups));
+}
+
+// Nothing until a lookup was routed across shards.
+void AppendShardCalls(const Metrics& metrics, Families* out) {
+  const auto shards = metrics.shard_calls();
+  if (shards.empty()) return;
+  MetricFamily calls = Family("tensorcompute_shard_calls_total",
+                              "Parts of routed lookups on sharded tables (sub-calls to peers, "
+                              "and this server's own part), by shard and gRPC status code",
+                              MetricType::Counter);
+  MetricFamily seconds = Family("tensorcompute_shard_call_duration_seconds",
+                                "Time from a routed lookup's part being sent to its answer, "
+                                "by shard",
+                                MetricType::Histogram);
+  for (const auto& [shard, counts] : shards) {
+    const std::string label = std::to_string(shard);
+    AddCodeCounters(counts.by_code, {"shard", label}, &calls);
+    if (counts.latency != nullptr) {
+      seconds.metric.push_back(Histogram(*counts.latency, {{"shard", label}}));
     }
-    families.push_back(std::move(stages));
   }
+  out->push_back(std::move(calls));
+  out->push_back(std::move(seconds));
+}
 
-  if (registry_ != nullptr) {
-    std::map<std::string, int64_t> bytes_by_device = {{"cpu", 0}};
-    const auto tables = registry_->List();
-    for (const auto& table : tables) bytes_by_device[table->device] += table->bytes;
-    MetricFamily resident =
-        Family("tensorcompute_resident_bytes",
-               "Bytes of resident tensors (PutTensor, --preload), by device", MetricType::Gauge);
-    for (const auto& [device, bytes] : bytes_by_device) {
-      resident.metric.push_back(Gauge(static_cast<double>(bytes), {{"device", device}}));
-    }
-    families.push_back(std::move(resident));
-    MetricFamily count = Family("tensorcompute_resident_tensors", "Resident tensors (names) stored",
-                                MetricType::Gauge);
-    count.metric.push_back(Gauge(static_cast<double>(tables.size())));
-    families.push_back(std::move(count));
-    MetricFamily held = Family("tensorcompute_resident_bytes_held",
-                               "Bytes counted against max_resident_bytes, including deleted or "
-                               "replaced tensors still used by gathers in flight",
-                               MetricType::Gauge);
-    held.metric.push_back(Gauge(static_cast<double>(registry_->resident_bytes())));
-    families.push_back(std::move(held));
-    MetricFamily lookups =
-        Family("tensorcompute_resident_lookups_total",
-               "Requests answered on each resident table (gathers and lookups by name, every "
-               "front end), since the name was first stored",
-               MetricType::Counter);
-    for (const auto& table : tables) {
-      if (table->stats == nullptr) continue;
-      lookups.metric.push_back(
-          Counter(static_cast<double>(table->stats->total().count()), {{"tensor", table->name}}));
-    }
-    families.push_back(std::move(lookups));
+// What is let in: RPCs in flight, and the HTTP connections refused or closed to make room.
+void AppendAdmission(const Metrics& metrics, Families* out) {
+  AppendGauge("tensorcompute_inflight_requests", "RPCs accepted and not yet answered",
+              static_cast<double>(metrics.inflight_requests()), out);
+  AppendCounter("tensorcompute_rejected_connections_total",
+                "Connections closed at once: the listener was at its connection limit "
+                "(--http_max_connections)",
+                static_cast<double>(metrics.rejected_connections()), out);
+  AppendCounter("tensorcompute_http_idle_connections_closed_total",
+                "Idle HTTP connections (waiting for a request) closed to make room for a new one "
+                "at --http_max_connections",
+                static_cast<double>(metrics.idle_connections_closed()), out);
+}
+
+void AppendByteBudget(const ByteBudget& budget, Families* out) {
+  AppendGauge("tensorcompute_inflight_bytes",
+              "Bytes of requests and their outputs held by RPCs in flight",
+              static_cast<double>(budget.used()), out);
+  AppendGauge("tensorcompute_inflight_bytes_limit",
+              "max_inflight_bytes: beyond it requests are refused",
+              static_cast<double>(budget.limit()), out);
+}
+
+// The batcher's gauges (`batcher` may be null: none), then the batch sizes.
+void AppendBatching(const batching::Batcher* batcher, const Metrics& metrics, Families* out) {
+  if (batcher != nullptr) {
+    AppendGauge("tensorcompute_queue_depth", "Requests waiting in the batcher's queue",
+                static_cast<double>(batcher->queue_depth()), out);
+    AppendGauge("tensorcompute_queue_capacity",
+                "The most requests the batcher's queue holds (--queue_capacity)",
+                static_cast<double>(batcher->queue_capacity()), out);
+    AppendGauge("tensorcompute_inflight_batches", "Batches running on the executors now",
+                static_cast<double>(batcher->inflight_batches()), out);
   }
-
-  if (const auto shards = metrics_->shard_calls(); !shards.empty()) {
-    MetricFamily calls = Family("tensorcompute_shard_calls_total",
-                                "Parts of routed lookups on sharded tables (sub-calls to peers, "
-                                "and this server's own part), by shard and gRPC status code",
-                                MetricType::Counter);
-    MetricFamily seconds = Family("tensorcompute_shard_call_duration_seconds",
-                                  "Time from a routed lookup's part being sent to its answer, "
-                                  "by shard",
-                                  MetricType::Histogram);
-    for (const auto& [shard, counts] : shards) {
-      const std::string label = std::to_string(shard);
-      for (int c = 0; c < kNumCodes; ++c) {
-        const auto code = static_cast<absl::StatusCode>(c);
-        if (counts.by_code[c] == 0 && code != absl::StatusCode::kOk) continue;
-        calls.metric.push_back(
-            Counter(static_cast<double>(counts.by_code[c]),
-                    {{"code", absl::StatusCodeToString(code)}, {"shard", label}}));
-      }
-      if (counts.latency != nullptr) {
-        seconds.metric.push_back(Histogram(*counts.latency, {{"shard", label}}));
-      }
-    }
-    families.push_back(std::move(calls));
-    families.push_back(std::move(seconds));
-  }
-
-  MetricFamily inflight = Family("tensorcompute_inflight_requests",
-                                 "RPCs accepted and not yet answered", MetricType::Gauge);
-  inflight.metric.push_back(Gauge(static_cast<double>(metrics_->inflight_requests())));
-  families.push_back(std::move(inflight));
-
-  MetricFamily rejected = Family("tensorcompute_rejected_connections_total",
-                                 "Connections closed at once: the listener was at its connection "
-                                 "limit (--http_max_connections)",
-                                 MetricType::Counter);
-  rejected.metric.push_back(Counter(static_cast<double>(metrics_->rejected_connections())));
-  families.push_back(std::move(rejected));
-
-  MetricFamily evicted = Family("tensorcompute_http_idle_connections_closed_total",
-                                "Idle HTTP connections (waiting for a request) closed to make "
-                                "room for a new one at --http_max_connections",
-                                MetricType::Counter);
-  evicted.metric.push_back(Counter(static_cast<double>(metrics_->idle_connections_closed())));
-  families.push_back(std::move(evicted));
-
-  if (budget_ != nullptr) {
-    MetricFamily used =
-        Family("tensorcompute_inflight_bytes",
-               "Bytes of requests and their outputs held by RPCs in flight", MetricType::Gauge);
-    used.metric.push_back(Gauge(static_cast<double>(budget_->used())));
-    families.push_back(std::move(used));
-    MetricFamily limit =
-        Family("tensorcompute_inflight_bytes_limit",
-               "max_inflight_bytes: beyond it requests are refused", MetricType::Gauge);
-    limit.metric.push_back(Gauge(static_cast<double>(budget_->limit())));
-    families.push_back(std::move(limit));
-  }
-
-  if (batcher_ != nullptr) {
-    MetricFamily queue = Family("tensorcompute_queue_depth",
-                                "Requests waiting in the batcher's queue", MetricType::Gauge);
-    queue.metric.push_back(Gauge(static_cast<double>(batcher_->queue_depth())));
-    families.push_back(std::move(queue));
-    MetricFamily capacity =
-        Family("tensorcompute_queue_capacity",
-               "The most requests the batcher's queue holds (--queue_capacity)", MetricType::Gauge);
-    capacity.metric.push_back(Gauge(static_cast<double>(batcher_->queue_capacity())));
-    families.push_back(std::move(capacity));
-    MetricFamily batches = Family("tensorcompute_inflight_batches",
-                                  "Batches running on the executors now", MetricType::Gauge);
-    batches.metric.push_back(Gauge(static_cast<double>(batcher_->inflight_batches())));
-    families.push_back(std::move(batches));
-  }
-
   MetricFamily batch_size =
       Family("tensorcompute_batch_size", "Requests per batch handed to an executor",
              MetricType::Histogram);
@@ -296,14 +298,16 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   std::vector<int64_t> size_counts;
   for (int b = 0; b <= Metrics::kBuckets; ++b) {
     if (b < Metrics::kBuckets) size_bounds.push_back(static_cast<double>(int64_t{1} << b));
-    size_counts.push_back(metrics_->batch_size_bucket(b));
+    size_counts.push_back(metrics.batch_size_bucket(b));
   }
   batch_size.metric.push_back(
-      Histogram(size_bounds, size_counts, static_cast<double>(metrics_->batched_requests())));
-  families.push_back(std::move(batch_size));
+      Histogram(size_bounds, size_counts, static_cast<double>(metrics.batched_requests())));
+  out->push_back(std::move(batch_size));
+}
 
-  MetricFamily executor_batches = Family("tensorcompute_executor_batches_total",
-                                         "Batches run, by executor", MetricType::Counter);
+void AppendExecutors(const std::vector<ExecutorGauges>& executors, Families* out) {
+  MetricFamily batches = Family("tensorcompute_executor_batches_total", "Batches run, by executor",
+                                MetricType::Counter);
   MetricFamily busy =
       Family("tensorcompute_executor_busy_seconds_total",
              "Time batches spent on each executor, summed over batches (batches run side by side)",
@@ -316,9 +320,9 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   MetricFamily up =
       Family("tensorcompute_device_up",
              "1 while an executor is in service, 0 once its GPUs are all lost", MetricType::Gauge);
-  for (const ExecutorGauges& executor : executors_) {
+  for (const ExecutorGauges& executor : executors) {
     const std::string device(executor.metered->name());
-    executor_batches.metric.push_back(
+    batches.metric.push_back(
         Counter(static_cast<double>(executor.metered->batches()), {{"device", device}}));
     busy.metric.push_back(
         Counter(absl::ToDoubleSeconds(executor.metered->busy()), {{"device", device}}));
@@ -327,25 +331,52 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     }
     up.metric.push_back(Gauge(!executor.up || executor.up() ? 1 : 0, {{"device", device}}));
   }
-  families.push_back(std::move(executor_batches));
-  families.push_back(std::move(busy));
-  families.push_back(std::move(slots));
-  families.push_back(std::move(up));
+  out->push_back(std::move(batches));
+  out->push_back(std::move(busy));
+  out->push_back(std::move(slots));
+  out->push_back(std::move(up));
+}
 
-  if (serving_) {
-    MetricFamily serving =
-        Family("tensorcompute_serving",
-               "1 while health is SERVING; 0 while preloading, draining or after a lost GPU",
-               MetricType::Gauge);
-    serving.metric.push_back(Gauge(serving_() ? 1 : 0));
-    families.push_back(std::move(serving));
-  }
+void AppendServing(bool serving, Families* out) {
+  AppendGauge("tensorcompute_serving",
+              "1 while health is SERVING; 0 while preloading, draining or after a lost GPU",
+              serving ? 1 : 0, out);
+}
 
+void AppendDeviceInfo(const std::string& device, const std::string& description, Families* out) {
   MetricFamily info =
       Family("tensorcompute_device_info", "Where gathers run (1): device and its description",
              MetricType::Gauge);
-  info.metric.push_back(Gauge(1, {{"description", device_description_}, {"device", device_}}));
-  families.push_back(std::move(info));
+  info.metric.push_back(Gauge(1, {{"description", description}, {"device", device}}));
+  out->push_back(std::move(info));
+}
+
+}  // namespace
+
+MetricsCollector::MetricsCollector(const Metrics* metrics, const batching::Batcher* batcher,
+                                   const ByteBudget* budget, std::vector<ExecutorGauges> executors,
+                                   std::string device, std::string device_description)
+    : metrics_(metrics),
+      batcher_(batcher),
+      budget_(budget),
+      executors_(std::move(executors)),
+      device_(std::move(device)),
+      device_description_(std::move(device_description)) {}
+
+std::vector<MetricFamily> MetricsCollector::Collect() const {
+  Families families;
+  AppendRequests(*metrics_, &families);
+  AppendRpcStages(*metrics_, &families);
+  AppendModelStages(*metrics_, registry_, &families);
+  if (gpu_stages_ != nullptr) AppendGpuStages(*gpu_stages_, &families);
+  if (registry_ != nullptr) AppendResidentTables(*registry_, &families);
+  AppendShardCalls(*metrics_, &families);
+  AppendAdmission(*metrics_, &families);
+  if (budget_ != nullptr) AppendByteBudget(*budget_, &families);
+  AppendBatching(batcher_, *metrics_, &families);
+  AppendExecutors(executors_, &families);
+  if (serving_) AppendServing(serving_(), &families);
+  AppendDeviceInfo(device_, device_description_, &families);
   return families;
 }
 

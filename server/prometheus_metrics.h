@@ -2,48 +2,12 @@
 //
 // The server's metrics in the Prometheus text format, over HTTP (GET /metrics), through
 // prometheus-cpp's Exposer and serializer. MetricsCollector is a prometheus::Collectable that
-// reads Metrics, the batcher and the metered executors when scraped and turns them into these
-// families (names follow Prometheus conventions: base units, _total for counters):
-//
-//   tensorcompute_requests_total{rpc,code}              counter    answers by RPC and status
-//   tensorcompute_request_duration_seconds{rpc}         histogram  arrival to answer
-//   tensorcompute_queue_duration_seconds{rpc}           histogram  submitted to compute to its
-//                                                                  batch's start (compute RPCs)
-//   tensorcompute_compute_duration_seconds{rpc}         histogram  batch start to output written
-//   tensorcompute_request_size_bytes{rpc}               histogram  request message (or body)
-//   tensorcompute_response_size_bytes{rpc}              histogram  OK answer's message (or body)
-//   tensorcompute_model_request_duration_seconds{model} histogram  arrival to answer, by model:
-//   tensorcompute_model_queue_duration_seconds{model}   histogram    a resident table's name, or
-//   tensorcompute_model_compute_duration_seconds{model} histogram    gather, gather_nd or
-//                                                                    embedding_bag (params sent)
-//   tensorcompute_gpu_stage_duration_seconds{device,stage}  histogram  per GPU batch: stage
-//                                                                  copy_in, kernel, copy_out
-//                                                                  (only with a GPU)
-//   tensorcompute_inflight_requests                     gauge      accepted, not yet answered
-//   tensorcompute_rejected_connections_total            counter    closed at once: at the limit,
-//                                                                  none idle
-//   tensorcompute_http_idle_connections_closed_total    counter    idle, closed for a newcomer
-//   tensorcompute_inflight_bytes                        gauge      of max_inflight_bytes in use
-//   tensorcompute_inflight_bytes_limit                  gauge      max_inflight_bytes
-//   tensorcompute_queue_depth                           gauge      waiting in the batcher
-//   tensorcompute_queue_capacity                        gauge      --queue_capacity
-//   tensorcompute_inflight_batches                      gauge      on the executors now
-//   tensorcompute_batch_size                            histogram  requests per batch
-//   tensorcompute_executor_batches_total{device}        counter    batches run per executor
-//   tensorcompute_executor_busy_seconds_total{device}   counter    summed batch time on it
-//   tensorcompute_executor_slots{device}                gauge      batches it runs at once
-//                                                                  (busy fraction: rate(busy) /
-//                                                                  slots)
-//   tensorcompute_device_up{device}                     gauge      1 in service, 0 lost (a GPU)
-//   tensorcompute_serving                               gauge      1 when health is SERVING
-//   tensorcompute_device_info{device,description}       gauge (1)  what serves the gathers
-//   tensorcompute_resident_bytes{device}                gauge      resident tables' bytes
-//   tensorcompute_resident_tensors                      gauge      resident tables stored
-//   tensorcompute_resident_bytes_held                   gauge      of max_resident_bytes in use
-//   tensorcompute_resident_lookups_total{tensor}        counter    requests answered on each
-//                                                                  resident table
-//   tensorcompute_shard_calls_total{shard,code}         counter    routed parts by shard, code
-//   tensorcompute_shard_call_duration_seconds{shard}    histogram  a routed part's time
+// reads Metrics, the batcher, the byte budget, the metered executors and, when set, the
+// resident tables, the GPU stages and health when scraped, and turns them into families named
+// by Prometheus conventions (tensorcompute_*, base units, _total for counters). The .cc
+// names, types and describes each family once, a function per group; docs/deploy.md
+// ("Metrics") is the operator's table of them, and tests/deploy/monitoring_test.py checks that
+// the two list the same families.
 //
 // Every duration histogram has the buckets of core::DurationBounds() (10 us to 60 s) and every
 // size histogram those of core::SizeBounds() (64 B to 1 GiB), so that replicas' series add up.

@@ -123,7 +123,7 @@ struct ServerOptions {
   // by gRPC (CANCELLED, which clients do not retry). Default 500 ms; 0: close at once.
   absl::Duration drain_notice = absl::Milliseconds(500);
 
-  // Prometheus metrics (prometheus_metrics.h lists them) over HTTP at http://<this>/metrics,
+  // Prometheus metrics (docs/deploy.md lists them) over HTTP at http://<this>/metrics,
   // "host:port"; port 0 picks a free port (Server::metrics_port() tells). Empty (the library's
   // default; the binary's --metrics_listen defaults to 0.0.0.0:9090): no endpoint. Start fails
   // with UNAVAILABLE when it cannot be bound.

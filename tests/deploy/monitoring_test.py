@@ -9,9 +9,13 @@ an unknown table, a put of a name in use), ListTensors, and KServe inference ove
 (promql_refs.py: metric names, matcher labels and values, by/without/on/ignoring labels,
 histogram_quantile over le, rate of counters only, both sides of a binary operator alike).
 
+The same scrape keeps docs/deploy.md's table of metrics true: it names exactly the
+tensorcompute_* families the servers export, each with its type and labels (the code in
+server/prometheus_metrics.cc is the one list of families; the table is the operator's view).
+
 One family cannot be scraped here: tensorcompute_gpu_stage_duration_seconds exists only on a
-server with a GPU. It is checked against its documentation in server/prometheus_metrics.h's
-header comment instead (GPU_ONLY_FAMILIES), and against the scrape when a GPU is there.
+server with a GPU. It is checked against its row in docs/deploy.md instead (GPU_ONLY_FAMILIES),
+and against the scrape when a GPU is there.
 
 Also, without a server: the checker itself on expressions known to be wrong; each panel has a
 target, the template variables are defined, each alert has for, severity, summary and
@@ -38,7 +42,8 @@ import yaml
 
 import validate_custom_resources
 from promql_refs import (GRPC_CODES, TARGET_LABELS, Catalogue, check_expression,
-                         check_variable_query, documented_families, metric_names)
+                         check_variable_query, documented_families, exposed_families,
+                         metric_names)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MONITORING = os.path.join(REPO, "deploy", "monitoring")
@@ -47,10 +52,11 @@ RULES = os.path.join(MONITORING, "prometheus-rules.yaml")
 SERVICE_MONITOR = os.path.join(MONITORING, "servicemonitor.yaml")
 KUSTOMIZATION = os.path.join(MONITORING, "kustomization.yaml")
 BASE = os.path.join(REPO, "deploy", "k8s", "base")
-METRICS_HEADER = os.path.join(REPO, "server", "prometheus_metrics.h")
+METRICS_DOC = os.path.join(REPO, "docs", "deploy.md")  # its table of metrics
 
-# Families that only a server with a GPU exports, checked against the header's list of families
-# when the scrape lacks them (stage: the three steps of a GPU batch).
+# Families that only a server with a GPU exports, checked against docs/deploy.md's table when
+# the scrape lacks them (stage: the three steps of a GPU batch). Every other documented family
+# is exported by the servers of ExportedSeriesTest (sharded, with resident tables and KServe).
 GPU_ONLY_FAMILIES = {"tensorcompute_gpu_stage_duration_seconds"}
 GPU_STAGES = {"copy_in", "kernel", "copy_out"}
 SEVERITIES = {"critical", "warning", "info"}
@@ -229,13 +235,28 @@ class PromqlCheckerTest(unittest.TestCase):
 
     def test_documented_families(self):
         families = documented_families(
-            "//   tensorcompute_requests_total{rpc,code}   counter    answers\n"
-            "//   tensorcompute_device_info{device,description}  gauge (1)  what\n"
-            "//   tensorcompute_queue_depth                gauge      waiting\n"
-            "//   tensorcompute_x_seconds{device,stage}    histogram  per batch\n")
+            "Text before.\n\n"
+            "| metric | type | what |\n"
+            "|---|---|---|\n"
+            "| `tensorcompute_requests_total{rpc,code}` | counter | answers by `rpc` |\n"
+            "| `tensorcompute_device_info{device,description}` | gauge | 1; `cuda:0` |\n"
+            "| `tensorcompute_queue_depth` | gauge | waiting |\n"
+            "| `tensorcompute_a_total{shard,code}`, `tensorcompute_b_seconds{shard}` "
+            "| counter, histogram | parts |\n"
+            "| `tensorcompute_x_seconds{device,stage}`, `tensorcompute_y_seconds` "
+            "| histogram | per batch |\n"
+            "\n| `tensorcompute_not_in_the_table` | gauge | after it |\n")
         self.assertEqual(families["tensorcompute_requests_total"], ("counter", ["rpc", "code"]))
         self.assertEqual(families["tensorcompute_device_info"][0], "gauge")
         self.assertEqual(families["tensorcompute_queue_depth"], ("gauge", []))
+        self.assertEqual(families["tensorcompute_a_total"], ("counter", ["shard", "code"]))
+        self.assertEqual(families["tensorcompute_b_seconds"], ("histogram", ["shard"]))
+        self.assertEqual(families["tensorcompute_y_seconds"], ("histogram", []))
+        self.assertNotIn("tensorcompute_not_in_the_table", families)
+        with self.assertRaises(ValueError):
+            documented_families("| metric | type | what |\n|---|---|---|\n"
+                                "| `tensorcompute_a`, `tensorcompute_b` | counter, gauge, gauge "
+                                "| x |\n")
         catalogue = Catalogue()
         catalogue.add_documented("tensorcompute_x_seconds", "histogram", ["device", "stage"], "doc")
         self.assertEqual(catalogue.get("tensorcompute_x_seconds_bucket").labels,
@@ -416,14 +437,16 @@ class ExportedSeriesTest(unittest.TestCase):
         cls.catalogue = Catalogue.from_scrape(*cls.texts)
         cls.rpcs = cls.catalogue.get("tensorcompute_requests_total").values["rpc"]
         cls.label_values = {"code": GRPC_CODES, "rpc": cls.rpcs, "stage": GPU_STAGES}
-        with open(METRICS_HEADER) as f:
+        with open(METRICS_DOC) as f:
             cls.documented = documented_families(f.read())
+        cls.exposed = {name: family for name, family in exposed_families(*cls.texts).items()
+                       if name.startswith("tensorcompute_")}
         for family in GPU_ONLY_FAMILIES:
             if family in cls.documented and not any(
                     name.startswith(family + "_") or name == family
                     for name in cls.catalogue.series):
                 kind, labels = cls.documented[family]
-                cls.catalogue.add_documented(family, kind, labels, "server/prometheus_metrics.h")
+                cls.catalogue.add_documented(family, kind, labels, "docs/deploy.md")
 
     @classmethod
     def drive(cls, tensorcompute, servers, table):
@@ -486,9 +509,27 @@ class ExportedSeriesTest(unittest.TestCase):
         for family in GPU_ONLY_FAMILIES:
             self.assertIn(family, self.documented,
                           f"{family} is exported only with a GPU and so is checked against "
-                          "server/prometheus_metrics.h's list, where it is missing")
+                          "docs/deploy.md's table of metrics, where it is missing")
             kind, labels = self.documented[family]
             self.assertEqual((kind, set(labels)), ("histogram", {"device", "stage"}))
+
+    def test_every_exported_family_is_documented(self):
+        problems = []
+        for name, (kind, labels) in sorted(self.exposed.items()):
+            if name not in self.documented:
+                problems.append(f"{name} is exported, but not in docs/deploy.md's table")
+                continue
+            documented_kind, documented_labels = self.documented[name]
+            if (documented_kind, set(documented_labels)) != (kind, labels):
+                problems.append(f"{name}: docs/deploy.md says {documented_kind} "
+                                f"{sorted(documented_labels)}, the server {kind} {sorted(labels)}")
+        self.assertEqual(problems, [], "\n".join(problems))
+
+    def test_every_documented_family_is_exported(self):
+        # With a GPU the GPU-only families are exported too; without one they cannot be.
+        missing = sorted(set(self.documented) - set(self.exposed) - GPU_ONLY_FAMILIES)
+        self.assertEqual(missing, [], "in docs/deploy.md's table of metrics, but not exported "
+                         "by servers that show every family but the GPU-only ones")
 
     def test_the_dashboard_refers_only_to_exported_series(self):
         expressions = dashboard_expressions(load_dashboard())

@@ -26,6 +26,8 @@ before parsing; other variables may appear only inside strings (label values suc
     problems = check_expression('sum by (rpc) (rate(tensorcompute_requests_total[5m]))',
                                 catalogue, label_values={"code": GRPC_CODES})
     # [] when all is well, else one sentence per problem
+    documented_families(deploy_md)                # {family: (type, [labels])} of its table
+    exposed_families(text)                        # {family: (type, {labels})} of a scrape
 """
 
 import difflib
@@ -144,14 +146,45 @@ class Catalogue:
         return self.series.get(name)
 
 
-def documented_families(header_text):
-    """{family: (kind, [labels])} from a header comment that lists families one per line:
-    `//   tensorcompute_requests_total{rpc,code}   counter   what`."""
+def documented_families(markdown):
+    """{family: (kind, [labels])} from the metrics table of docs/deploy.md: the rows after the
+    header `| metric | type | what |`, each naming one or more families in its first cell
+    (`tensorcompute_x{a,b}`, `tensorcompute_y`) and their types in its second (one type for
+    all, or one per family in order: `counter, histogram`)."""
     out = {}
-    for m in re.finditer(r"^//\s+([a-zA-Z_:][a-zA-Z0-9:]*_[a-zA-Z0-9_:]+)(?:\{([^}]*)\})?\s+"
-                         r"(counter|gauge|histogram|summary)\b", header_text, re.M):
-        labels = [name.strip() for name in (m.group(2) or "").split(",") if name.strip()]
-        out[m.group(1)] = (m.group(3), labels)
+    lines = iter(markdown.splitlines())
+    for line in lines:
+        if re.fullmatch(r"\|\s*metric\s*\|\s*type\s*\|\s*what\s*\|", line.strip()):
+            break
+    else:
+        raise ValueError("no table headed | metric | type | what |")
+    next(lines, None)  # |---|---|---|
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        families = re.findall(r"`([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?`", cells[0])
+        kinds = [kind.strip() for kind in cells[1].split(",")]
+        if len(kinds) == 1:
+            kinds *= len(families)
+        if not families or len(kinds) != len(families):
+            raise ValueError(f"cannot read the families of: {line}")
+        for (name, labels), kind in zip(families, kinds):
+            out[name] = (kind, [label.strip() for label in labels.split(",") if label.strip()])
+    return out
+
+
+def exposed_families(*texts):
+    """{family: (kind, {labels})} of Prometheus text expositions (their union), named as their
+    `# TYPE` lines name them (counters with _total); a histogram's le is not among its labels."""
+    out = {}
+    for text in texts:
+        for m in re.finditer(r"^# TYPE (\S+) (\S+)$", text, re.M):
+            out.setdefault(m.group(1), (m.group(2), set()))
+        for family in text_string_to_metric_families(text):
+            name = family.name + "_total" if family.type == "counter" else family.name
+            for sample in family.samples:
+                out[name][1].update(k for k in sample.labels if k not in ("le", "quantile"))
     return out
 
 
