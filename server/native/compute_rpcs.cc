@@ -125,6 +125,12 @@ class ComputeCall final : public UnaryReactor {
       }
       out->params = out->table->plan_view();
       out->from_router = context().client_metadata().count(kHopMetadata) > 0;
+    } else if (!request_.has_params()) {
+      // Said in these words, not as the empty tensor's "dtype is unspecified", which sent
+      // callers looking for a dtype they never meant to set.
+      return absl::InvalidArgumentError(
+          "set params (the tensor inline) or params_name (a resident tensor); the request has "
+          "neither");
     } else {
       TC_ASSIGN_OR_RETURN(out->params, proto::ViewTensor(request_.params(), "params"));
     }

@@ -203,6 +203,10 @@ std::string NoParse(absl::string_view type, size_t bytes) {
   return absl::StrCat("the request message (", bytes, " bytes) does not parse as ", type);
 }
 
+// A request with neither params nor params_name (an empty params message is params).
+constexpr char kNeitherParams[] =
+    "set params (the tensor inline) or params_name (a resident tensor); the request has neither";
+
 std::string ParamsDtypeError(absl::string_view what) {
   return absl::StrCat("params: ", what, "; expected one of ", kKnownTypes);
 }
@@ -238,7 +242,7 @@ std::vector<Row> Rows() {
       {"wire_unmatched_end_group", "Gather: a lone END_GROUP tag (field 1, wire type 4)", kGather,
        Raw("\x0c"), StatusCode::INVALID_ARGUMENT, NoParse("tensorcompute.v1.GatherRequest", 1)},
       {"wire_empty_body", "Gather: zero bytes (every field missing)", kGather, Raw(""),
-       StatusCode::INVALID_ARGUMENT, ParamsDtypeError("dtype is unspecified")},
+       StatusCode::INVALID_ARGUMENT, kNeitherParams},
       {"wire_params_as_varint",
        "Gather: field 1 (params) sent as a varint: protobuf keeps it as an unknown field", kGather,
        Raw(std::string("\x08\x01", 2) + G(v1::Tensor(), Idx()).SerializeAsString()),
@@ -271,8 +275,7 @@ std::vector<Row> Rows() {
        GatherWire([] { return G(P3(), v1::Tensor()); }), StatusCode::INVALID_ARGUMENT,
        IndicesDtypeError("dtype is unspecified")},
       {"missing_both_gather_nd", "GatherNd: batch_dims = 0 only, no params nor indices", kGatherNd,
-       NdWire([] { return v1::GatherNdRequest(); }), StatusCode::INVALID_ARGUMENT,
-       ParamsDtypeError("dtype is unspecified")},
+       NdWire([] { return v1::GatherNdRequest(); }), StatusCode::INVALID_ARGUMENT, kNeitherParams},
 
       // -- dtypes --
       {"params_dtype_99", "params dtype 99", kGather, GatherWire([] {
