@@ -113,7 +113,7 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const CommonFlags& f) {
   options.timeout = absl::Seconds(f.timeout_s);
   options.max_message_bytes = f.max_message_bytes;
   options.connections_per_target = f.connections;
-  options.retry.max_attempts = 1 + f.retries;
+  options.retry.max_attempts = 1 + f.retries;  // --retries counts the attempts after the first
   absl::StatusOr<grpc_compression_algorithm> compression = ParseCompression(f.compression);
   if (!compression.ok()) return compression.status();
   options.compression = *compression;

@@ -89,7 +89,9 @@ namespace {
 struct PutInput {
   std::optional<core::Tensor> tensor;
   std::optional<TensorSource> source;
-  // Set when the source's read failed during an upload (an I/O error, not the call's).
+  // Set when the source's read failed during an upload (an I/O error, not the call's): the
+  // status the put returns is the read's own, and cannot tell. Shared, because the wrapped
+  // read is copied (into each attempt's chunker, into shards' sources) and PutInput is moved.
   std::shared_ptr<bool> read_failed = std::make_shared<bool>(false);
 
   // The whole input as a source (REQUIRES: fixed-size elements).
@@ -151,7 +153,7 @@ int64_t InputBytes(const PutInput& input) {
 
 absl::Duration PutDeadline(absl::Duration client_timeout, int64_t bytes, bool timeout_given) {
   if (timeout_given) return client_timeout;
-  return client_timeout + absl::Seconds(static_cast<double>(bytes) / 10e6);
+  return client_timeout + absl::Seconds(static_cast<double>(bytes) / 10e6);  // 1 s per 10 MB
 }
 
 int RunPut(Client& client, const PutFlags& f) {
@@ -197,6 +199,8 @@ int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
   for (int32_t s = 0; s < f.shards; ++s) {
     const core::RowRange rows = core::ShardRows(total, f.shards, s);
     PutOptions options = f.options;
+    // Each shard goes only to the replicas its --targets entry lists (a client each, below),
+    // whatever --all-targets says.
     options.all_targets = false;
     options.shard = core::ShardSpec{s, f.shards, total};
     for (absl::string_view replica : absl::StrSplit(targets[static_cast<size_t>(s)], '|')) {
@@ -254,6 +258,7 @@ int RunList(Client& client, bool json) {
   for (int i = 0; i < static_cast<int>(targets.size()); ++i) {
     absl::StatusOr<std::vector<TensorInfo>> list = client.ListTensors(i);
     answered = answered || list.ok();
+    // One target's failure does not hide the others' tables; it only sets the exit code.
     if (!list.ok()) {
       std::fprintf(stderr, "error: %s: %s: %s\n", targets[i].c_str(),
                    absl::StatusCodeToString(list.status().code()).c_str(),

@@ -30,11 +30,13 @@
 namespace tensorcompute::client {
 namespace {
 
-// The delay before retry `retry` (1, 2, ...), with jitter in [0.5, 1].
+// The delay before retry `n` (1, 2, ...), with jitter in [0.5, 1].
 absl::Duration Backoff(const RetryOptions& retry, int n) {
   absl::Duration backoff = retry.initial_backoff;
+  // Stops multiplying once the cap is reached, so a large `n` costs no more iterations.
   for (int i = 1; i < n && backoff < retry.max_backoff; ++i) backoff *= retry.backoff_multiplier;
   backoff = std::min(backoff, retry.max_backoff);
+  // A Client is shared across threads and a BitGen is not thread-safe: one per thread, no lock.
   thread_local absl::BitGen gen;
   return backoff * absl::Uniform(gen, 0.5, 1.0);
 }
@@ -116,6 +118,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t ma
                                            const std::string& server_name,
                                            grpc_compression_algorithm compression) {
   grpc::ChannelArguments args;
+  // gRPC's message-size arguments are ints: a larger limit is capped, not wrapped.
   const int limit = static_cast<int>(std::min<int64_t>(max_message_bytes, INT32_MAX));
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
@@ -148,12 +151,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     return absl::InvalidArgumentError("timeout must be > 0 (or infinite)");
   }
   TC_RETURN_IF_ERROR(proto::CheckCompression(options.compression));
+  // A token is sent as a metadata (HTTP/2 header) value, which may not hold CR or LF: refused
+  // here, before any call.
   if (options.auth_token.find_first_of("\r\n") != std::string::npos ||
       options.admin_token.find_first_of("\r\n") != std::string::npos) {
     return absl::InvalidArgumentError("auth_token and admin_token must be one line each");
   }
   TC_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                       MakeChannelCredentials(options.tls));
+  // Process-wide, not per Client: the subchannel pool is global, so two Clients of the same
+  // target would otherwise share connections (see MakeChannel).
   static std::atomic<int> next_index{0};
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& target : targets) {
@@ -187,14 +194,19 @@ template <typename Attempt>
 grpc::Status Client::WithRetries(int target, bool admin, const CallOptions& call,
                                  Attempt&& attempt) {
   const absl::Duration timeout = call.timeout.value_or(options_.timeout);
+  // One deadline for the call, fixed before the first attempt: retries share it, they do not
+  // each get a fresh timeout. (Now() + InfiniteDuration() is InfiniteFuture().)
   const absl::Time deadline = absl::Now() + timeout;
   const uint64_t per_target = static_cast<uint64_t>(options_.connections_per_target);
   grpc::Status status;
   for (int n = 1;; ++n) {
     const uint64_t next = next_channel_.fetch_add(1);
+    // channels_ is grouped by target (Create), so target t's channels are
+    // [t * per_target, (t + 1) * per_target).
     const size_t channel = target < 0
                                ? next % channels_.size()
                                : static_cast<size_t>(target) * per_target + next % per_target;
+    // A fresh context per attempt: gRPC forbids reusing a ClientContext for a second call.
     grpc::ClientContext context;
     if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));
     Authorize(&context, admin);
@@ -204,6 +216,8 @@ grpc::Status Client::WithRetries(int target, bool admin, const CallOptions& call
       return status;
     }
     const absl::Duration wait = Backoff(options_.retry, n);
+    // A retry that could not start before the deadline is not waited for: the caller gets the
+    // server's UNAVAILABLE now rather than DEADLINE_EXCEEDED later.
     if (absl::Now() + wait >= deadline) return status;
     absl::SleepFor(wait);
   }
@@ -223,6 +237,8 @@ absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOpti
         }
       });
   if (!status.ok()) return proto::FromGrpcStatus(status);
+  // The output is copied out of the response, which dies here; the answer is still checked
+  // (dtype, shape against bytes), but its rank is not limited.
   return proto::FromProto(response.output(), "output", INT64_MAX);
 }
 
@@ -339,6 +355,7 @@ template <typename One>
 absl::StatusOr<TensorInfo> Client::OnTargets(const char* what, const std::string& name,
                                              bool all_targets, One&& one) {
   const int n = all_targets ? static_cast<int>(targets_.size()) : 1;
+  // One target: its status as it is, without the "failed on 1 of 1 targets" wrapping.
   if (n == 1) return one(0);
   std::optional<TensorInfo> first;
   absl::Status first_error;
@@ -407,6 +424,8 @@ absl::StatusOr<TensorInfo> Client::PutOne(
   const grpc::Status status =
       WithRetries(target, /*admin=*/true, call, [&](size_t channel, grpc::ClientContext* context) {
         response.Clear();
+        // A new chunker per attempt: a stream cannot be resumed, so a retried upload starts
+        // again from the first message (and the tensor's first byte).
         PutChunker chunker = make_chunker({.device = options.device,
                                            .replace = options.replace,
                                            .chunk_bytes = options.chunk_bytes,

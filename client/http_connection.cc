@@ -35,6 +35,7 @@ struct HttpConnection::State {
 HttpConnection::HttpConnection(absl::string_view target, absl::Duration timeout)
     : timeout_(timeout), state_(std::make_unique<State>()) {
   absl::ConsumePrefix(&target, "http://");
+  // The last colon: an IPv6 address ("[::1]:8000") has colons of its own.
   const size_t colon = target.rfind(':');
   absl::string_view host = target.substr(0, colon);
   if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
@@ -89,12 +90,15 @@ absl::StatusOr<int> HttpConnection::Exchange(absl::string_view path, const Heade
   request.set(http::field::host, host_);
   for (const auto& [name, value] : headers) request.set(name, value);
   request.keep_alive(true);
+  // Swapped in and back out (after the write), not copied: a body can be megabytes.
   request.body().swap(*body);
   request.prepare_payload();
 
   http::response_parser<http::string_body> parser;
+  // Lifts Beast's default limit on a response body (8 MB), which large answers exceed.
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   answer->clear();
+  // The caller's string (and its capacity) receives the answer, swapped back below.
   parser.get().body().swap(*answer);
 
   beast::tcp_stream& stream = *state_->stream;
@@ -116,6 +120,7 @@ absl::StatusOr<int> HttpConnection::Exchange(absl::string_view path, const Heade
   }
   parser.get().body().swap(*answer);
   if (ec) {
+    // A failed exchange leaves the stream in an unknown state: the next Post reconnects.
     state_->stream.reset();
     return absl::UnavailableError(
         absl::StrCat("HTTP exchange with ", host_, ":", port_, " failed: ", ec.message()));

@@ -118,6 +118,8 @@ absl::Status ToInteger(const Json& v, DataType dtype, T* out) {
     return Invalid(absl::StrCat(Brief(v), " does not fit ", core::DataTypeName(dtype)));
   };
   using Limits = std::numeric_limits<T>;
+  // nlohmann::json keeps every integer literal without a minus sign as unsigned, so the
+  // signed branch below sees only literals written with one.
   if (v.is_number_unsigned()) {
     const auto u = v.get<uint64_t>();
     if (u > static_cast<uint64_t>(Limits::max())) return does_not_fit();
@@ -271,6 +273,8 @@ absl::StatusOr<core::Tensor> ParseJsonDocument(const Json& doc) {
     }
     if (v->empty()) break;
   }
+  // The loop above read the shape off the first elements only; Flatten checks every list
+  // against it.
   std::vector<const Json*> leaves;
   std::string path = "values";
   TC_RETURN_IF_ERROR(Flatten(values, nested, complex, 0, &path, &leaves));
@@ -294,6 +298,7 @@ absl::StatusOr<core::Tensor> ParseJsonDocument(const Json& doc) {
                                ? StoreString(*leaves[i], view.strings[i])
                                : StoreValue(*leaves[i], static_cast<int64_t>(i), &t);
     if (!s.ok()) {
+      // Positions as the file wrote them (`nested`), even when "shape" reshapes flat values.
       return Invalid(absl::StrCat(LeafPath(static_cast<int64_t>(i), nested), ": ", s.message()));
     }
   }
@@ -326,6 +331,8 @@ std::string FormatFloat(float f, uint32_t bits, uint32_t (*round)(double), int d
   if (digits > 0 && f == std::trunc(f) && std::fabs(f) < 0x1p24f) {
     return absl::StrCat(static_cast<int32_t>(f));  // 65504, not 6.55e+04
   }
+  // `digits` (5 for float16, 4 for bfloat16) is the precision that suffices for the format,
+  // ceil(1 + significand bits * log10(2)) with 11 and 8 bits; shorter forms are tried first.
   char buf[64];
   for (int p = 1; p <= digits + 1; ++p) {
     const auto r = p <= digits
@@ -350,6 +357,8 @@ uint32_t RoundFloat32(double d) { return FloatBits(DoubleToFloat(d)); }
 uint32_t RoundHalf(double d) { return FloatToHalf(DoubleToFloat(d)); }
 uint32_t RoundBFloat16(double d) { return FloatToBFloat16(DoubleToFloat(d)); }
 
+// JSON requires escaping only '"', '\\' and control characters below 0x20; other bytes,
+// UTF-8 sequences included, are copied (callers pass valid UTF-8 only).
 std::string QuoteJson(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
@@ -406,6 +415,8 @@ void AppendJsonElement(const core::TensorView& t, size_t i, std::string* out) {
 }  // namespace
 
 absl::StatusOr<core::Tensor> ParseJson(absl::string_view text) {
+  // nlohmann::json reports errors by exception; none may leave this function (errors are
+  // absl::Status across the codebase).
   try {
     return ParseJsonDocument(Json::parse(text.begin(), text.end()));
   } catch (const Json::exception& e) {
@@ -417,6 +428,7 @@ std::string SerializeJson(const core::TensorView& t) {
   std::string out = absl::StrCat("{\"dtype\": \"", core::DataTypeName(t.dtype), "\", \"shape\": [",
                                  absl::StrJoin(t.shape, ", "), "], \"values\": [");
   const size_t elem = core::ElementSize(t.dtype);
+  // ElementSize is 0 for kUnspecified as well as for strings: no division by 0.
   const size_t n = t.dtype == DataType::kString ? t.strings.size()
                    : elem == 0                  ? 0
                                                 : t.data.size() / elem;

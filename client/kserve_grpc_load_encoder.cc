@@ -65,6 +65,8 @@ std::string KserveGrpcLoadEncoder::method() const {
 void KserveGrpcLoadEncoder::Add(const core::Tensor& indices, LoadRequests* out) const {
   inference::ModelInferRequest own;
   own.add_raw_input_contents(KserveRawContents(indices));
+  // head_ is shared by reference (a slice copy copies no bytes); the indices' entry of the
+  // repeated raw_input_contents lands after the params' when the two are parsed as one.
   grpc::Slice slices[2] = {head_, grpc::Slice(own.SerializeAsString())};
   out->bodies.emplace_back(slices, 2);
 }

@@ -36,6 +36,7 @@ void LatencyHistogram::Record(int64_t nanos) {
   counts_[BucketOf(nanos)].fetch_add(1, std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(nanos, std::memory_order_relaxed);
+  // Lock-free minimum and maximum: retry while another thread moves them first.
   int64_t seen = min_.load(std::memory_order_relaxed);
   while (nanos < seen && !min_.compare_exchange_weak(seen, nanos, std::memory_order_relaxed)) {
   }
@@ -65,6 +66,8 @@ int64_t LatencyHistogram::Quantile(double q) const {
   int64_t seen = 0;
   for (int b = 0; b < kBuckets; ++b) {
     seen += counts_[b].load(std::memory_order_relaxed);
+    // A bucket's upper bound may lie beyond every value recorded in it: the exact min and max
+    // keep the answer within what was seen (p100 is the max itself).
     if (seen >= rank) return std::clamp(UpperBoundOf(b), min(), max());
   }
   return max();

@@ -123,7 +123,8 @@ absl::StatusOr<core::Tensor> RandomIndices(const LoadRequestSpec& spec, bool inv
   for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
     values[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(spec.params_shape[i % depth]));
   }
-  if (invalid) values[rng() % values.size()] = INT32_MAX;  // beyond any dimension here
+  // INT32_MAX: beyond any dimension here, and representable in either index dtype.
+  if (invalid) values[rng() % values.size()] = INT32_MAX;
   TC_ASSIGN_OR_RETURN(core::Tensor indices,
                       core::Tensor::Allocate(spec.index_dtype, LoadIndexShape(spec)));
   for (size_t i = 0; i < values.size(); ++i) {
@@ -175,7 +176,9 @@ absl::StatusOr<LoadRequests> BuildLoadRequests(const LoadRequestSpec& spec) {
   out.http_path = encoder->http_path();
   int64_t total_bytes = 0;
   for (int64_t k = 0; k < spec.distinct_requests; ++k) {
-    // Request k is invalid when the running share of invalid ones steps up at k.
+    // Request k is invalid when the running share of invalid ones steps up at k: the first n
+    // requests hold floor(n * invalid_fraction) invalid ones, evenly spread, not drawn at
+    // random. A request without indices has none to make invalid.
     const bool invalid = spec.num_indices > 0 && std::floor((k + 1) * spec.invalid_fraction) >
                                                      std::floor(k * spec.invalid_fraction);
     TC_ASSIGN_OR_RETURN(core::Tensor indices, RandomIndices(spec, invalid, rng));

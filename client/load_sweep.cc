@@ -64,6 +64,8 @@ absl::StatusOr<std::vector<double>> ParseSweepList(SweepKind kind, absl::string_
   if (absl::StripAsciiWhitespace(text).empty()) TC_RETURN_IF_ERROR(CheckCount(kind, 0));
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     const absl::string_view entry = absl::StripAsciiWhitespace(part);
+    // Checked before parsing the entry past the limit, so that a huge list is refused after
+    // kMaxSweepPoints entries rather than parsed whole.
     if (values.size() == static_cast<size_t>(kMaxSweepPoints)) {
       TC_RETURN_IF_ERROR(CheckCount(kind, values.size() + 1));
     }
@@ -93,6 +95,8 @@ absl::StatusOr<std::vector<double>> ParseSweepList(SweepKind kind, absl::string_
 absl::StatusOr<std::vector<SweepPoint>> RunSweep(const Sweep& sweep, const LoadOptions& base,
                                                  const RunPointFn& run,
                                                  const SweepCallbacks& callbacks) {
+  // Every value checked before the first point runs: a bad one must not surface only after
+  // minutes of load.
   TC_RETURN_IF_ERROR(CheckCount(sweep.kind, sweep.values.size()));
   for (double value : sweep.values) TC_RETURN_IF_ERROR(CheckValue(sweep.kind, value));
   std::vector<SweepPoint> points;
@@ -115,6 +119,7 @@ absl::StatusOr<std::vector<SweepPoint>> RunSweep(const Sweep& sweep, const LoadO
 
 absl::StatusOr<std::string> SweepCsv(const std::vector<SweepPoint>& points,
                                      const SweepLabels& labels) {
+  // The labels are written unquoted: one holding a CSV metacharacter is refused, not escaped.
   for (const std::string* label : {&labels.op, &labels.protocol}) {
     if (label->find_first_of(",\"\r\n") != std::string::npos) {
       return absl::InvalidArgumentError(
@@ -139,6 +144,7 @@ absl::StatusOr<std::string> SweepCsv(const std::vector<SweepPoint>& points,
 std::string SweepJson(const std::vector<SweepPoint>& points, const SweepLabels& labels) {
   nlohmann::json array = nlohmann::json::array();
   for (const SweepPoint& p : points) {
+    // Through ToJson, so the object has exactly the single run's fields, plus the sweep's.
     nlohmann::json j = nlohmann::json::parse(p.report.ToJson());
     j["sweep"] = SweepKindName(p.kind);
     j["value"] = p.value;

@@ -24,7 +24,7 @@
 namespace tensorcompute::client {
 namespace {
 
-constexpr int kNumCodes = 17;  // grpc::StatusCode 0..16
+constexpr int kNumCodes = 17;  // grpc::StatusCode 0..16 (OK .. UNAUTHENTICATED)
 
 // Everything the calls of one run share. Counters are atomics: completions run on gRPC's
 // threads.
@@ -123,7 +123,8 @@ void Run::HttpSlot(int index) {
     }
     return *connections[t];
   };
-  uint64_t turn = static_cast<uint64_t>(index);  // this slot's starting target
+  // This slot's starting target: slots start spread over the targets, not all on the first.
+  uint64_t turn = static_cast<uint64_t>(index);
   // The request body and the answer go through buffers kept for the slot's life, so that a
   // megabyte call does not charge fresh pages to the protocol.
   std::string send_buffer, answer;
@@ -199,6 +200,10 @@ void Run::Attempt(std::unique_ptr<Call> call, uint64_t channel, std::function<vo
                             static_cast<int64_t>(owned->response.Length()));
                     }
                     owned.reset();
+                    // done() before the decrement: a closed-loop slot's next call is counted
+                    // (Start) before this one leaves, so outstanding_ never touches 0 while a
+                    // slot goes on, and Execute's wait cannot end early. done() runs without
+                    // mu_ held, since Start takes it.
                     done();
                     absl::MutexLock lock(&mu_);
                     --outstanding_;
@@ -233,6 +238,8 @@ void Run::OpenLoop() {
   const absl::Duration interval = absl::Seconds(1) / options_.rate;
   int64_t measured = 0;
   for (int64_t k = 0;; ++k) {
+    // Each call's time is computed from the start, not from the previous one, so that sleeps
+    // that overrun do not add up into a slower rate.
     const absl::Time due = begin_ + interval * static_cast<double>(k);
     const bool in_measure = due >= measure_start_;
     if (in_measure &&
@@ -252,6 +259,8 @@ void Run::OpenLoop() {
       continue;
     }
     auto call = std::make_unique<Call>();
+    // Measured from `due`, not from the send: when this loop runs late, the delay shows in the
+    // latency (no coordinated omission; load_tester.h).
     call->start = due;
     call->measured = in_measure;
     Start(std::move(call), [] {});
@@ -294,6 +303,7 @@ LoadReport Run::Execute() {
   } else if (options_.rate > 0) {
     OpenLoop();
   } else {
+    // Each slot's first call; every later one is started by its predecessor's completion.
     for (int i = 0; i < options_.concurrency; ++i) ClosedLoopSlot();
   }
   absl::Time last_answer;
@@ -317,6 +327,8 @@ LoadReport Run::Execute() {
   r.errors = errors_.load();
   r.retries = retries_.load();
   r.unexpected = unexpected_.load();
+  // The measured time runs to the last answer, not to the end of the schedule: calls still in
+  // flight at measure_end_ are counted, so their time is too. The floor avoids dividing by 0.
   r.seconds = std::max(absl::ToDoubleSeconds(last_answer - measure_start_), 1e-9);
   const int64_t answered = answered_.load();
   if (answered == 0) r.seconds = 0;

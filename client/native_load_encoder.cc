@@ -75,6 +75,8 @@ void NativeLoadEncoder::Add(const core::Tensor& indices, LoadRequests* out) cons
       break;
     }
   }
+  // Copying shared_ takes a reference, not its bytes: every body shares the one serialized
+  // params. The two slices parse as one request: protobuf merges concatenated messages.
   grpc::Slice slices[2] = {shared_, grpc::Slice(own)};
   out->bodies.emplace_back(slices, 2);
 }

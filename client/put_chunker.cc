@@ -18,8 +18,8 @@
 namespace tensorcompute::client {
 namespace {
 
-// The bytes one entry of `repeated bytes strings = 8` takes on the wire: a one-byte tag, the
-// varint length and the string itself.
+// The bytes one entry of `repeated bytes strings = 8` takes on the wire: a one-byte tag (field 8,
+// wire type 2: 8 << 3 | 2 = 0x42, below 0x80), the varint length and the string itself.
 int64_t StringWireBytes(const std::string& s) {
   return 1 + static_cast<int64_t>(google::protobuf::io::CodedOutputStream::VarintSize64(s.size())) +
          static_cast<int64_t>(s.size());
@@ -41,7 +41,9 @@ class ChunkPool : public std::enable_shared_from_this<ChunkPool> {
         free_.pop_back();
       }
     }
+    // A kept buffer may be larger than `n` (an earlier, larger chunk): the slice covers n bytes.
     if (buffer.size() < n) buffer.resize(n);
+    // The loan holds the pool: gRPC may free the slice after the chunker, and its pool, are gone.
     auto* loan = new Loan{shared_from_this(), std::move(buffer)};
     return grpc::Slice(loan->buffer.data(), n, &Return, loan);
   }
@@ -55,6 +57,7 @@ class ChunkPool : public std::enable_shared_from_this<ChunkPool> {
   // A few buffers are kept: as many as an upload has in flight.
   static constexpr size_t kKept = 8;
 
+  // Runs on whichever thread gRPC drops the slice's last reference on: hence the mutex.
   static void Return(void* p) {
     std::unique_ptr<Loan> loan(static_cast<Loan*>(p));
     absl::MutexLock lock(&loan->pool->mu_);
@@ -85,6 +88,7 @@ PutChunker::PutChunker(std::string name, TensorSource source, PutChunkerOptions 
 
 bool PutChunker::Head(v1::PutTensorRequest* message, int64_t* data_bytes) {
   *data_bytes = 0;
+  // The first message is always produced, even for an empty tensor: it carries the description.
   if (!status_.ok() || (messages_ > 0 && offset_ >= total_)) return false;
   message->Clear();
   if (messages_ == 0) {
@@ -147,12 +151,16 @@ bool PutChunker::NextBuffer(grpc::ByteBuffer* out) {
   if (!Head(&head, &n)) return false;
   // The other fields, then `data`'s key and length, then the chunk in a slice of its own:
   // concatenated encodings of a message's fields are that message (protobuf's wire format).
+  // `data` (field 7) then follows storage (9) and shard (10) out of field-number order, which
+  // every parser accepts: the wire format does not require fields in order.
   std::string bytes = head.SerializeAsString();
   if (n == 0) {
     grpc::Slice slice(bytes);
     *out = grpc::ByteBuffer(&slice, 1);
     return ReadChunk(0, nullptr);
   }
+  // Scoped: `bytes` holds exactly the tag and length only once `coded` is destroyed (it flushes
+  // and gives back the unused part of the string's buffer).
   {
     google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream coded(&stream);

@@ -88,6 +88,8 @@ grpc::Status UploadPut(const std::shared_ptr<grpc::Channel>& channel, grpc::Clie
   // finishing (OnDone) until the last of them has been started and waited for, so that each
   // write completes, failed if the call is over, instead of being started on a finished call.
   reactor.AddHold();
+  // The answer's read is posted before StartCall, which gRPC allows (it is held until the call
+  // starts), so that it is pending even if the server answers mid-upload.
   reactor.StartRead(&answer);
   reactor.StartCall();
   // Two buffers: one being sent while the next is read into the other.
@@ -95,6 +97,8 @@ grpc::Status UploadPut(const std::shared_ptr<grpc::Channel>& channel, grpc::Clie
   int current = 0;
   bool more = chunker->NextBuffer(&buffers[current]);
   bool sent_all = true;
+  // gRPC allows one write in flight per stream: each write is waited for before the next one,
+  // and the read into the other buffer happens in between.
   while (more) {
     reactor.Write(&buffers[current]);
     const int64_t through = chunker->sent();  // before the next chunk is read
@@ -109,7 +113,7 @@ grpc::Status UploadPut(const std::shared_ptr<grpc::Channel>& channel, grpc::Clie
   if (!chunker->status().ok()) {
     context->TryCancel();  // an incomplete tensor is never finished as an upload
   } else if (sent_all) {
-    reactor.StartWritesDone();
+    reactor.StartWritesDone();  // the half-close that tells the server the tensor is complete
   }
   reactor.RemoveHold();
   const auto [status, answered] = reactor.WaitForDone();

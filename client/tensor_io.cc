@@ -60,7 +60,9 @@ absl::Status WriteWholeFile(absl::string_view contents, const std::string& path)
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return ErrnoError(errno, "open", path);
   const bool written = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
-  const int write_errno = errno;
+  const int write_errno = errno;  // before fclose, which may set errno again
+  // fclose is checked too: a buffered write's failure (a full disk) may show only when the
+  // buffer is flushed there.
   if (std::fclose(f) != 0 || !written) {
     return ErrnoError(written ? errno : write_errno, "write", path);
   }
@@ -89,6 +91,7 @@ absl::StatusOr<core::Tensor> ReadTensorFile(const std::string& path) {
 
 absl::Status WriteTensorFile(const core::TensorView& t, const std::string& path) {
   TC_ASSIGN_OR_RETURN(const TensorFormat format, FormatFromPath(path));
+  // Checked before the file is opened, so that a malformed tensor leaves no empty file behind.
   TC_RETURN_IF_ERROR(core::ValidateTensor(t, "tensor", std::numeric_limits<int64_t>::max()));
   std::string contents;
   if (format == TensorFormat::kNpy) {

@@ -73,6 +73,7 @@ class Scanner {
       }
       const auto wire_type = static_cast<WireType>(WireFormatLite::GetTagWireType(tag));
       const uint32_t number = static_cast<uint32_t>(WireFormatLite::GetTagFieldNumber(tag));
+      // An end-group tag ends the group it closes; anywhere else the parser refuses it.
       if (wire_type == WireFormatLite::WIRETYPE_END_GROUP) {
         return end_group != 0 && number == end_group;
       }
@@ -96,6 +97,8 @@ class Scanner {
   DecodedCost cost;
 
  private:
+  // Whether the parser reads `wire_type` as `field`: its declared wire type, or a packed run
+  // (length-delimited) for a repeated numeric field, in whichever form it was declared.
   static bool Accepts(const FieldDescriptor& field, WireType wire_type) {
     const auto declared =
         WireFormatLite::WireTypeForFieldType(static_cast<WireFormatLite::FieldType>(field.type()));
@@ -199,6 +202,7 @@ class Scanner {
         WireFormatLite::WireTypeForFieldType(static_cast<WireFormatLite::FieldType>(field.type()));
     if (element_wire_type != WireFormatLite::WIRETYPE_VARINT) {
       const int64_t size = element_wire_type == WireFormatLite::WIRETYPE_FIXED32 ? 4 : 8;
+      // Rounded up: never short of what the parser builds from a length that is not a multiple.
       *count = (int64_t{length} + size - 1) / size;
       return in_.Skip(static_cast<int>(length));
     }
@@ -219,7 +223,7 @@ class Scanner {
   // What a new object of `type` takes: its default instance's size, once per type.
   int64_t ObjectSize(const Descriptor* type) {
     if (auto it = sizes_.find(type); it != sizes_.end()) return it->second;
-    int64_t size = 256;
+    int64_t size = 256;  // kept only for a type with no generated prototype: a fixed guess
     if (type->options().map_entry()) {
       // A map's node: its key and value, a next pointer, and its share of the bucket array
       // (at most 3 slots of 8 bytes). What the key and value hold beyond that is counted as

@@ -51,6 +51,7 @@ absl::StatusOr<core::TensorView> ViewTensor(const v1::Tensor& t, absl::string_vi
     return core::ValidateTensor(view, name, std::numeric_limits<int64_t>::max());
   }
   view.shape.assign(t.shape().begin(), t.shape().end());
+  // No copy: the view points into the message, which the caller keeps alive.
   const std::string& data = t.data();
   view.data = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size());
   // RepeatedPtrField<std::string>::data() is the message's own array of string pointers,
@@ -65,6 +66,7 @@ void ToProto(const core::TensorView& t, v1::Tensor* out) {
   out->set_dtype(ToProtoDataType(t.dtype));
   out->mutable_shape()->Assign(t.shape.begin(), t.shape.end());
   if (t.dtype == core::DataType::kString) {
+    // The pointer array allocated once, instead of regrowing as the strings are added.
     out->mutable_strings()->Reserve(static_cast<int>(t.strings.size()));
     for (const std::string* s : t.strings) out->add_strings(*s);
   } else {
@@ -75,6 +77,7 @@ void ToProto(const core::TensorView& t, v1::Tensor* out) {
 absl::StatusOr<core::Tensor> FromProto(const v1::Tensor& t, absl::string_view name,
                                        int64_t max_rank) {
   TC_ASSIGN_OR_RETURN(core::TensorView view, ViewTensor(t, name));
+  // Validated before Allocate, so that a shape the bytes do not match allocates nothing.
   TC_RETURN_IF_ERROR(core::ValidateTensor(view, name, max_rank));
   TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::Tensor::Allocate(view.dtype, view.shape));
   core::MutableTensorView dst = tensor.mutable_view();
@@ -118,6 +121,8 @@ core::MutableTensorView PrepareOutput(core::DataType dtype, const core::Shape& s
 
 namespace {
 
+// Base 128, least significant group first, the high bit set on every byte but the last
+// (protobuf's varint): at most 10 bytes for a uint64_t.
 void PutVarint(uint64_t value, std::string* out) {
   while (value >= 0x80) {
     out->push_back(static_cast<char>((value & 0x7f) | 0x80));
@@ -127,11 +132,19 @@ void PutVarint(uint64_t value, std::string* out) {
 }
 
 constexpr char kLengthDelimited = 2;  // protobuf wire type of messages and bytes
+// One prefix serves both responses only while their `output` has the same number.
 static_assert(static_cast<int>(v1::GatherResponse::kOutputFieldNumber) ==
               static_cast<int>(v1::GatherNdResponse::kOutputFieldNumber));
 
 }  // namespace
 
+// Written by hand because protobuf can only serialize a message whose data it holds: the
+// server gathers the output straight into the buffer after this prefix (tensor_codec.h).
+// Byte for byte protobuf's own serialization, which writes fields in number order: the
+// response's field 1 `output` (a message: wire type 2, tag 0x0a, then its length), inside it
+// Tensor's dtype (1) and shape (2), serialized by protobuf, then data (3: wire type 2, tag
+// 0x1a, the length num_bytes); strings (4) is empty and so absent. Each tag is one byte, as
+// field numbers below 16 give.
 std::string ResponsePrefix(core::DataType dtype, const core::Shape& shape, int64_t num_bytes) {
   v1::Tensor head;  // Tensor's fields 1 (dtype) and 2 (shape); data (3) follows, then nothing
   head.set_dtype(ToProtoDataType(dtype));
