@@ -1,7 +1,7 @@
 // File: server/kserve/json_data.h
 //
 // One input's JSON `data` decoded straight into its raw bytes, element by element, from
-// nlohmann-json's SAX events: no document is built. The request parser (json_request.h)
+// nlohmann-json's SAX events: no document is built. The request parser (json_request_parser.h)
 // forwards the events of a `data` value here while it parses the request (when the datatype and
 // shape came first), or FinishJsonInput (json_input.h) parses the value a second time with this
 // as the handler (when `data` came before them).
