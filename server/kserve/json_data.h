@@ -95,7 +95,7 @@ std::string QuoteLeaf(const JsonLeaf& leaf);
 // row-major order. Feed it the SAX events of the value (it is itself a SAX handler for
 // nlohmann::json::sax_parse); done() tells when the value has ended. Never fails the parse:
 // the first bad element is recorded, and the elements after it are ignored. The caller bounds
-// the nesting (json.h, kMaxJsonDepth); the decoder keeps only a depth count.
+// the nesting (json_request.h, kMaxJsonDepth); the decoder keeps only a depth count.
 class JsonDataDecoder {
  public:
   using Json = nlohmann::json;

@@ -1,15 +1,16 @@
-// ParseHttpInferRequest (json.h): the body split into its JSON and its binary data, and the JSON
-// decoded by a JsonRequestParser (json_request_parser.h).
+// ParseHttpInferRequest (json_request.h): the body split into its JSON and its binary data, and the
+// JSON decoded by a JsonRequestParser (json_request_parser.h).
 //
 // Why events and not a document: a document costs many times its text (4.5 GB for a 60 MiB body
 // of '[', issue 22), and a request's tensors are its bulk: they are written once, where they go.
+
+#include "server/kserve/json_request.h"
 
 #include <cstdint>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 
-#include "server/kserve/json.h"
 #include "server/kserve/json_request_parser.h"
 
 namespace tensorcompute::server::kserve {

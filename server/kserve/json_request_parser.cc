@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/status_macros.h"
-#include "server/kserve/json.h"
 #include "server/kserve/json_data.h"
+#include "server/kserve/json_request.h"
 
 namespace tensorcompute::server::kserve {
 namespace {

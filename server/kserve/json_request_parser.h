@@ -4,8 +4,8 @@
 // request's JSON. nlohmann::json::sax_parse calls it for each token and no document is built.
 //
 // Two halves. json_request_parser.cc turns the parser's events into values: it tracks the
-// nesting (bounded by kMaxJsonDepth, json.h), skips what the request does not keep, hands an
-// input's `data` to a JsonDataDecoder (json_data.h), and asks a rule what each value is.
+// nesting (bounded by kMaxJsonDepth, json_request.h), skips what the request does not keep, hands
+// an input's `data` to a JsonDataDecoder (json_data.h), and asks a rule what each value is.
 // json_request_rules.cc holds the rules, one section per container of the protocol (the
 // request, its parameters, an input, an output): a field is one function that sees its value's
 // first event (a scalar, or an object or array opening) and says what to do with the rest.
@@ -13,7 +13,7 @@
 // A fault is recorded where it is found (an input's or an output's when its object ends) and
 // reported once the whole text has parsed, in the order of the document decoder
 // (tests/server/kserve_json_reference.cc, the reference it is tested against), so that a syntax
-// error anywhere still comes first; only the bounds (json.h) stop the parse at once.
+// error anywhere still comes first; only the bounds (json_request.h) stop the parse at once.
 //
 // Thread-safety: none; one parser per request, used once. It writes into the caller's request
 // and options, and keeps views into the JSON text and the lexer's strings only while a call runs.
@@ -36,9 +36,9 @@
 #include "inference/grpc_predict_v2.pb.h"
 #include "nlohmann/json.hpp"
 
-#include "server/kserve/json.h"
 #include "server/kserve/json_data.h"
 #include "server/kserve/json_input.h"
+#include "server/kserve/json_request.h"
 
 namespace tensorcompute::server::kserve {
 
@@ -53,10 +53,10 @@ class JsonRequestParser {
                     inference::ModelInferRequest* request, HttpInferOptions* options)
       : json_(json), binary_(binary), request_(request), options_(options) {}
 
-  // Parses the request; returns ParseHttpInferRequest's status (json.h).
+  // Parses the request; returns ParseHttpInferRequest's status (json_request.h).
   absl::Status Parse();
 
-  // An upper bound of what the parse held beyond the text (json.h).
+  // An upper bound of what the parse held beyond the text (json_request.h).
   int64_t HeldBytes() const;
 
   // SAX events. Inside a skipped value they only count levels; inside `data` they go to the

@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/dtype.h"
-#include "server/kserve/json.h"
 #include "server/kserve/json_data.h"
 #include "server/kserve/json_input.h"
+#include "server/kserve/json_request.h"
 #include "server/kserve/json_request_parser.h"
 
 namespace tensorcompute::server::kserve {

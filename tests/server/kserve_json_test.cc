@@ -1,4 +1,5 @@
-// KServe v2 REST's JSON and binary data extension <-> inference protos (server/kserve/json.h).
+// KServe v2 REST's JSON and binary data extension <-> inference protos
+// (server/kserve/json_request.h, server/kserve/json.h).
 
 #include <cstring>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "proto/kserve_wire.h"
 #include "server/kserve/json.h"
+#include "server/kserve/json_request.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tensorcompute::server::kserve {
