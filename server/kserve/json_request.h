@@ -72,10 +72,11 @@ inline constexpr int kMaxJsonListLength = 64;
 // and nothing else: a tensor's bytes are reserved once from its shape (bounded by what the text
 // can hold). Fields may come in any order: `data` before "datatype" or "shape" is parsed a second
 // time from the body once both are known (no copy of it is kept in between). Every request gets
-// the status the document-building decoder before it gave (the same checks, in the same order,
-// once the whole text has parsed; a key given twice counts its last value), but for the bounds
-// above, refused as soon as they are passed, and for an object or array longer than 4 KiB quoted
-// in a message, which is quoted as written rather than re-serialised.
+// the status the document-building decoder before it gave (tests/server/kserve_json_reference.cc;
+// the same checks, in the same order, once the whole text has parsed; a key given twice counts its
+// last value), but for the bounds above, refused as soon as they are passed, and for an object or
+// array longer than 4 KiB quoted in a message, which is quoted as written rather than
+// re-serialised.
 absl::Status ParseHttpInferRequest(absl::string_view body, std::optional<int64_t> header_length,
                                    inference::ModelInferRequest* request,
                                    HttpInferOptions* options);

@@ -210,13 +210,13 @@ class JsonRequestParser {
   Then BinaryData(const Value& value);
   void OutputEnded(absl::string_view text);
   absl::Status CheckOutput();
-  // The text has parsed: the first fault in the document decoder's order, else OK (and the
-  // options set).
+  // The text has parsed: the first fault in the document decoder's order
+  // (tests/server/kserve_json_reference.cc), else OK (and the options set).
   absl::Status Finish();
 
   // The request's faults, kept until the whole text has parsed (a syntax error anywhere comes
   // first, as when the document was built first) and then reported in the document decoder's
-  // order (Finish): the first of each kind.
+  // order (Finish; tests/server/kserve_json_reference.cc): the first of each kind.
   enum Fault {
     kRootFault,
     kIdFault,

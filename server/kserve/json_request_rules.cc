@@ -172,7 +172,8 @@ JsonRequestParser::Then JsonRequestParser::Input(const Value& value) {
     Record(kInputFault, Invalid(absl::StrCat("inputs[", input_index_, "]"), "must be an object"));
     return Pass(value);
   }
-  if (faults_[kInputFault].has_value()) return Pass(value);  // the document decoder stopped
+  // After a faulty input, kserve_json_reference.cc stopped reading the inputs.
+  if (faults_[kInputFault].has_value()) return Pass(value);
   if (input_index_ >= kMaxJsonListLength) {
     return Stop(Invalid(kRequest, absl::StrCat("more than ", kMaxJsonListLength, " inputs")));
   }
@@ -282,7 +283,8 @@ JsonRequestParser::Then JsonRequestParser::Output(const Value& value) {
            Invalid(absl::StrCat("outputs[", output_index_, "]"), "must be an object"));
     return Pass(value);
   }
-  if (faults_[kOutputFault].has_value()) return Pass(value);  // the document decoder stopped
+  // After a faulty output, kserve_json_reference.cc stopped reading the outputs.
+  if (faults_[kOutputFault].has_value()) return Pass(value);
   if (output_index_ >= kMaxJsonListLength) {
     return Stop(Invalid(kRequest, absl::StrCat("more than ", kMaxJsonListLength, " outputs")));
   }

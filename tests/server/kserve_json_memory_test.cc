@@ -120,8 +120,8 @@ TEST(KserveJsonMemory, ANumberArrayCostsLittleMoreThanItsTensor) {
 
 // One 60 MiB BYTES element: its tensor, and the parser's two copies of the token while it is
 // read (nlohmann keeps it unescaped and as read, for its error messages). The document decoder
-// held a third copy in the document. What remains to be done: a lexer that hands long strings
-// over in pieces.
+// (kserve_json_reference.cc) held a third copy in the document. What remains to be done: a lexer
+// that hands long strings over in pieces.
 TEST(KserveJsonMemory, ALongStringCostsItsTensorAndTheParsersTwoCopies) {
   const std::string body = R"({"inputs":[{"name":"p","datatype":"BYTES","shape":[1],"data":[")" +
                            std::string(60 * kMiB, 'a') + "\"]}]}";

@@ -382,8 +382,8 @@ TEST(KserveJsonRandom, MatchesTheDocumentDecoderWithOneKindOfFault) {
   CompareOnRandomRequests(true);
 }
 
-// Several faults: the decoder reports the one the document decoder did (the text is parsed to
-// its end before any is reported, then they are taken in the old order).
+// Several faults: the decoder reports the one the document decoder (kserve_json_reference.cc) did
+// (the text is parsed to its end before any is reported, then they are taken in the old order).
 TEST(KserveJsonRandom, MatchesTheDocumentDecoderWithSeveralFaults) {
   CompareOnRandomRequests(false);
 }

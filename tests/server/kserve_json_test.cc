@@ -233,7 +233,7 @@ TEST(KserveJson, DataBeforeDatatypeAndShape) {
       Parse(R"({"inputs":[{"data":[1,300],"shape":[2],"datatype":"INT8","name":"p"}]})", &request3),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("input 'p': data element 1 (300) does not fit INT8")));
-  // An object element is quoted as the document decoder dumped it.
+  // An object element is quoted as the document decoder (kserve_json_reference.cc) dumped it.
   inference::ModelInferRequest request4;
   EXPECT_THAT(
       Parse(R"({"inputs":[{"data":[{"z":1,"a":[true]}],"shape":[1],"datatype":"FP32",)"
