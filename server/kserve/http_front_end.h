@@ -11,7 +11,7 @@
 //   POST /v2/models/{name}[/versions/{v}]/infer       inference (JSON or binary tensor data)
 //
 // It is a third front end on the same compute entry: the JSON becomes an
-// inference::ModelInferRequest (json.h), which codec.h decodes as for gRPC ModelInfer, and
+// inference::ModelInferRequest (json_request.h), which codec.h decodes as for gRPC ModelInfer, and
 // ComputeEntry::Submit runs (the same budget, batcher, executors and error texts); the
 // response goes back to JSON. Every endpoint is admitted (except /v2/health/*) and answered
 // through the CallGate, counted under the gRPC RPC of the same meaning (ServerLive,

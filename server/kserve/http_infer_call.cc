@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 
 #include "core/status_macros.h"
+#include "server/kserve/json.h"
 
 namespace tensorcompute::server::kserve {
 
@@ -47,7 +48,7 @@ absl::Status HttpInferCall::Submit(absl::string_view model, absl::string_view ve
   int64_t decoded_bytes = 0;
   TC_RETURN_IF_ERROR(
       ParseHttpInferRequest(body_, json_length, &request_, &options_, &decoded_bytes));
-  // What the decode built beside the body (json.h's bound) and what the codec will build of
+  // What the decode built beside the body (json_request.h's bound) and what the codec will build of
   // BYTES inputs, charged by the rule gRPC's messages follow (ByteBudget::CheckDecoded).
   decoded_bytes += BytesInputsConversion(request_);
   ByteBudget& budget = compute_.budget();

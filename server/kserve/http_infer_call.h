@@ -1,7 +1,7 @@
 // File: server/kserve/http_infer_call.h
 //
 // POST /v2/models/{name}[/versions/{v}]/infer, from a body already read to its answer: the
-// JSON (and binary data) decoded by json.h into an inference::ModelInferRequest, planned by
+// JSON (and binary data) decoded by json_request.h into an inference::ModelInferRequest, planned by
 // codec.h as for gRPC ModelInfer, computed through ComputeEntry::Submit without blocking,
 // and the ModelInferResponse written back as JSON (or JSON and binary data).
 //
@@ -43,7 +43,7 @@
 #include "server/compute/compute_entry.h"
 #include "server/kserve/codec.h"
 #include "server/kserve/http_reply.h"
-#include "server/kserve/json.h"
+#include "server/kserve/json_request.h"
 
 namespace tensorcompute::server::kserve {
 
@@ -67,7 +67,7 @@ class HttpInferCall {
   absl::Time start() const { return record_.arrived; }
 
   // Decodes body() for model `model` (version `version`, empty: any) and submits it. What the
-  // decode holds beside the body (json.h's held bytes) and what the BYTES inputs become
+  // decode holds beside the body (json_request.h's held bytes) and what the BYTES inputs become
   // (BytesInputsConversion) are added to the reservation first, by ByteBudget::CheckDecoded's
   // rule: RESOURCE_EXHAUSTED beyond the whole budget, UNAVAILABLE when it does not fit now.
   // `header_length` is the Inference-Header-Content-Length field (nullopt without one).

@@ -1,7 +1,7 @@
 // File: server/kserve/json_data.h
 //
 // One input's JSON `data` decoded straight into its raw bytes, element by element, from
-// nlohmann-json's SAX events: no document is built. The request parser (json_request.h)
+// nlohmann-json's SAX events: no document is built. The request parser (json_request_parser.h)
 // forwards the events of a `data` value here while it parses the request (when the datatype and
 // shape came first), or FinishJsonInput (json_input.h) parses the value a second time with this
 // as the handler (when `data` came before them).
@@ -95,7 +95,7 @@ std::string QuoteLeaf(const JsonLeaf& leaf);
 // row-major order. Feed it the SAX events of the value (it is itself a SAX handler for
 // nlohmann::json::sax_parse); done() tells when the value has ended. Never fails the parse:
 // the first bad element is recorded, and the elements after it are ignored. The caller bounds
-// the nesting (json.h, kMaxJsonDepth); the decoder keeps only a depth count.
+// the nesting (json_request.h, kMaxJsonDepth); the decoder keeps only a depth count.
 class JsonDataDecoder {
  public:
   using Json = nlohmann::json;

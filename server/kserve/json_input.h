@@ -1,10 +1,10 @@
 // File: server/kserve/json_input.h
 //
 // One input of an HTTP infer request's JSON ({"name", "datatype", "shape", "parameters",
-// "data"}), gathered field by field as json_request.cc's parser meets them, in any order, and
-// checked when its object ends: in the order, and with the words, of the document-building
-// decoder that came before, so that an input with one fault gets the same message whatever the
-// order of its fields.
+// "data"}), gathered field by field as the request parser (json_request_rules.cc) meets them, in
+// any order, and checked when its object ends: in the order, and with the words, of the
+// document-building decoder that came before (tests/server/kserve_json_reference.cc), so that an
+// input with one fault gets the same message whatever the order of its fields.
 //
 // Thread-safety: none; one JsonInput per input being parsed. It owns the input's decoded
 // bytes (`raw`) until FinishJsonInput moves them into the request.

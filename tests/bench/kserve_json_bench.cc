@@ -1,4 +1,4 @@
-// Decoding a KServe HTTP infer request body (server/kserve/json.h): the streaming decoder
+// Decoding a KServe HTTP infer request body (server/kserve/json_request.h): the streaming decoder
 // against the document-building decoder it replaced (tests/server/kserve_json_reference.h),
 // on a 16 MiB body of FP32 JSON (random normals, 7 significant digits), `data` last as
 // tritonclient writes it, and `data` first (which the streaming decoder parses twice).
@@ -21,7 +21,7 @@
 #include "benchmark/benchmark.h"
 #include <malloc.h>
 
-#include "server/kserve/json.h"
+#include "server/kserve/json_request.h"
 #include "tests/server/kserve_json_reference.h"
 
 namespace {

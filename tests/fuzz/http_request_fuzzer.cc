@@ -51,6 +51,7 @@
 #include "server/kserve/http_request_checks.h"
 #include "server/kserve/http_route.h"
 #include "server/kserve/json.h"
+#include "server/kserve/json_request.h"
 #include "server/kserve/kserve_front_end.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/infer_check.h"

@@ -1,6 +1,6 @@
 // The KServe v2 codec's embedding_bag (server/kserve/codec.h): the model, a table's
 // op = "embedding_bag", their parameters and errors. Requests are written as the HTTP front
-// end's JSON (server/kserve/json.h) and decoded by PrepareInfer as both front ends decode
+// end's JSON (server/kserve/json_request.h) and decoded by PrepareInfer as both front ends decode
 // them; the outputs are compared with core::EmbeddingBag on the same tensors.
 
 #include <cstring>
@@ -16,7 +16,7 @@
 #include "core/embedding_bag.h"
 #include "core/tensor_registry.h"
 #include "server/kserve/codec.h"
-#include "server/kserve/json.h"
+#include "server/kserve/json_request.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tensorcompute::server::kserve {

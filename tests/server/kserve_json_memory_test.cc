@@ -1,4 +1,4 @@
-// What decoding an HTTP infer request body costs in memory and time (server/kserve/json.h):
+// What decoding an HTTP infer request body costs in memory and time (server/kserve/json_request.h):
 // hostile bodies fail at once and small, and a large tensor costs its bytes and little more.
 // Memory is the process's peak resident set (Linux: VmHWM, reset through /proc/self/clear_refs),
 // measured in the test's own process (gtest_discover_tests runs each test alone). Not asserted
@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-#include "server/kserve/json.h"
+#include "server/kserve/json_request.h"
 #include "tests/testing/sanitizers.h"
 #include "tests/testing/status_matchers.h"
 
@@ -48,7 +48,7 @@ bool ResetPeak() {
 
 // Decodes `body` and returns its status, with the peak resident set it reached above
 // `baseline` in `*peak` (-1 where it cannot be measured), the time taken in `*seconds`, and
-// what the decoder says it held in `*held` (json.h).
+// what the decoder says it held in `*held` (json_request.h).
 absl::Status Measure(const std::string& body, int64_t baseline, int64_t* peak, double* seconds,
                      int64_t* held = nullptr) {
   int64_t ignored = 0;
@@ -120,8 +120,8 @@ TEST(KserveJsonMemory, ANumberArrayCostsLittleMoreThanItsTensor) {
 
 // One 60 MiB BYTES element: its tensor, and the parser's two copies of the token while it is
 // read (nlohmann keeps it unescaped and as read, for its error messages). The document decoder
-// held a third copy in the document. What remains to be done: a lexer that hands long strings
-// over in pieces.
+// (kserve_json_reference.cc) held a third copy in the document. What remains to be done: a lexer
+// that hands long strings over in pieces.
 TEST(KserveJsonMemory, ALongStringCostsItsTensorAndTheParsersTwoCopies) {
   const std::string body = R"({"inputs":[{"name":"p","datatype":"BYTES","shape":[1],"data":[")" +
                            std::string(60 * kMiB, 'a') + "\"]}]}";

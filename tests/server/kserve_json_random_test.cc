@@ -1,4 +1,4 @@
-// The streaming ParseHttpInferRequest (server/kserve/json.h) against its slow twin, the
+// The streaming ParseHttpInferRequest (server/kserve/json_request.h) against its slow twin, the
 // document-building decoder it replaced (kserve_json_reference.h), on random requests: every
 // datatype, flat and nested data, fields in any order, binary data, parameters and outputs, and
 // faults, one kind or several at a time (a bad element, a missing or mistyped field, a key given
@@ -21,7 +21,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
-#include "server/kserve/json.h"
+#include "server/kserve/json_request.h"
 #include "tests/server/kserve_json_reference.h"
 
 // GCC 12 warns wrongly on `"literal" + std::string` at -O3 (GCC bug 105329). Clang has no such
@@ -382,8 +382,8 @@ TEST(KserveJsonRandom, MatchesTheDocumentDecoderWithOneKindOfFault) {
   CompareOnRandomRequests(true);
 }
 
-// Several faults: the decoder reports the one the document decoder did (the text is parsed to
-// its end before any is reported, then they are taken in the old order).
+// Several faults: the decoder reports the one the document decoder (kserve_json_reference.cc) did
+// (the text is parsed to its end before any is reported, then they are taken in the old order).
 TEST(KserveJsonRandom, MatchesTheDocumentDecoderWithSeveralFaults) {
   CompareOnRandomRequests(false);
 }

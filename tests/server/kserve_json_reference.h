@@ -1,7 +1,7 @@
 // File: tests/server/kserve_json_reference.h
 //
-// The slow twin of ParseHttpInferRequest (server/kserve/json.h): the decoder it replaced, which
-// parses the whole body into an nlohmann::json document and then copies it into the request.
+// The slow twin of ParseHttpInferRequest (server/kserve/json_request.h): the decoder it replaced,
+// which parses the whole body into an nlohmann::json document and then copies it into the request.
 // Obviously correct and memory-hungry; tests compare the streaming decoder with it.
 //
 // Thread-safety: a pure function.
@@ -16,7 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "inference/grpc_predict_v2.pb.h"
 
-#include "server/kserve/json.h"
+#include "server/kserve/json_request.h"
 
 namespace tensorcompute::server::kserve {
 

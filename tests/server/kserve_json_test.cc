@@ -1,4 +1,5 @@
-// KServe v2 REST's JSON and binary data extension <-> inference protos (server/kserve/json.h).
+// KServe v2 REST's JSON and binary data extension <-> inference protos
+// (server/kserve/json_request.h, server/kserve/json.h).
 
 #include <cstring>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "proto/kserve_wire.h"
 #include "server/kserve/json.h"
+#include "server/kserve/json_request.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tensorcompute::server::kserve {
@@ -231,7 +233,7 @@ TEST(KserveJson, DataBeforeDatatypeAndShape) {
       Parse(R"({"inputs":[{"data":[1,300],"shape":[2],"datatype":"INT8","name":"p"}]})", &request3),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("input 'p': data element 1 (300) does not fit INT8")));
-  // An object element is quoted as the document decoder dumped it.
+  // An object element is quoted as the document decoder (kserve_json_reference.cc) dumped it.
   inference::ModelInferRequest request4;
   EXPECT_THAT(
       Parse(R"({"inputs":[{"data":[{"z":1,"a":[true]}],"shape":[1],"datatype":"FP32",)"
