@@ -62,8 +62,7 @@ struct ShardRouter::Peer {
 };
 
 // One routed request. Shared by its parts' callbacks; the last reference frees it. The callbacks
-// hold `Part&`: parts_ is filled once, in Split, before any part is sent, and never reallocates
-// after.
+// hold `Part&`: parts_ is filled once, in Split, before any part is sent, and never reallocates.
 class ShardRouter::Call : public std::enable_shared_from_this<ShardRouter::Call> {
  public:
   Call(ShardRouter* router, ComputeRequest request, ComputeEntry::Done done)
