@@ -12,6 +12,8 @@
 namespace tensorcompute::server {
 namespace {
 
+// gRPC's channel arguments and message limits are ints: a larger value (a 4 GiB message, a
+// month in milliseconds) becomes INT_MAX rather than wrapping to a negative number.
 int ClampToInt(int64_t value) {
   return static_cast<int>(std::clamp<int64_t>(value, 0, std::numeric_limits<int>::max()));
 }
@@ -22,6 +24,7 @@ class DropReflection final : public grpc::ServerBuilderOption {
  public:
   void UpdateArguments(grpc::ChannelArguments*) override {}
   void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    // Matched by the name grpc++_reflection gives its plugin.
     std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& plugin) {
       return plugin->name() == "proto_server_reflection";
     });
@@ -34,6 +37,8 @@ void ApplyBuilderOptions(const ServerOptions& options, grpc::ServerBuilder* buil
   builder->SetOption(WithoutPortSharing());
   builder->SetMaxReceiveMessageSize(ClampToInt(options.max_message_bytes));
   builder->SetMaxSendMessageSize(ClampToInt(options.max_message_bytes));
+  // A fixed window: with BDP probing on, gRPC would grow it past the lookahead
+  // (server_options.h).
   if (options.stream_window_bytes > 0) {
     builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     builder->AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
@@ -46,7 +51,9 @@ void ApplyBuilderOptions(const ServerOptions& options, grpc::ServerBuilder* buil
                               Milliseconds(options.keepalive_timeout));
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                               Milliseconds(options.keepalive_min_client_interval));
+  // Pings go out with no call in flight too: an idle connection is what a vanished peer leaves.
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // The "two strikes" of server_options.h, set rather than left to gRPC's default.
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   if (options.max_connection_idle > absl::ZeroDuration()) {
     builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,

@@ -15,7 +15,8 @@
 namespace tensorcompute::server {
 namespace {
 
-// Each check parses the PEM with OpenSSL, as gRPC would at the first handshake.
+// Each check parses the PEM with OpenSSL, as gRPC would at the first handshake. With `out`, the
+// caller owns what was parsed; without it, it is freed here.
 template <typename T, typename Read, typename Free>
 bool ParsesAs(const std::string& pem, Read read, Free free_fn, T** out = nullptr) {
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
@@ -60,8 +61,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     return absl::InvalidArgumentError(absl::StrCat(
         "tls_key=", options.tls_key, ": no unencrypted PEM private key (BEGIN PRIVATE KEY)"));
   }
+  // Cannot fail: ReadCertificates has parsed the same text.
   X509* x509 = nullptr;
   ParsesAs<X509>(cert, PEM_read_bio_X509, X509_free, &x509);
+  // A key that does not match its certificate would otherwise fail every handshake, not Start.
   const bool matches = X509_check_private_key(x509, pkey) == 1;
   X509_free(x509);
   EVP_PKEY_free(pkey);

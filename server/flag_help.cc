@@ -20,6 +20,8 @@ void PrintFlag(std::FILE* out, const absl::CommandLineFlag& flag) {
   std::string value = flag.DefaultValue();
   if (value.empty()) value = "\"\"";
   std::fprintf(out, "  --%s (default: %s)\n", std::string(flag.Name()).c_str(), value.c_str());
+  // The help text is re-wrapped word by word: "      " (6 columns) is the indent, and a line
+  // holding only it is empty.
   std::string line = "      ";
   for (absl::string_view word : absl::StrSplit(flag.Help(), ' ', absl::SkipEmpty())) {
     if (line.size() > 6 && line.size() + 1 + word.size() > kWidth) {
@@ -45,9 +47,12 @@ bool AsksForHelp(int argc, char** argv) {
 void PrintFlagHelp(std::FILE* out, absl::string_view usage, absl::string_view file,
                    absl::Span<const FlagGroup> groups) {
   std::vector<const absl::CommandLineFlag*> ours;
+  // Matched by the end of the file name: the compiler records it as the build gave it, which
+  // may be an absolute path.
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (!flag->IsRetired() && absl::EndsWith(flag->Filename(), file)) ours.push_back(flag);
   }
+  // GetAllFlags is a hash map: sorted so that "Other" lists in a stable order.
   std::sort(ours.begin(), ours.end(),
             [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
   std::fprintf(out, "%s\n", std::string(usage).c_str());

@@ -37,6 +37,8 @@ absl::StatusOr<std::unique_ptr<HealthListener>> HealthListener::Start(const std:
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &listener->port_);
   builder.SetOption(WithoutPortSharing());
   builder.SetOption(WithoutReflection());
+  // gRPC requires a registered service to outlive its server: fallback_ is declared before
+  // server_ (health_listener.h), so it is destroyed after it.
   listener->fallback_ = std::make_unique<HealthOnly>();
   builder.RegisterCallbackGenericService(listener->fallback_.get());
   listener->server_ = builder.BuildAndStart();
@@ -52,6 +54,7 @@ HealthListener::~HealthListener() { Shutdown(); }
 void HealthListener::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // With a deadline: calls still open after a second are cancelled rather than waited for.
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   server_->Wait();
 }

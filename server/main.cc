@@ -149,7 +149,8 @@ using tensorcompute::server::AsksForHelp;
 using tensorcompute::server::FlagGroup;
 using tensorcompute::server::PrintFlagHelp;
 
-// spdlog flag %* : the message, escaped for a JSON string.
+// spdlog flag %* : the message, escaped for a JSON string. (%v would write it raw, and a quote or
+// a newline in a message would break the line's JSON.)
 class JsonMessage : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
@@ -166,6 +167,7 @@ class JsonMessage : public spdlog::custom_flag_formatter {
           dest.append(std::string_view("\\n"));
           break;
         default:
+          // JSON allows no raw control characters in a string; bytes >= 0x80 (UTF-8) pass.
           if (static_cast<unsigned char>(c) < 0x20) {
             char buf[8];
             std::snprintf(buf, sizeof(buf), "\\u%04x", c);
@@ -182,11 +184,13 @@ class JsonMessage : public spdlog::custom_flag_formatter {
 };
 
 bool SetUpLogging() {
+  // from_str answers `off` for a name it does not know: only "off" itself may mean that.
   const spdlog::level::level_enum level = spdlog::level::from_str(absl::GetFlag(FLAGS_log_level));
   if (level == spdlog::level::off && absl::GetFlag(FLAGS_log_level) != "off") return false;
   spdlog::set_level(level);
   const std::string format = absl::GetFlag(FLAGS_log_format);
   if (format == "json") {
+    // UTC, as the pattern's trailing Z says.
     auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
     formatter->add_flag<JsonMessage>('*').set_pattern(
         R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%*"})");
@@ -226,12 +230,14 @@ bool ParseOrdinals(const std::string& text, std::vector<int>* ordinals) {
 
 // "host:0" with the port the server really bound.
 std::string BoundAddress(const std::string& listen, int port) {
+  // The last colon, so that an IPv6 host ("[::]:0") keeps its own.
   const size_t colon = listen.rfind(':');
   return absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":", port);
 }
 
 // --help's groups (flag_help.h): every flag above is in one of them.
 const std::vector<FlagGroup>& FlagGroups() {
+  // Never destroyed (Google style for a static of non-trivial type).
   static const auto* groups = new std::vector<FlagGroup>{
       {"Listeners and shutdown",
        {"listen", "http_listen", "metrics_listen", "health_listen", "http_threads",

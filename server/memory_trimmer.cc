@@ -7,6 +7,8 @@
 namespace tensorcompute::server {
 
 MemoryTrimmer::MemoryTrimmer(absl::Duration interval)
+    // stop_ is declared before thread_ (memory_trimmer.h), so it exists before the thread runs.
+    // Waiting on it rather than sleeping lets the destructor stop the thread at once.
     : thread_([this, interval] {
         while (!stop_.WaitForNotificationWithTimeout(interval)) {
 #if defined(__GLIBC__)

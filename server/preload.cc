@@ -92,9 +92,12 @@ absl::Status ReadData(const core::NpyFile& file, int64_t offset, absl::Span<uint
   auto part = [&](int64_t begin, int64_t end) {
     return out.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
   };
+  // One status slot per part, each written by its own reader and read after the joins: no lock.
+  // `done` only feeds the progress line.
   std::atomic<int64_t> done{0};
   std::vector<absl::Status> status(static_cast<size_t>(parts));
   std::vector<std::thread> readers;
+  // Rounding part_bytes up to whole elements can leave the last parts empty: none is started.
   for (int64_t i = 1; i < parts && i * part_bytes < total; ++i) {
     readers.emplace_back([&, i] {
       const int64_t begin = i * part_bytes;
@@ -170,6 +173,7 @@ absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
     TC_RETURN_IF_ERROR(before_read(layout.dtype, layout.shape));
     return ReadRows(file, 0, layout.shape[0], threads, spec.name);
   }
+  // A string table's bytes are known only once read: Load reserves them then.
   if (layout.dtype != core::DataType::kString) {
     TC_RETURN_IF_ERROR(before_read(layout.dtype, layout.shape));
   }
@@ -208,6 +212,8 @@ absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
                          core::ResidentBytes(tensor.dtype(), tensor.num_elements(), payload)));
   }
   TC_ASSIGN_OR_RETURN(core::Tensor stored, Store(spec.name, *layout, std::move(tensor)));
+  // The reservation passes to the entry: the bytes stay counted from before the read until the
+  // tensor is freed.
   TC_ASSIGN_OR_RETURN(core::DeviceCopy copy, place("", stored));
   return registry
       ->Put(spec.name, std::move(stored), std::move(copy), /*replace=*/false,
@@ -250,6 +256,8 @@ absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t loaders = std::min<int64_t>(cores, static_cast<int64_t>(parsed.size()));
   const int64_t threads = std::max<int64_t>(1, cores / std::max<int64_t>(1, loaders));
+  // Per spec, so that the first failure in `specs`' order is returned, whatever order the
+  // loaders finish in.
   std::vector<absl::Status> status(parsed.size());
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};

@@ -108,6 +108,8 @@ absl::Status Server::SetUpCompute() {
   executor_options.execute.min_parallel_bytes = int64_t{4} << 20;
   executor_options.inline_task_bytes = options_.inline_compute_bytes;
   executor_ = std::make_unique<batching::CpuExecutor>(pool_.get(), executor_options);
+  // Made before the GPU executor, which is given it as its fallback: CPU batches are counted
+  // whether the batcher or the GPU executor hands them over.
   metered_cpu_ = std::make_unique<MeteredExecutor>(executor_.get());
   if (options_.device != "cpu") {
     TC_RETURN_IF_ERROR(SetUpGpu());
@@ -134,6 +136,7 @@ absl::Status Server::SetUpCompute() {
   plan_options.max_output_bytes = options_.EffectiveMaxOutputBytes();
   plan_options.max_rank = options_.max_rank;
   // A message is read with room for itself and its parsed copy (server/admission/byte_budget.h).
+  // Its waiting line is as long as the batcher's queue (queue_capacity).
   budget_ = std::make_unique<ByteBudget>(options_.max_inflight_bytes,
                                          2 * options_.max_message_bytes, options_.queue_capacity);
   gate_ = std::make_unique<CallGate>(&metrics_, &errors_, auth_.get(), admin_.get());
@@ -144,6 +147,8 @@ absl::Status Server::SetUpCompute() {
   TC_ASSIGN_OR_RETURN(router_options.peers, ParseShardPeers(options_.shard_peers));
   router_options.max_answer_bytes = options_.EffectiveMaxOutputBytes();
   router_ = std::make_unique<ShardRouter>(compute_.get(), &metrics_, std::move(router_options));
+  // The router submits through compute_ and compute_ routes through it: the setter breaks the
+  // cycle.
   compute_->set_router(router_.get());
   PutTensorEnv resident;
   resident.gate = gate_.get();
@@ -168,10 +173,14 @@ absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& c
     TC_ASSIGN_OR_RETURN(std::unique_ptr<FrontEnd> front_end, make(context));
     front_ends_.push_back(std::move(front_end));
   }
+  // Global switches: the reflection plugin goes to builders made after it is registered, the
+  // health service to servers built after it is enabled.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options_.listen, credentials, &port_);
+  // Ordinary tokens only: with admin tokens alone, ordinary calls need no token, and reflection
+  // (read-only) may stay.
   if (auth_ != nullptr) builder.SetOption(WithoutReflection());
   ApplyBuilderOptions(options_, &builder);
   builder.RegisterService(service_.get());
@@ -263,6 +272,7 @@ absl::StatusOr<core::DeviceCopy> Server::PlaceTensor(const std::string& device,
   if (device.empty()) {
     // The server's default: its GPU when it computes on one (strings stay on the CPU).
     if (cuda_executor_ == nullptr || strings) return core::DeviceCopy{};
+    // The first of the server's GPUs.
     return cuda_executor_->UploadTable(GpuOrdinals().front(), tensor);
   }
   if (device == "cpu") return core::DeviceCopy{};
@@ -305,6 +315,7 @@ absl::Status Server::SetUpGpu() {
     gpu_options.on_device_lost = [this](int ordinal, const absl::Status& error) {
       OnDeviceLost(ordinal, error);
     };
+    // Sized by every visible device: it is indexed by CUDA ordinal, and --gpus may pick a few.
     gpu_stages_ = std::make_unique<GpuStageMetrics>(cuda::CudaDeviceCount());
     gpu_options.on_batch_stages = [stages = gpu_stages_.get()](int ordinal,
                                                                const cuda::GpuBatchStages& times) {
@@ -326,6 +337,8 @@ absl::Status Server::SetUpGpu() {
     }
     why = gpu.status();
   }
+  // With "auto" a missing GPU is no error, but bad GPU options (INVALID_ARGUMENT) are: they are
+  // a mistake in the configuration, not an absence of hardware.
   if (options_.device == "gpu" || absl::IsInvalidArgument(why)) {
     return absl::Status(
         why.code(), absl::StrCat("--device=", options_.device, ": no usable GPU: ", why.message()));
@@ -364,6 +377,8 @@ absl::StatusOr<int> Server::ReloadAuthTokens() {
     return absl::FailedPreconditionError(
         "the server was started without auth_token_file or admin_token_file");
   }
+  // Each file is swapped on its own: if the admin file fails after the ordinary one reloaded,
+  // the ordinary one's new tokens stay.
   int tokens = 0;
   for (TokenAuth* file : {auth_.get(), admin_.get()}) {
     if (file == nullptr) continue;
@@ -428,6 +443,8 @@ void Server::DoDrain() {
     // responses to be sent, cancels what is left at the deadline, and closes the listeners.
     // HTTP requests still in flight are answered (their tasks are done or cancelled).
     for (const auto& front_end : front_ends_) front_end->Stop();
+    // At least a second even when the drain timeout is spent, so that answers already finished
+    // can still be sent.
     server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now() + absl::Seconds(1))));
     server_->Wait();
     if (health_listener_ != nullptr) health_listener_->Shutdown();

@@ -10,6 +10,8 @@
 namespace tensorcompute::server {
 
 absl::Status ServerOptions::Validate() const {
+  // At the 128 KiB floor, EffectiveMaxOutputBytes (64 KiB of framing headroom off
+  // max_message_bytes) still leaves outputs 64 KiB.
   if (max_batch_size < 1 || queue_capacity < 1 || max_message_bytes < (int64_t{128} << 10) ||
       max_queue_delay_us < 0) {
     return absl::InvalidArgumentError(
@@ -43,6 +45,8 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("need 1 <= shard_count <= ", core::kMaxShards,
                                                    " and 0 <= shard_index < shard_count"));
   }
+  // Targets are counted by their commas, ParseShardPeers' separator ('|' separates the
+  // addresses within one target).
   if (const int64_t peers = std::count(shard_peers.begin(), shard_peers.end(), ',') + 1;
       shard_count > 1 && !shard_peers.empty() && peers != shard_count) {
     return absl::InvalidArgumentError(absl::StrCat("shard_peers lists ", peers,

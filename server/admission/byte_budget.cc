@@ -22,6 +22,7 @@ ByteBudget::Reservation& ByteBudget::Reservation::operator=(Reservation&& other)
 }
 
 bool ByteBudget::Reservation::TryGrow(int64_t more) {
+  // Its own bytes go along so that the budget can tell "alone" (nothing reserved but these).
   if (!budget_->TryGrow(bytes_, more)) return false;
   bytes_ += more;
   return true;
@@ -39,6 +40,8 @@ void ByteBudget::Reservation::Reset() {
 }
 
 ByteBudget::ByteBudget(int64_t limit, int64_t receive_credit, int64_t max_waiting)
+    // Capped to the limit, so that a credit alone fits the budget: on an idle server a call
+    // reads within the limit, however large max_message_bytes is.
     : limit_(limit),
       credit_(std::min(std::max<int64_t>(receive_credit, 0), limit)),
       max_waiting_(max_waiting) {}
@@ -46,6 +49,7 @@ ByteBudget::ByteBudget(int64_t limit, int64_t receive_credit, int64_t max_waitin
 ByteBudget::Admission ByteBudget::AcquireReceive(Waiter* waiter) {
   absl::MutexLock lock(&mu_);
   if (work_ > 0 && work_ + credit_ > limit_) return Admission::kRefused;
+  // Granted at once only when nobody waits: a newcomer never overtakes the line.
   if (waiting_.empty() && CanGrantLocked()) {
     receiving_ += credit_;
     return Admission::kGranted;
@@ -56,6 +60,8 @@ ByteBudget::Admission ByteBudget::AcquireReceive(Waiter* waiter) {
 }
 
 bool ByteBudget::CancelWait(Waiter* waiter) {
+  // Waiters granted here are told after the lock is released, as everywhere in this file:
+  // OnGranted runs the waiter's code (it starts a gRPC read), and no callback runs under mu_.
   std::vector<Waiter*> granted;
   bool removed = false;
   {
@@ -89,6 +95,7 @@ std::optional<ByteBudget::Reservation> ByteBudget::TryReceiveDone(int64_t bytes)
   {
     absl::MutexLock lock(&mu_);
     receiving_ -= credit_;
+    // Within its own credit it fits by construction: the credit was already counted.
     const int64_t others = work_ + receiving_;
     fits = bytes <= credit_ || others == 0 || others + bytes <= limit_;
     if (fits) work_ += bytes;
@@ -111,6 +118,7 @@ absl::Status ByteBudget::CheckDecoded(int64_t bytes, absl::string_view what) con
 absl::StatusOr<ByteBudget::Reservation> ByteBudget::ReserveDecoded(int64_t bytes,
                                                                    absl::string_view what) {
   if (absl::Status fits = CheckDecoded(bytes, what); !fits.ok()) {
+    // Gives the credit back; the empty Reservation it returns holds nothing to keep.
     (void)ReceiveDone(0);
     return fits;
   }
@@ -121,6 +129,8 @@ absl::StatusOr<ByteBudget::Reservation> ByteBudget::ReserveDecoded(int64_t bytes
 
 bool ByteBudget::TryGrow(int64_t own, int64_t bytes) {
   absl::MutexLock lock(&mu_);
+  // total == own: the grower is alone (TryReserve passes 0: nothing reserved at all), and a
+  // request alone always runs, whatever its size.
   const int64_t total = work_ + receiving_;
   if (total != own && total + bytes > limit_) return false;
   work_ += bytes;
@@ -147,6 +157,7 @@ int64_t ByteBudget::waiting() const {
   return static_cast<int64_t>(waiting_.size());
 }
 
+// The errors read used(), which takes mu_: call them without it.
 absl::Status ByteBudget::ReceiveRefusedError() const {
   return batching::OverloadedError(absl::StrCat(used(), " of the max_inflight_bytes budget of ",
                                                 limit_,
@@ -172,6 +183,8 @@ bool ByteBudget::CanGrantLocked() const {
   return total == 0 || total + credit_ <= limit_;
 }
 
+// In arrival order, stopping at the first that does not fit: every credit is the same size, so
+// none behind it would fit either.
 void ByteBudget::GrantLocked(std::vector<Waiter*>* granted) {
   while (!waiting_.empty() && CanGrantLocked()) {
     receiving_ += credit_;

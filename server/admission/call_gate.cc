@@ -25,6 +25,7 @@ absl::Status CallGate::Admit(const grpc::CallbackServerContext& context, bool ne
 }
 
 void CallGate::Answer(Rpc rpc, const CallRecord& record, const absl::Status& status) {
+  // One clock reading for the RPC's and the model's statistics, so that the two agree.
   const absl::Time now = absl::Now();
   const core::RequestStages stages = record.Stages(now);
   metrics_->CountRequest(rpc, status.code(), stages, now);
@@ -49,6 +50,8 @@ absl::Status CallGate::CheckToken(std::optional<absl::string_view> authorization
   if (needs_admin && admin_ != nullptr) {
     absl::Status as_admin = admin_->Check(authorization);
     if (as_admin.ok()) return as_admin;
+    // A valid ordinary token is PERMISSION_DENIED, not UNAUTHENTICATED: the caller is known but
+    // may not do this, and sending the token again will not help.
     if (auth_ != nullptr && auth_->Check(authorization).ok()) {
       return absl::PermissionDeniedError(
           "PutTensor and DeleteTensor need an admin token (the server's --admin_token_file); "
@@ -56,6 +59,7 @@ absl::Status CallGate::CheckToken(std::optional<absl::string_view> authorization
     }
     return as_admin;
   }
+  // Without admin tokens an admin call falls through to here: it needs what other calls need.
   if (auth_ == nullptr) return absl::OkStatus();
   absl::Status status = auth_->Check(authorization);
   // Admin tokens are accepted wherever an ordinary one is.
@@ -66,6 +70,8 @@ absl::Status CallGate::CheckToken(std::optional<absl::string_view> authorization
 }
 
 std::optional<absl::string_view> AuthorizationOf(const grpc::CallbackServerContext& context) {
+  // A view of the context's own copy of the metadata (no copy made): valid for the call's
+  // lifetime.
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
   if (it == metadata.end()) return std::nullopt;

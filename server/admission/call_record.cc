@@ -11,7 +11,9 @@ namespace {
 
 bool Set(absl::Time t) { return t != absl::InfinitePast(); }
 
-// A duration as a Server-Timing dur: milliseconds, to the microsecond.
+// A duration as a Server-Timing dur: milliseconds, to the microsecond. Durations are clamped at
+// zero here and in Micros: the stamps come from absl::Now(), the wall clock, which can step
+// back between two of them.
 std::string Millis(absl::Duration d) {
   return absl::StrFormat("%.3f", absl::ToDoubleMilliseconds(std::max(d, absl::ZeroDuration())));
 }
@@ -20,6 +22,7 @@ std::string Micros(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Microseconds(std::max(d, absl::ZeroDuration())));
 }
 
+// Trace Context requires lowercase hex for the ids, and an all-zero id is invalid.
 bool LowerHex(absl::string_view s, size_t length) {
   if (s.size() != length) return false;
   bool nonzero = false;
@@ -33,6 +36,8 @@ bool LowerHex(absl::string_view s, size_t length) {
 // "00-<trace id: 32 hex>-<parent id: 16 hex>-<flags: 2 hex>"
 // (https://www.w3.org/TR/trace-context/#traceparent-header-field-values)
 bool ValidTraceparent(absl::string_view v) {
+  // 55 = 2 + 1 + 32 + 1 + 16 + 1 + 2; version 00 has exactly that length. The flags are only
+  // checked to be hex: the server does not interpret them.
   if (v.size() != 55 || v.substr(0, 3) != "00-" || v[35] != '-' || v[52] != '-') return false;
   const absl::string_view flags = v.substr(53, 2);
   return LowerHex(v.substr(3, 32), 32) && LowerHex(v.substr(36, 16), 16) &&
@@ -41,6 +46,8 @@ bool ValidTraceparent(absl::string_view v) {
 
 bool ValidRequestId(absl::string_view v) {
   if (v.empty() || v.size() > kMaxRequestIdBytes) return false;
+  // Printable, no spaces: the id is logged as one token of a log line and echoed as a header,
+  // so a client cannot break or forge a line with it.
   return std::all_of(v.begin(), v.end(), [](char c) { return c > ' ' && c < 0x7f; });
 }
 
@@ -54,6 +61,8 @@ core::RequestStages CallRecord::Stages(absl::Time answered) const {
   if (Set(submitted) && Set(computed)) {
     stages.computed = true;
     stages.decode = submitted - arrived;
+    // No batch_start: the call never reached a batch (a shard router's, or one the budget or the
+    // queue refused), so everything after Submit counts as compute.
     if (Set(batch_start)) {
       stages.queue = batch_start - submitted;
       stages.compute = computed - batch_start;
@@ -85,6 +94,7 @@ std::vector<std::pair<std::string, std::string>> CallRecord::TimingTrailers(
 
 void SetRequestId(absl::string_view traceparent, absl::string_view x_request_id,
                   CallRecord* record) {
+  // A valid traceparent wins: it ties the log line to the caller's distributed trace.
   if (ValidTraceparent(traceparent)) {
     record->request_id = absl::StrCat("trace_id=", traceparent.substr(3, 32));
     record->request_id_header = {kTraceparentKey, std::string(traceparent)};

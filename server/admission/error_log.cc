@@ -13,11 +13,14 @@ void ErrorLog::Log(absl::string_view rpc, const absl::Status& status,
   int64_t suppressed = 0;
   {
     absl::MutexLock lock(&mu_);
+    // A fixed one-second window, opened by the first error after the last one closed
+    // (window_start_ starts at InfinitePast, so the very first error opens one).
     const absl::Time now = absl::Now();
     if (now - window_start_ >= absl::Seconds(1)) {
       window_start_ = now;
       in_window_ = 0;
     }
+    // Over the rate an error costs only this count: no formatting, no I/O.
     if (in_window_ >= per_second_) {
       ++suppressed_;
       return;

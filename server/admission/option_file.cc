@@ -10,6 +10,8 @@ namespace tensorcompute::server {
 absl::StatusOr<std::string> ReadOptionFile(absl::string_view option, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
+  // An empty file sets failbit on `text`, not on `in`, so it reads as "" without error; the
+  // caller decides whether that is one (ReadTokens: no token).
   if (in) text << in.rdbuf();
   if (!in || in.bad()) {
     return absl::InvalidArgumentError(absl::StrCat(option, "=", path, ": cannot read the file"));

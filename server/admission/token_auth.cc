@@ -36,11 +36,14 @@ absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::Create(const std::string& 
 
 absl::StatusOr<int> TokenAuth::Reload() {
   TC_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ReadTokens(path_));
+  // Hashed outside the lock and swapped in whole: a Check never waits for the file or the
+  // hashing, and sees the old set or the new one, never a mix.
   auto digests = std::make_shared<std::vector<Digest>>(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string& token = tokens[i];
     SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
            (*digests)[i].data());
+    // Wipes the plaintext before its memory is freed (a plain memset may be optimized away).
     OPENSSL_cleanse(token.data(), token.size());
   }
   absl::MutexLock lock(&mu_);
@@ -62,6 +65,8 @@ absl::Status TokenAuth::Check(std::optional<absl::string_view> authorization) co
         absl::StrCat("malformed authorization metadata (not a Bearer token): ", kExpected));
   }
   token = absl::StripAsciiWhitespace(token.substr(7));
+  // Compared as fixed-size digests: the comparisons take the same time whatever was presented,
+  // and say nothing of the stored tokens' lengths.
   Digest presented;
   SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), presented.data());
   std::shared_ptr<const std::vector<Digest>> digests;

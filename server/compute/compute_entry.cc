@@ -20,14 +20,17 @@ ComputeEntry::ComputeEntry(batching::Batcher* batcher, ByteBudget* budget, Metri
 void ComputeEntry::Submit(ComputeRequest request, ByteBudget::Reservation* reservation, Done done) {
   if (CallRecord* record = request.record; record != nullptr) {
     record->submitted = absl::Now();
+    // Set before any path can answer, so that a refusal too joins the model's statistics.
     record->model = request.table != nullptr && request.table->stats != nullptr
                         ? request.table->stats
                         : metrics_->model_stats(request.builtin);
+    // `done` is wrapped before routing, so routed requests are stamped too.
     done = [record, done = std::move(done)](absl::Status status) mutable {
       record->computed = absl::Now();
       std::move(done)(std::move(status));
     };
   }
+  // Routed before the output is charged: the router charges the output and its parts together.
   if (request.table != nullptr && request.table->shard.has_value()) {
     if (router_ == nullptr) {
       return std::move(done)(absl::FailedPreconditionError(
@@ -59,8 +62,11 @@ void ComputeEntry::SubmitCharged(ComputeRequest request, Done done) {
   task->deadline = request.deadline;
   if (request.cancel != nullptr) task->cancel = std::move(request.cancel);
   task->make_output = std::move(request.make_output);
+  // The executor stamps the record directly; the record outlives `done` (compute_entry.h).
   if (request.record != nullptr) task->batch_start = &request.record->batch_start;
   task->done = std::move(done);
+  // Schedule takes the task only on OK (batcher.h); on a refusal `task` is still ours, and its
+  // done answers.
   absl::Status scheduled = batcher_->Schedule(task);
   if (!scheduled.ok()) std::move(task->done)(std::move(scheduled));  // the task stayed with us
 }

@@ -48,6 +48,8 @@ absl::StatusOr<std::vector<std::string>> ParseShardPeers(const std::string& flag
                        "': an empty target; expected one gRPC target per shard, "
                        "comma-separated"));
     }
+    // ',' already separates shards in the flag, so '|' stands for the ',' of gRPC's
+    // ipv4:/ipv6: address lists.
     peers.push_back(absl::StrReplaceAll(entry, {{"|", ","}}));
   }
   return peers;
@@ -59,7 +61,8 @@ struct ShardRouter::Peer {
   std::unique_ptr<v1::TensorCompute::Stub> stub;
 };
 
-// One routed request. Shared by its parts' callbacks; the last reference frees it.
+// One routed request. Shared by its parts' callbacks; the last reference frees it. The callbacks
+// hold `Part&`: parts_ is filled once, in Split, before any part is sent, and never reallocates.
 class ShardRouter::Call : public std::enable_shared_from_this<ShardRouter::Call> {
  public:
   Call(ShardRouter* router, ComputeRequest request, ComputeEntry::Done done)
@@ -160,6 +163,7 @@ absl::Status ShardRouter::Call::Split() {
     if (part_values.empty()) continue;
     Part& part = parts_.emplace_back();
     part.shard = s;
+    // depth_ index values make one output row (a GatherNd tuple); 1 otherwise.
     part.rows = static_cast<int64_t>(part_values.size()) / depth_;
     part.values = std::move(part_values);
   }
@@ -193,6 +197,7 @@ absl::Status ShardRouter::Call::CheckRoutable(const Part& part) const {
 
 void ShardRouter::Call::Start(ByteBudget::Reservation* reservation) {
   if (absl::Status split = Split(); !split.ok()) return Answer(split);
+  // Every part is checked before any is charged or sent: a request goes out whole or not at all.
   for (const Part& part : parts_) {
     if (absl::Status routable = CheckRoutable(part); !routable.ok()) return Answer(routable);
   }
@@ -204,6 +209,8 @@ void ShardRouter::Call::Start(ByteBudget::Reservation* reservation) {
     return Answer(router_.compute_->budget().NeedsError(reservation->bytes() + bytes));
   }
   if (parts_.empty()) return Finish();
+  // The full count before the first send: a part may finish (even on this thread) before the
+  // next is sent, and must not find pending_ at zero.
   {
     absl::MutexLock lock(&mu_);
     pending_ = parts_.size();
@@ -226,6 +233,7 @@ void ShardRouter::Call::Start(ByteBudget::Reservation* reservation) {
 
 void ShardRouter::Call::SendLocal(Part& part) {
   part.start = absl::Now();
+  // The part's rows renumbered to the shard's own (only each tuple's first component is a row).
   const int64_t first = core::ShardRows(spec()).begin;
   std::vector<int64_t> local = part.values;
   for (size_t k = 0; k < local.size(); k += static_cast<size_t>(depth_)) local[k] -= first;
@@ -241,6 +249,8 @@ void ShardRouter::Call::SendLocal(Part& part) {
       nd_ ? PlanGatherNdOn(&table(), sub.params, sub.indices, 0, options)
           : PlanGatherOn(&table(), sub.params, sub.indices, 0, 0, options);
   if (!plan.ok()) return PartDone(part, plan.status());
+  // Its own buffer, not the request's output: Finish interleaves the parts' rows in the
+  // request's order. Allocated flat, as the bytes are all that is read back.
   absl::StatusOr<core::Tensor> output = core::Tensor::Allocate(
       dtype_,
       core::Shape{part.rows * row_bytes_ / static_cast<int64_t>(core::ElementSize(dtype_))});
@@ -277,6 +287,8 @@ void ShardRouter::Call::SendRemote(Part& part) {
     part.context->set_deadline(absl::ToChronoTime(request_.deadline));
   }
   part.context->AddMetadata(kHopMetadata, "1");
+  // `self` keeps the call, and so the part's context, request and answer, alive until gRPC has
+  // called back.
   auto self = shared_from_this();
   if (nd_) {
     part.gather_nd.set_params_name(table().name);
@@ -303,6 +315,7 @@ void ShardRouter::Call::SendRemote(Part& part) {
 }
 
 absl::Status ShardRouter::Call::CheckAnswer(Part& part, const v1::Tensor& output) {
+  // A peer's answer is checked to the byte: Finish copies rows out of it by count alone.
   const int64_t expected = part.rows * row_bytes_;
   if (proto::FromProtoDataType(output.dtype()) != dtype_ ||
       static_cast<int64_t>(output.data().size()) != expected) {
@@ -310,6 +323,7 @@ absl::Status ShardRouter::Call::CheckAnswer(Part& part, const v1::Tensor& output
                                             v1::DataType_Name(output.dtype()), "; expected ",
                                             expected, " of ", core::DataTypeName(dtype_)));
   }
+  // A view into the response message the part owns: no copy.
   part.answer = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(output.data().data()),
                                           output.data().size());
   return absl::OkStatus();
@@ -334,6 +348,8 @@ absl::Status ShardRouter::Call::Named(int32_t shard, const absl::Status& status)
 
 void ShardRouter::Call::PartDone(Part& part, absl::Status status) {
   router_.metrics_->CountShardCall(part.shard, status.code(), absl::Now() - part.start);
+  // Only the first error is kept: the ones after it are mostly the CANCELLED that its
+  // CancelRemote causes, and would hide the cause.
   bool last = false, first_error = false;
   {
     absl::MutexLock lock(&mu_);
@@ -369,6 +385,7 @@ void ShardRouter::Call::Finish() {
     error = error_;
   }
   if (!error.ok()) return Answer(error);
+  // Every part is done: this runs on the thread of the last one (or in Start, with none).
   if (!pooled_) {
     if (!request_.make_output) return Answer(absl::OkStatus());  // an empty output
     const core::MutableTensorView out = std::move(request_.make_output)();
@@ -377,6 +394,8 @@ void ShardRouter::Call::Finish() {
     for (const Part& part : parts_) by_shard[static_cast<size_t>(part.shard)] = &part;
     const size_t row = static_cast<size_t>(row_bytes_);
     if (row == 0) return Answer(absl::OkStatus());  // rows of no bytes: nothing to copy
+    // Row by row in the request's order; `next` is each shard's cursor into its part, whose rows
+    // come in that same order (core::RowSplit).
     uint8_t* dst = out.data.data();
     for (int32_t shard : rows_.shard_of_row) {
       const Part& part = *by_shard[static_cast<size_t>(shard)];
@@ -402,6 +421,8 @@ void ShardRouter::Call::Finish() {
   }
   fetched_indices_ = core::Tensor::FromValues<int64_t>(
       core::DataType::kInt64, request_.indices.shape, absl::MakeConstSpan(bags_.indices));
+  // fetched_ and fetched_indices_ are members, kept alive by `self` in the pooling task's done,
+  // so the task's views stay valid until it finishes.
   ComputeRequest pool;
   pool.plan = core::PlanOnFetchedRows(bag, bags_);
   pool.params = fetched_.view();
@@ -412,6 +433,7 @@ void ShardRouter::Call::Finish() {
   pool.cancel = request_.cancel;
   pool.make_output = std::move(request_.make_output);
   router_.Forget(this);  // now an ordinary task, cancelled by the batcher
+  // done_ directly, not Answer: the call was forgotten above.
   router_.compute_->SubmitCharged(std::move(pool),
                                   [self = shared_from_this()](absl::Status status) {
                                     std::move(self->done_)(std::move(status));
@@ -425,10 +447,15 @@ ShardRouter::ShardRouter(ComputeEntry* compute, Metrics* metrics, ShardRouterOpt
     // Round-robin over the shard's replicas, health-checked, UNAVAILABLE retried on another.
     args.SetServiceConfigJSON(
         proto::ServiceConfigJson(/*health_checking=*/true, proto::ChannelRetry{}));
+    // The answer's tensor bytes plus 1 MiB for the rest of the message; gRPC takes an int.
     args.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
         options_.max_answer_bytes + (int64_t{1} << 20), std::numeric_limits<int>::max())));
+    // Reconnect within 0.1 to 1 s (gRPC's defaults: 1 to 120 s), so that a shard back from a
+    // restart serves again within about a second (docs/deploy.md, "Sharded tables").
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // gRPC stops retrying a call once it has sent more than this (default 256 KiB); 16 MiB
+    // keeps sub-calls of up to about 2M int64 indices retryable.
     args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, 16 << 20);
     auto peer = std::make_unique<Peer>();
     peer->target = target;
@@ -442,6 +469,8 @@ ShardRouter::~ShardRouter() = default;
 
 void ShardRouter::Route(ComputeRequest request, ByteBudget::Reservation* reservation,
                         ComputeEntry::Done done) {
+  // Registered before Start, so that a NoticeCancel during Start finds it. The map holds weak
+  // pointers: it never keeps a call alive.
   auto call = std::make_shared<Call>(this, std::move(request), std::move(done));
   {
     absl::MutexLock lock(&mu_);
@@ -458,6 +487,8 @@ void ShardRouter::NoticeCancel() {
       if (auto call = weak.lock()) calls.push_back(std::move(call));
     }
   }
+  // Outside mu_: a cancelled sub-call may complete on this thread, and its answer takes mu_
+  // (Forget).
   for (const auto& call : calls) call->NoticeCancel();
 }
 

@@ -15,6 +15,8 @@ bool Compact(const core::ResidentTensor* table) { return table != nullptr && tab
 
 absl::Status CheckSplitsByRows(const core::ResidentTensor* table, const core::GatherPlan& plan) {
   if (table == nullptr || !table->shard.has_value()) return absl::OkStatus();
+  // A split by rows needs the first index component to pick rows of params (dimension 0),
+  // with no batch dimensions in front of it.
   if (plan.batch == 1 && plan.indexed_axis == 0) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("tensor '", table->name, "' is sharded by rows (", table->shard->count,
@@ -26,6 +28,8 @@ absl::StatusOr<batching::TaskPlan> PlanGatherOn(const core::ResidentTensor* tabl
                                                 const core::TensorView& indices,
                                                 std::optional<int64_t> axis, int64_t batch_dims,
                                                 const core::PlanOptions& options) {
+  // No CheckSplitsByRows here: PlanUnpooledGather takes only axis 0 and batch_dims 0, which
+  // split by rows already.
   if (Compact(table)) {
     return core::PlanUnpooledGather(params, table->encoding(), indices, axis, batch_dims, options);
   }
@@ -57,6 +61,7 @@ absl::StatusOr<core::EmbeddingBagPlan> PlanEmbeddingBagOn(const core::ResidentTe
                                                           const core::TensorView* offsets,
                                                           const core::TensorView* weights,
                                                           core::EmbeddingBagOptions options) {
+  // An EmbeddingBag's indices always pick whole rows, so it always splits by rows: no check.
   if (table != nullptr) options.params_encoding = table->encoding();
   return core::PlanEmbeddingBag(params, indices, offsets, weights, options);
 }

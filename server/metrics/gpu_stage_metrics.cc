@@ -10,6 +10,8 @@ GpuStageMetrics::Device::Device()
       copy_out(core::DurationBounds()) {}
 
 GpuStageMetrics::GpuStageMetrics(int device_count) {
+  // Each Device behind a pointer: its histograms hold atomics (not movable), and active() hands
+  // out pointers that must stay valid.
   for (int i = 0; i < device_count; ++i) {
     devices_.push_back(std::make_unique<Device>());
     devices_.back()->name = absl::StrCat("cuda:", i);
@@ -27,6 +29,7 @@ void GpuStageMetrics::Record(int ordinal, const cuda::GpuBatchStages& stages) {
 std::vector<const GpuStageMetrics::Device*> GpuStageMetrics::active() const {
   std::vector<const Device*> out;
   for (const auto& device : devices_) {
+    // Record fills the three histograms together, so one count says whether a batch ran.
     if (device->kernel.count() > 0) out.push_back(device.get());
   }
   return out;

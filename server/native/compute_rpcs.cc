@@ -58,6 +58,8 @@ absl::Status DecodeOp(const v1::EmbeddingBagRequest& request, const ComputeEntry
                         proto::ViewTensor(request.per_sample_weights(), "per_sample_weights"));
   }
   core::EmbeddingBagOptions options = compute.embedding_bag_options();
+  // The wire's Mode numbers are core's (SUM 0 .. SQRTN 3); an unknown one, which proto3 lets
+  // through, is INVALID_ARGUMENT from the planner.
   options.mode = static_cast<core::EmbeddingBagMode>(request.mode());
   options.include_last_offset = request.include_last_offset();
   if (request.has_padding_idx()) options.padding_idx = request.padding_idx();
@@ -116,6 +118,7 @@ class ComputeCall final : public UnaryReactor {
             "set either params (the tensor inline) or params_name (a resident tensor), not "
             "both");
       }
+      // Held by the request from here on: a delete or replace meanwhile does not disturb it.
       if (compute.registry() != nullptr)
         out->table = compute.registry()->Find(request_.params_name());
       if (out->table == nullptr) {
@@ -124,6 +127,7 @@ class ComputeCall final : public UnaryReactor {
                          "' (ListTensors lists them; PutTensor stores one)"));
       }
       out->params = out->table->plan_view();
+      // Only a call on a resident table can be a router's sub-call: the router names its table.
       out->from_router = context().client_metadata().count(kHopMetadata) > 0;
     } else if (!request_.has_params()) {
       // Said in these words, not as the empty tensor's "dtype is unspecified", which sent
@@ -138,6 +142,8 @@ class ComputeCall final : public UnaryReactor {
     // What make_output needs of the plan, kept here so that its closure holds only `this` and
     // fits AnyInvocable's inline storage (no allocation per call).
     output_ = OutputOf(out->plan);
+    // Strings cannot be written in place (each is its own protobuf field), and an empty output
+    // has nothing to write.
     if (output_.dtype != core::DataType::kString && output_.bytes > 0) {
       out->make_output = [this] { return OutputInPlace(); };
     } else {
@@ -168,6 +174,8 @@ class ComputeCall final : public UnaryReactor {
 
   grpc::Status WriteReply(grpc::ByteBuffer* reply) override {
     if (direct_reply_.size() > 0) {
+      // The reply takes its own reference to the slice; dropping ours leaves it the bytes' only
+      // holder.
       *reply = grpc::ByteBuffer(&direct_reply_, 1);
       direct_reply_ = grpc::Slice();
       return grpc::Status::OK;
@@ -192,6 +200,8 @@ class ComputeCall final : public UnaryReactor {
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StartGather(
     CallGate* gate, ComputeEntry* compute, grpc::CallbackServerContext* context) {
+  // Begin may already answer (a refusal) before the reactor is returned: gRPC holds a
+  // reactor's operations until the reactor is bound to its call.
   auto* call =
       new ComputeCall<v1::GatherRequest, v1::GatherResponse>(gate, compute, context, Rpc::kGather);
   call->Begin();

@@ -22,10 +22,13 @@ PutTensorEnv WithBudget(PutTensorEnv env, const ByteBudget* budget) {
 }  // namespace
 
 NativeService::NativeService(CallGate* gate, ComputeEntry* compute, PutTensorEnv resident)
+    // PutTensor checks its messages against the compute calls' budget: one budget per server.
     : gate_(gate),
       compute_(compute),
       resident_(WithBudget(std::move(resident), &compute->budget())) {
-  // Read after admission (unary_reactor.h): registered as streamed, answered as unary.
+  // Read after admission (unary_reactor.h): registered as streamed, answered as unary. The
+  // service owns the handlers it is given; `this` outlives them, as a service outlives its
+  // server.
   MarkMethodStreamed(Method("Gather"),
                      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                          [this](grpc::CallbackServerContext* context) {

@@ -46,6 +46,8 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   void OnReadDone(bool ok) override {
+    // A failed read is either the end of the stream (the client half-closed: publish) or the
+    // call's cancellation (its client, its deadline): nothing is published then.
     if (!ok) {
       if (context_.IsCancelled()) {
         return Answer(absl::CancelledError("the upload was cancelled; nothing was stored"));
@@ -54,6 +56,8 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     absl::Status status = Parse();
     if (status.ok()) status = first_ ? Describe() : Append();
+    // One message in memory at a time: the chunk is copied (or its strings moved) into the
+    // tensor by now.
     message_.Clear();
     if (!status.ok()) return Answer(status);
     StartRead(&wire_);
@@ -61,6 +65,8 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   void OnDone() override { delete this; }
 
+  // Nothing to do: a read is always pending until Answer, and a cancelled call's read
+  // completes with ok false, so OnReadDone answers it (Finish exactly once).
   void OnCancel() override {}
 
  private:
@@ -104,6 +110,8 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       }
       TC_RETURN_IF_ERROR(core::ValidateShardSpec(name_, *shard_, shape_[0]));
     }
+    // Fails a doomed upload before its bytes are sent; Put checks again when it publishes,
+    // since another upload may take the name meanwhile.
     if (!message_.replace()) TC_RETURN_IF_ERROR(env_.registry->CheckAbsent(name_));
     replace_ = message_.replace();
     device_ = message_.device();
@@ -129,6 +137,8 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   // A chunk: `data` at `offset` bytes, or `strings` from element `offset`, in order.
   absl::Status Append() {
+    // Its own flag, not first_: Describe clears first_ before it passes the first message's
+    // chunk here, and that message alone may carry the description.
     if (!first_message_ && HasDescription(message_)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor '", name_,
@@ -151,6 +161,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
             absl::StrCat("tensor '", name_, "': ", strings_.size() + message_.strings_size(),
                          " strings sent; its shape has ", elements_));
       }
+      // The payload is reserved before the strings are kept.
       int64_t payload = 0;
       for (const std::string& s : message_.strings()) payload += static_cast<int64_t>(s.size());
       if (payload > 0) {
@@ -171,6 +182,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                                                      " (chunks come in order)"));
     }
     const int64_t n = static_cast<int64_t>(message_.data().size());
+    // Compared as a difference, which cannot overflow (received_ <= total_bytes_).
     if (n > total_bytes_ - received_) {
       return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': ", received_ + n,
                                                      " data bytes sent; its dtype and shape make ",
@@ -204,6 +216,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
           absl::StrCat("tensor '", name_, "': the upload ended after ", received_, " of ",
                        total_bytes_, " bytes; nothing was stored"));
     }
+    // Placed before Put: a device that refuses the tensor leaves nothing published.
     core::DeviceCopy copy;
     if (env_.place) {
       TC_ASSIGN_OR_RETURN(copy, env_.place(device_, *tensor_));

@@ -12,6 +12,7 @@
 namespace tensorcompute::server {
 namespace {
 
+// These calls are answered before their handler returns: gRPC's default reactor, finished at once.
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(proto::ToGrpcStatus(status));
@@ -24,6 +25,7 @@ void ToInfo(const core::ResidentTensor& entry, v1::TensorInfo* info) {
   info->set_name(entry.name);
   info->set_dtype(proto::ToProtoDataType(entry.logical_dtype()));
   for (int64_t d : entry.logical_shape()) info->add_shape(d);
+  // Same numbers on the wire and in core (core/table_storage.h).
   info->set_storage(static_cast<v1::TableStorage>(entry.storage));
   if (entry.shard.has_value()) {
     info->mutable_shard()->set_index(entry.shard->index);

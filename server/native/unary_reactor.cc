@@ -12,6 +12,8 @@
 namespace tensorcompute::server {
 
 absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
+  // gRPC says "no deadline" with time_point::max(); InfiniteFuture is how the rest of the server
+  // says it (ComputeRequest's default; the shard router sets no deadline on its sub-calls then).
   const auto deadline = context.deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
   return absl::FromChrono(deadline);
@@ -28,6 +30,7 @@ void UnaryReactor::Begin() {
     return it == metadata.end() ? absl::string_view()
                                 : absl::string_view(it->second.data(), it->second.size());
   };
+  // Before admission, so that a refused call's log line carries the caller's id too.
   SetRequestId(value(kTraceparentKey), value(kRequestIdKey), &record_);
   if (absl::Status admitted = gate_.Admit(context_, /*needs_admin=*/false); !admitted.ok()) {
     return Answer(admitted);
@@ -78,6 +81,8 @@ bool UnaryReactor::ReserveDecoded() {
     }
     refused = reserved.status();
   }
+  // The credit is given back on every refusal, so the budget no longer counts the received
+  // bytes: free them now, not when the answer has been sent.
   message_.Clear();
   Answer(refused);
   return false;
@@ -86,6 +91,9 @@ bool UnaryReactor::ReserveDecoded() {
 void UnaryReactor::OnCancel() {
   cancel_->Cancel();        // only marks; Submit's done still answers
   compute_.NoticeCancel();  // if it is queued, the batcher answers it now
+  // True only for a call still waiting for its credit: nothing else will answer it (no read
+  // was started, nothing submitted), so it is answered here. Otherwise a read or compute in
+  // progress ends with the cancellation and answers, and Finish stays exactly once.
   if (compute_.budget().CancelWait(this)) {
     // gRPC's deadline timer may fire a hair before the deadline as the context reads it.
     const bool expired = absl::Now() + absl::Milliseconds(10) >= DeadlineOf(context_);
@@ -112,11 +120,15 @@ void UnaryReactor::Submit(ComputeRequest request) {
   request.deadline = DeadlineOf(context_);
   request.cancel = cancel_;
   request.record = &record_;
+  // `this` in done is safe: the call is deleted only in OnDone, which gRPC calls after Finish,
+  // and nothing but done finishes a submitted call.
   compute_.Submit(std::move(request), &reservation_,
                   [this](absl::Status status) { Answer(status); });
 }
 
 void UnaryReactor::Answer(const absl::Status& status) {
+  // The reply is written first: its size goes into the record, and a failure to serialize is
+  // the outcome that is counted and sent.
   absl::Status outcome = status;
   if (outcome.ok()) {
     const grpc::Status written = WriteReply(&reply_);
@@ -126,6 +138,7 @@ void UnaryReactor::Answer(const absl::Status& status) {
     record_.response_bytes = static_cast<int64_t>(reply_.Length());
   }
   gate_.Answer(rpc_, record_, outcome);
+  // Trailing metadata must be added before Finish sends it.
   for (const auto& [key, value] : record_.TimingTrailers(absl::Now())) {
     context_.AddTrailingMetadata(key, value);
   }
@@ -136,6 +149,7 @@ void UnaryReactor::Answer(const absl::Status& status) {
     }
     return Finish(proto::ToGrpcStatus(outcome));
   }
+  // Only an answer with a message is compressed. Write and status go as one operation.
   gate_.Compress(context_);
   StartWriteAndFinish(&reply_, grpc::WriteOptions(), grpc::Status::OK);
 }
