@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -184,8 +185,9 @@ absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
   return core::ParseNpy(contents);
 }
 
-absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
-                  core::TensorRegistry* registry, const TensorPlacer& place, int64_t threads) {
+absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> Load(
+    const PreloadSpec& spec, std::optional<core::ShardSpec> shard, core::TensorRegistry* registry,
+    const TensorPlacer& place, int64_t threads) {
   // Fixed-size tables are planned and reserved before their data is read; strings (whose
   // bytes only the file's content says) once read.
   std::optional<core::TableLayout> layout;
@@ -215,10 +217,8 @@ absl::Status Load(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
   // The reservation passes to the entry: the bytes stay counted from before the read until the
   // tensor is freed.
   TC_ASSIGN_OR_RETURN(core::DeviceCopy copy, place("", stored));
-  return registry
-      ->Put(spec.name, std::move(stored), std::move(copy), /*replace=*/false,
-            *std::move(reservation), spec.storage, shard)
-      .status();
+  return registry->Put(spec.name, std::move(stored), std::move(copy), /*replace=*/false,
+                       *std::move(reservation), spec.storage, shard);
 }
 
 // Loads `spec` and logs how it went; the error names the spec.
@@ -226,11 +226,15 @@ absl::Status LoadAndLog(const PreloadSpec& spec, std::optional<core::ShardSpec> 
                         core::TensorRegistry* registry, const TensorPlacer& place,
                         int64_t threads) {
   const absl::Time start = absl::Now();
-  if (absl::Status status = Load(spec, shard, registry, place, threads); !status.ok()) {
+  // The entry Put made, not a Find by name: the port serves while tables load, so an admin's
+  // DeleteTensor may already have removed the name.
+  auto loaded = Load(spec, shard, registry, place, threads);
+  if (!loaded.ok()) {
+    const absl::Status& status = loaded.status();
     return absl::Status(status.code(), absl::StrCat("--preload ", spec.name, "=", spec.path, ": ",
                                                     status.message()));
   }
-  const auto entry = registry->Find(spec.name);
+  const std::shared_ptr<const core::ResidentTensor>& entry = *loaded;
   const std::string part =
       entry->shard.has_value()
           ? absl::StrCat(" (shard ", entry->shard->index, " of ", entry->shard->count, ": ",
