@@ -36,6 +36,15 @@ def use_build(build):
     return os.path.join(build, "client", "tensorcompute")
 
 
+def random_table(path, rows=262144, cols=64):
+    """Writes a float32 [rows, cols] .npy of standard normal values (seed 1) to `path`, in a child
+    process of the same interpreter, so that the benchmark itself never imports NumPy."""
+    subprocess.run([sys.executable, "-c", (
+        "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(1).standard_normal("
+        "(int(sys.argv[2]), int(sys.argv[3]))).astype(np.float32))"), path, str(rows),
+        str(cols)], check=True)
+
+
 def wait_serving(cli, target, attempts=600):
     """Waits until `tensorcompute health` at `target` says SERVING (a server is NOT_SERVING
     until its --preload tables are in; main.cc prints the start-up line once Server::Start has

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_server import ServerProcess, use_build, wait_serving
+from bench_server import ServerProcess, random_table, use_build, wait_serving
 
 CASES = [
     ("small inline: 16 x 256 B out, 256 KiB params", ["--rows", "1024", "--slice", "64",
@@ -46,10 +46,7 @@ def main():
     cli = use_build(args.build)
     tmp = tempfile.TemporaryDirectory()
     table = os.path.join(tmp.name, "tbl.npy")
-    subprocess.run([sys.executable, "-c", (
-        "import numpy as np, sys; np.save(sys.argv[1], "
-        "np.random.default_rng(1).standard_normal((262144, 64)).astype(np.float32))"), table],
-        check=True)
+    random_table(table)
     with ServerProcess("--http_listen=127.0.0.1:0", f"--preload=tbl={table}") as server:
         targets = {"native": server.target, "kserve": server.target,
                    "kserve-http": f"127.0.0.1:{server.http_port}"}

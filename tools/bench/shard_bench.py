@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_server import ReservedPorts, ServerProcess, use_build
+from bench_server import ReservedPorts, ServerProcess, random_table, use_build
 
 CASES = [
     ("gather 16 rows", ["--op", "gather", "--indices", "16"]),
@@ -56,10 +56,7 @@ def main():
     cli = use_build(args.build)
     tmp = tempfile.TemporaryDirectory()
     table = os.path.join(tmp.name, "t.npy")
-    subprocess.run([sys.executable, "-c", (
-        "import numpy as np, sys; np.save(sys.argv[1], "
-        "np.random.default_rng(1).standard_normal((262144, 64)).astype(np.float32))"), table],
-        check=True)
+    random_table(table)
     with ReservedPorts(SHARDS) as reservation, contextlib.ExitStack() as servers:
         ports = reservation.numbers
         peers = ",".join(f"ipv4:127.0.0.1:{p}" for p in ports)
