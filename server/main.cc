@@ -442,7 +442,7 @@ int main(int argc, char** argv) {
     if (tokens.ok()) {
       std::vector<std::string> files;
       for (const std::string* file :
-           {&options.shard_peer_token_file, &options.auth_token_file, &options.admin_token_file}) {
+           {&options.auth_token_file, &options.admin_token_file, &options.shard_peer_token_file}) {
         if (!file->empty()) files.push_back(*file);
       }
       spdlog::info("received SIGHUP: reloaded {}: {} tokens accepted",

@@ -385,17 +385,15 @@ absl::StatusOr<int> Server::ReloadAuthTokens() {
         "the server was started without auth_token_file, admin_token_file or "
         "shard_peer_token_file");
   }
-  // The token sent to the peers first: a rotation that adds it to this server's own file too
-  // then has it accepted here no later than it is sent.
-  if (peer_token_ != nullptr) TC_RETURN_IF_ERROR(peer_token_->Reload());
   // Each file is swapped on its own: if the admin file fails after the ordinary one reloaded,
-  // the ordinary one's new tokens stay.
+  // the ordinary one's new tokens stay; the peer token, re-read last, keeps its old one.
   int tokens = 0;
   for (TokenAuth* file : {auth_.get(), admin_.get()}) {
     if (file == nullptr) continue;
     TC_ASSIGN_OR_RETURN(const int n, file->Reload());
     tokens += n;
   }
+  if (peer_token_ != nullptr) TC_RETURN_IF_ERROR(peer_token_->Reload());
   return tokens;
 }
 

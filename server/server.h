@@ -109,8 +109,9 @@ class Server {
   // The front ends' named ports (FrontEnd::Ports), in order.
   std::vector<std::pair<std::string, int>> front_end_ports() const;
 
-  // Re-reads options.shard_peer_token_file, auth_token_file and admin_token_file: returns how
-  // many tokens are now accepted, or the first error (that file's old tokens stay).
+  // Re-reads options.auth_token_file, admin_token_file and shard_peer_token_file, in that
+  // order: returns how many tokens are now accepted, or the first error (that file's old tokens
+  // stay, and the files after it are not re-read).
   // FAILED_PRECONDITION when the server was started without any of them.
   absl::StatusOr<int> ReloadAuthTokens();
 
