@@ -443,7 +443,10 @@ int main(int argc, char** argv) {
       std::vector<std::string> files;
       for (const std::string* file :
            {&options.auth_token_file, &options.admin_token_file, &options.shard_peer_token_file}) {
-        if (!file->empty()) files.push_back(*file);
+        // The peer token file is often the auth_token_file itself: named once.
+        if (!file->empty() && std::find(files.begin(), files.end(), *file) == files.end()) {
+          files.push_back(*file);
+        }
       }
       spdlog::info("received SIGHUP: reloaded {}: {} tokens accepted",
                    absl::StrJoin(files, " and "), *tokens);
