@@ -10,8 +10,8 @@
 //
 // Thread-safety: Authorization and Reload may run concurrently from any threads.
 
-#ifndef TENSORCOMPUTE_SERVER_PEER_TOKEN_H_
-#define TENSORCOMPUTE_SERVER_PEER_TOKEN_H_
+#ifndef TENSORCOMPUTE_SERVER_ADMISSION_PEER_TOKEN_H_
+#define TENSORCOMPUTE_SERVER_ADMISSION_PEER_TOKEN_H_
 
 #include <memory>
 #include <string>
@@ -45,4 +45,4 @@ class PeerToken {
 
 }  // namespace tensorcompute::server
 
-#endif  // TENSORCOMPUTE_SERVER_PEER_TOKEN_H_
+#endif  // TENSORCOMPUTE_SERVER_ADMISSION_PEER_TOKEN_H_

@@ -7,8 +7,8 @@
 //
 // Thread-safety: a pure function of its arguments.
 
-#ifndef TENSORCOMPUTE_SERVER_PEER_CHANNEL_H_
-#define TENSORCOMPUTE_SERVER_PEER_CHANNEL_H_
+#ifndef TENSORCOMPUTE_SERVER_COMPUTE_PEER_CHANNEL_H_
+#define TENSORCOMPUTE_SERVER_COMPUTE_PEER_CHANNEL_H_
 
 #include <cstdint>
 #include <memory>
@@ -34,4 +34,4 @@ std::shared_ptr<grpc::Channel> MakePeerChannel(const std::string& target,
 
 }  // namespace tensorcompute::server
 
-#endif  // TENSORCOMPUTE_SERVER_PEER_CHANNEL_H_
+#endif  // TENSORCOMPUTE_SERVER_COMPUTE_PEER_CHANNEL_H_
