@@ -19,9 +19,11 @@
 #   3. With kubectl (or kustomize) on PATH: 1 and 2 again on what `kubectl kustomize` renders
 #      for deploy/k8s (CPU), deploy/k8s/gpu, deploy/k8s/secure (TLS and tokens from
 #      Secrets, probes on the plaintext health port), deploy/k8s/sharded (a StatefulSet of
-#      one pod per shard of a table) and deploy/k8s/edge (nginx in front of the server on
-#      loopback); without it, says "skipped" (step 1 still validates each overlay's own
-#      manifests, such as deploy/k8s/edge/networkpolicy.yaml).
+#      one pod per shard of a table; its shards bring TLS and tokens to each other's sub-calls
+#      when they require them), deploy/k8s/sharded-secure (it with TLS and tokens) and
+#      deploy/k8s/edge (nginx in front of the server on loopback); without it, says "skipped"
+#      (step 1 still validates each overlay's own manifests, such as
+#      deploy/k8s/edge/networkpolicy.yaml).
 #   4. deploy/monitoring: the Prometheus Operator CRDs kept in deploy/monitoring/crds pass
 #      kubernetes-validate (they are CustomResourceDefinitions), and the ServiceMonitor and
 #      PrometheusRule are valid against those CRDs' openAPIV3Schema, unknown fields refused
@@ -255,7 +257,8 @@ for dep in deployments:
               f"{where}: --tls_cert and --tls_key must come together")
         check(f.get("tls_client_ca") is None or tls, f"{where}: --tls_client_ca without TLS")
         secret_volumes = {v["name"] for v in pod.get("volumes", []) if "secret" in v}
-        for flag in ("tls_cert", "tls_key", "tls_client_ca", "auth_token_file"):
+        for flag in ("tls_cert", "tls_key", "tls_client_ca", "auth_token_file",
+                     "shard_peer_token_file", "shard_peer_tls_ca"):
             file = f.get(flag)
             if file is None:
                 continue
@@ -312,6 +315,22 @@ for dep in deployments:
                   and ref == "metadata.labels['apps.kubernetes.io/pod-index']",
                   f"{where}: --shard_index is not the pod's ordinal")
             check(f.get("preload") is not None, f"{where}: shards but no --preload")
+            # The peers are pods like this one: what its port requires, its sub-calls bring.
+            peer_tls = "shard_peer_tls" in f and (f["shard_peer_tls"] or "true").lower() in (
+                "true", "1", "yes", "t", "y")
+            check(not tls or peer_tls,
+                  f"{where}: TLS (--tls_cert) but plaintext sub-calls to the shards "
+                  f"(no --shard_peer_tls)")
+            check(f.get("auth_token_file") is None or f.get("shard_peer_token_file") is not None,
+                  f"{where}: tokens required (--auth_token_file) but the sub-calls to the shards "
+                  f"carry none (no --shard_peer_token_file)")
+            check(f.get("tls_client_ca") is None or (peer_tls and tls),
+                  f"{where}: mTLS (--tls_client_ca) but the sub-calls present no certificate "
+                  f"(--shard_peer_tls with --tls_cert)")
+            check(peer_tls or (f.get("shard_peer_tls_ca") is None
+                               and f.get("shard_peer_tls_server_name") is None),
+                  f"{where}: --shard_peer_tls_ca or --shard_peer_tls_server_name without "
+                  f"--shard_peer_tls")
             services = {s["metadata"]["name"] for s in docs if s.get("kind") == "Service"}
             for target in (f.get("shard_peers") or "").split(","):
                 host = re.sub(r"^dns:///", "", target).rsplit(":", 1)[0].split(".")[0]
@@ -488,10 +507,10 @@ elif command -v kustomize >/dev/null 2>&1; then
 fi
 if ((${#render[@]} == 0)); then
   echo "skipped: kubectl not found: the kustomize renderings of deploy/k8s, deploy/k8s/gpu," \
-       "deploy/k8s/secure, deploy/k8s/sharded, deploy/k8s/edge and deploy/monitoring are not" \
-       "validated (their own manifests are, above)"
+       "deploy/k8s/secure, deploy/k8s/sharded, deploy/k8s/sharded-secure, deploy/k8s/edge and" \
+       "deploy/monitoring are not validated (their own manifests are, above)"
 else
-  for variant in "" gpu secure sharded edge; do
+  for variant in "" gpu secure sharded sharded-secure edge; do
     dir=deploy/k8s${variant:+/$variant}
     out=$tmp/rendered-${variant:-cpu}.yaml
     if "${render[@]}" "$repo/$dir" >"$out"; then

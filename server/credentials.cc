@@ -84,4 +84,22 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   return grpc::SslServerCredentials(ssl);
 }
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakePeerChannelCredentials(
+    const ServerOptions& options) {
+  if (!options.shard_peer_tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  // Empty pem_root_certs: gRPC's default roots (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, else its own).
+  if (!options.shard_peer_tls_ca.empty()) {
+    TC_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                        ReadCertificates("shard_peer_tls_ca", options.shard_peer_tls_ca));
+  }
+  // The server's own certificate, not a flag of its own: a shard's peers are servers like it,
+  // and an operator who gives them mTLS has given each one a certificate already.
+  if (!options.tls_cert.empty()) {
+    TC_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadCertificates("tls_cert", options.tls_cert));
+    TC_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadOptionFile("tls_key", options.tls_key));
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace tensorcompute::server

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -138,6 +139,17 @@ ABSL_FLAG(std::string, shard_peers, "",
           "TARGET[,TARGET...]: one gRPC target per shard index (e.g. "
           "dns:///tc-1.tc:50051; ipv4:A:P|B:P for several replicas): lookups on a sharded table "
           "send the rows this server does not hold to their shard");
+ABSL_FLAG(std::string, shard_peer_token_file, "",
+          "token file (--auth_token_file's format, may be the same file): its first token is "
+          "sent to the --shard_peers as 'authorization: Bearer <token>'; re-read on SIGHUP");
+ABSL_FLAG(bool, shard_peer_tls, false,
+          "TLS to the --shard_peers (verified against --shard_peer_tls_ca); with --tls_cert and "
+          "--tls_key, presented as the client certificate for peers with --tls_client_ca");
+ABSL_FLAG(std::string, shard_peer_tls_ca, "",
+          "PEM CA certificate(s) that signed the peers' certificates; empty = the system's roots");
+ABSL_FLAG(std::string, shard_peer_tls_server_name, "",
+          "name verified against the peers' certificates instead of each target's host (peers "
+          "addressed by IP, or sharing one certificate)");
 ABSL_FLAG(int64_t, malloc_trim_interval_s, 10,
           "give freed memory back to the OS (malloc_trim) this often; 0 = never");
 ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error|critical|off");
@@ -256,7 +268,9 @@ const std::vector<FlagGroup>& FlagGroups() {
       {"Devices", {"device", "gpus", "gpu_streams", "gpu_staging_mib", "gpu_timeout"}},
       {"Security", {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file", "admin_token_file"}},
       {"Tables", {"preload", "max_resident_bytes", "malloc_trim_interval_s"}},
-      {"Sharding", {"shard_index", "shard_count", "shard_peers"}},
+      {"Sharding",
+       {"shard_index", "shard_count", "shard_peers", "shard_peer_token_file", "shard_peer_tls",
+        "shard_peer_tls_ca", "shard_peer_tls_server_name"}},
       {"Logging", {"log_level", "log_format"}},
   };
   return *groups;
@@ -301,7 +315,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGHUP);  // reloads --auth_token_file
+  sigaddset(&stop_signals, SIGHUP);  // reloads the token files
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   tensorcompute::server::ServerOptions options;
@@ -346,6 +360,10 @@ int main(int argc, char** argv) {
   options.shard_index = absl::GetFlag(FLAGS_shard_index);
   options.shard_count = absl::GetFlag(FLAGS_shard_count);
   options.shard_peers = absl::GetFlag(FLAGS_shard_peers);
+  options.shard_peer_token_file = absl::GetFlag(FLAGS_shard_peer_token_file);
+  options.shard_peer_tls = absl::GetFlag(FLAGS_shard_peer_tls);
+  options.shard_peer_tls_ca = absl::GetFlag(FLAGS_shard_peer_tls_ca);
+  options.shard_peer_tls_server_name = absl::GetFlag(FLAGS_shard_peer_tls_server_name);
   options.malloc_trim_interval = absl::Seconds(absl::GetFlag(FLAGS_malloc_trim_interval_s));
   // Option values are checked in one place (ServerOptions::Validate; Server::Start checks
   // again); a bad flag is exit 2, as the usage errors above.
@@ -395,10 +413,19 @@ int main(int argc, char** argv) {
       options.queue_capacity, options.max_message_bytes, options.EffectiveMaxOutputBytes(),
       options.max_inflight_bytes, options.max_rank, absl::GetFlag(FLAGS_drain_timeout_s),
       (*server)->metrics_port(), front_end_ports, absl::GetFlag(FLAGS_max_connection_age_s));
-  spdlog::info("security: {}{}{}{}{}", options.tls_cert.empty() ? "plaintext" : "tls",
+  const std::string peers =
+      options.shard_peers.empty()
+          ? ""
+          : absl::StrCat(", to shard peers: ", options.shard_peer_tls ? "tls" : "plaintext",
+                         options.shard_peer_tls && !options.tls_cert.empty()
+                             ? " with this server's certificate"
+                             : "",
+                         options.shard_peer_token_file.empty() ? ", no token" : ", a token");
+  spdlog::info("security: {}{}{}{}{}{}", options.tls_cert.empty() ? "plaintext" : "tls",
                options.tls_client_ca.empty() ? "" : " mtls (client certificates required)",
                options.auth_token_file.empty() ? ", no token" : ", bearer tokens required",
                options.admin_token_file.empty() ? "" : ", admin token for PutTensor/DeleteTensor",
+               peers,
                (*server)->health_port() == 0
                    ? ""
                    : absl::StrCat(", plaintext health on port ", (*server)->health_port()));
@@ -406,15 +433,23 @@ int main(int argc, char** argv) {
 
   int signal = 0;
   while (sigwait(&stop_signals, &signal) == 0 && signal == SIGHUP) {
-    if (options.auth_token_file.empty() && options.admin_token_file.empty()) {
+    if (options.auth_token_file.empty() && options.admin_token_file.empty() &&
+        options.shard_peer_token_file.empty()) {
       spdlog::info("received SIGHUP: nothing to reload (no --auth_token_file)");
       continue;
     }
     absl::StatusOr<int> tokens = (*server)->ReloadAuthTokens();
     if (tokens.ok()) {
-      spdlog::info("received SIGHUP: reloaded {}{}: {} tokens accepted", options.auth_token_file,
-                   options.admin_token_file.empty() ? "" : " and " + options.admin_token_file,
-                   *tokens);
+      std::vector<std::string> files;
+      for (const std::string* file :
+           {&options.auth_token_file, &options.admin_token_file, &options.shard_peer_token_file}) {
+        // The peer token file is often the auth_token_file itself: named once.
+        if (!file->empty() && std::find(files.begin(), files.end(), *file) == files.end()) {
+          files.push_back(*file);
+        }
+      }
+      spdlog::info("received SIGHUP: reloaded {}: {} tokens accepted",
+                   absl::StrJoin(files, " and "), *tokens);
     } else {
       spdlog::error("received SIGHUP: cannot reload, keeping the previous tokens: {}",
                     std::string(tokens.status().message()));

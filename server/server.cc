@@ -29,6 +29,7 @@
 #include "proto/grpc_compression.h"
 #include "server/admission/byte_budget.h"
 #include "server/admission/call_gate.h"
+#include "server/admission/peer_token.h"
 #include "server/admission/token_auth.h"
 #include "server/builder_options.h"
 #include "server/compute/compute_entry.h"
@@ -90,6 +91,9 @@ absl::Status Server::LoadTokens() {
     if (path->empty()) continue;
     TC_ASSIGN_OR_RETURN(*auth, TokenAuth::Create(*path));
   }
+  if (!options_.shard_peer_token_file.empty()) {
+    TC_ASSIGN_OR_RETURN(peer_token_, PeerToken::Create(options_.shard_peer_token_file));
+  }
   return absl::OkStatus();
 }
 
@@ -145,7 +149,10 @@ absl::Status Server::SetUpCompute() {
                                             registry_.get(), plan_options);
   ShardRouterOptions router_options;
   TC_ASSIGN_OR_RETURN(router_options.peers, ParseShardPeers(options_.shard_peers));
-  router_options.max_answer_bytes = options_.EffectiveMaxOutputBytes();
+  router_options.channel.max_answer_bytes = options_.EffectiveMaxOutputBytes();
+  TC_ASSIGN_OR_RETURN(router_options.channel.credentials, MakePeerChannelCredentials(options_));
+  router_options.channel.tls_server_name = options_.shard_peer_tls_server_name;
+  router_options.token = peer_token_.get();
   router_ = std::make_unique<ShardRouter>(compute_.get(), &metrics_, std::move(router_options));
   // The router submits through compute_ and compute_ routes through it: the setter breaks the
   // cycle.
@@ -373,18 +380,20 @@ void Server::SetHealth(bool serving, bool service_too) {
 }
 
 absl::StatusOr<int> Server::ReloadAuthTokens() {
-  if (auth_ == nullptr && admin_ == nullptr) {
+  if (auth_ == nullptr && admin_ == nullptr && peer_token_ == nullptr) {
     return absl::FailedPreconditionError(
-        "the server was started without auth_token_file or admin_token_file");
+        "the server was started without auth_token_file, admin_token_file or "
+        "shard_peer_token_file");
   }
   // Each file is swapped on its own: if the admin file fails after the ordinary one reloaded,
-  // the ordinary one's new tokens stay.
+  // the ordinary one's new tokens stay; the peer token, re-read last, keeps its old one.
   int tokens = 0;
   for (TokenAuth* file : {auth_.get(), admin_.get()}) {
     if (file == nullptr) continue;
     TC_ASSIGN_OR_RETURN(const int n, file->Reload());
     tokens += n;
   }
+  if (peer_token_ != nullptr) TC_RETURN_IF_ERROR(peer_token_->Reload());
   return tokens;
 }
 

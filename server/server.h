@@ -11,8 +11,10 @@
 // 127.0.0.1:0.
 //
 // Security: TLS or mTLS on the main port (credentials.h), bearer tokens checked by the
-// CallGate (server/admission/token_auth.h; reflection is then not served), and optionally a
-// plaintext health-only listener (health_listener.h), whose status is set with the main one's.
+// CallGate (server/admission/token_auth.h; reflection is then not served), optionally a
+// plaintext health-only listener (health_listener.h), whose status is set with the main one's,
+// and the shard router's credentials for its peers (a token, server/admission/peer_token.h;
+// TLS or mTLS, credentials.h).
 //
 // A GPU taken out of service by a sticky CUDA error is logged; with device "gpu" health then
 // turns NOT_SERVING for good (only a new process can use the GPU again, so the orchestrator
@@ -70,6 +72,7 @@ class MemoryTrimmer;    // memory_trimmer.h
 class MeteredExecutor;  // server/metrics/metered_executor.h
 class ShardRouter;      // server/compute/shard_router.h
 class NativeService;    // server/native/native_service.h
+class PeerToken;        // server/admission/peer_token.h
 class TokenAuth;        // server/admission/token_auth.h
 class MetricsEndpoint;  // prometheus_metrics.h
 
@@ -106,8 +109,10 @@ class Server {
   // The front ends' named ports (FrontEnd::Ports), in order.
   std::vector<std::pair<std::string, int>> front_end_ports() const;
 
-  // Re-reads options.auth_token_file: returns how many tokens are now accepted, or the error
-  // (the old tokens stay). FAILED_PRECONDITION when the server was started without one.
+  // Re-reads options.auth_token_file, admin_token_file and shard_peer_token_file, in that
+  // order: returns how many tokens are now accepted, or the first error (that file's old tokens
+  // stay, and the files after it are not re-read).
+  // FAILED_PRECONDITION when the server was started without any of them.
   absl::StatusOr<int> ReloadAuthTokens();
 
   const Metrics& metrics() const { return metrics_; }
@@ -154,6 +159,8 @@ class Server {
   ErrorLog errors_;
   std::unique_ptr<TokenAuth> auth_;   // options.auth_token_file's tokens; null without one
   std::unique_ptr<TokenAuth> admin_;  // options.admin_token_file's; null without one
+  // options.shard_peer_token_file's token, sent by router_; null without one.
+  std::unique_ptr<PeerToken> peer_token_;
   std::unique_ptr<core::TensorRegistry> registry_;
   std::unique_ptr<MemoryTrimmer> trimmer_;  // null when options.malloc_trim_interval is 0
   std::unique_ptr<core::ThreadPool> pool_;

@@ -53,6 +53,16 @@ absl::Status ServerOptions::Validate() const {
                                                    " targets; shard_count is ", shard_count,
                                                    ": one target per shard"));
   }
+  if (shard_peers.empty() && (!shard_peer_token_file.empty() || shard_peer_tls)) {
+    return absl::InvalidArgumentError(
+        "shard_peer_token_file and shard_peer_tls are credentials for the sub-calls to "
+        "shard_peers: set shard_peers too");
+  }
+  if (!shard_peer_tls && (!shard_peer_tls_ca.empty() || !shard_peer_tls_server_name.empty())) {
+    return absl::InvalidArgumentError(
+        "shard_peer_tls_ca and shard_peer_tls_server_name need shard_peer_tls (TLS to the "
+        "shard peers)");
+  }
   if (compute_nice < 0 || compute_nice > 19 || malloc_trim_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("need 0 <= compute_nice <= 19 and malloc_trim_interval >= 0");
   }

@@ -231,6 +231,24 @@ struct ServerOptions {
   // Empty (default): lookups reading other shards' rows are FAILED_PRECONDITION. With
   // shard_count > 1, one target per shard (else Start fails, INVALID_ARGUMENT).
   std::string shard_peers;
+  // --- Credentials of the sub-calls to shard_peers (docs/deploy.md "TLS and tokens"); each
+  // needs shard_peers (else INVALID_ARGUMENT) ---
+  // A token file (auth_token_file's format): its first token is sent on every sub-call as
+  // "authorization: Bearer <token>", so it can be the peers' own auth_token_file (rotate by
+  // adding the new token second everywhere, then moving it first). Re-read with the other token
+  // files (Server::ReloadAuthTokens, SIGHUP). Empty (default): sub-calls carry no token, and a
+  // peer with auth_token_file refuses them (UNAVAILABLE naming the shard).
+  std::string shard_peer_token_file;
+  // TLS to the peers, verified against shard_peer_tls_ca (empty: the system's roots). When this
+  // server has tls_cert and tls_key, it presents them as its client certificate, for peers
+  // with tls_client_ca (mTLS): that certificate then needs the clientAuth extended key usage
+  // too (or none). Default off: plaintext.
+  bool shard_peer_tls = false;
+  std::string shard_peer_tls_ca;
+  // The name verified against the peers' certificates instead of each target's host (gRPC's
+  // ssl_target_name_override): for peers addressed by IP, or sharing one certificate. Needs
+  // shard_peer_tls, as does shard_peer_tls_ca. Empty (default): the target's host.
+  std::string shard_peer_tls_server_name;
 
   // OK, or INVALID_ARGUMENT naming the options out of range (what Server::Start checks first).
   absl::Status Validate() const;

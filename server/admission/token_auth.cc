@@ -14,8 +14,9 @@
 
 namespace tensorcompute::server {
 
-absl::StatusOr<std::vector<std::string>> TokenAuth::ReadTokens(const std::string& path) {
-  TC_ASSIGN_OR_RETURN(const std::string text, ReadOptionFile("auth_token_file", path));
+absl::StatusOr<std::vector<std::string>> TokenAuth::ReadTokens(const std::string& path,
+                                                               absl::string_view option) {
+  TC_ASSIGN_OR_RETURN(const std::string text, ReadOptionFile(option, path));
   std::vector<std::string> tokens;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     line = absl::StripAsciiWhitespace(line);
@@ -23,7 +24,7 @@ absl::StatusOr<std::vector<std::string>> TokenAuth::ReadTokens(const std::string
   }
   if (tokens.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "auth_token_file=", path, ": no token in the file (one per line; # starts a comment)"));
+        option, "=", path, ": no token in the file (one per line; # starts a comment)"));
   }
   return tokens;
 }

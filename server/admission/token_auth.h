@@ -43,8 +43,10 @@ class TokenAuth {
   absl::Status Check(std::optional<absl::string_view> authorization) const;
 
   // The file's tokens: one per line, surrounding whitespace trimmed; blank lines and lines
-  // starting with '#' ignored. INVALID_ARGUMENT when the file cannot be read or has no token.
-  static absl::StatusOr<std::vector<std::string>> ReadTokens(const std::string& path);
+  // starting with '#' ignored. INVALID_ARGUMENT, naming `option` and the path, when the file
+  // cannot be read or has no token.
+  static absl::StatusOr<std::vector<std::string>> ReadTokens(
+      const std::string& path, absl::string_view option = "auth_token_file");
 
  private:
   using Digest = std::array<uint8_t, 32>;  // SHA-256

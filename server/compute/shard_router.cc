@@ -12,16 +12,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/support/channel_arguments.h"
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
 #include "core/shard_split.h"
 #include "core/status_macros.h"
 #include "proto/grpc_status.h"
-#include "proto/service_config.h"
 #include "proto/tensor_codec.h"
+#include "server/compute/peer_channel.h"
 #include "server/compute/table_plans.h"
 
 namespace tensorcompute::server {
@@ -287,6 +284,11 @@ void ShardRouter::Call::SendRemote(Part& part) {
     part.context->set_deadline(absl::ToChronoTime(request_.deadline));
   }
   part.context->AddMetadata(kHopMetadata, "1");
+  // Per-call metadata, not call credentials: gRPC sends those only over TLS, and a token is
+  // also what a plaintext peer behind a private network checks.
+  if (router_.options_.token != nullptr) {
+    part.context->AddMetadata("authorization", router_.options_.token->Authorization());
+  }
   // `self` keeps the call, and so the part's context, request and answer, alive until gRPC has
   // called back.
   auto self = shared_from_this();
@@ -340,10 +342,17 @@ absl::Status ShardRouter::Call::Named(int32_t shard, const absl::Status& status)
       code != absl::StatusCode::kFailedPrecondition) {
     code = absl::StatusCode::kUnavailable;
   }
+  // The peer refusing this server's credentials is this server's configuration, not the
+  // client's token: said so, as the client's own call was accepted here.
+  const bool refused = status.code() == absl::StatusCode::kUnauthenticated ||
+                       status.code() == absl::StatusCode::kPermissionDenied;
   return absl::Status(
       code,
       absl::StrCat("shard ", shard, " of ", spec().count, " of table '", table().name, "' (",
-                   router_.peers_[static_cast<size_t>(shard)]->target, "): ", status.message()));
+                   router_.peers_[static_cast<size_t>(shard)]->target, "): ", status.message(),
+                   refused ? " (the shard refused this server's sub-call: check its "
+                             "--shard_peer_token_file)"
+                           : ""));
 }
 
 void ShardRouter::Call::PartDone(Part& part, absl::Status status) {
@@ -443,23 +452,9 @@ void ShardRouter::Call::Finish() {
 ShardRouter::ShardRouter(ComputeEntry* compute, Metrics* metrics, ShardRouterOptions options)
     : compute_(compute), metrics_(metrics), options_(std::move(options)) {
   for (const std::string& target : options_.peers) {
-    grpc::ChannelArguments args;
-    // Round-robin over the shard's replicas, health-checked, UNAVAILABLE retried on another.
-    args.SetServiceConfigJSON(
-        proto::ServiceConfigJson(/*health_checking=*/true, proto::ChannelRetry{}));
-    // The answer's tensor bytes plus 1 MiB for the rest of the message; gRPC takes an int.
-    args.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
-        options_.max_answer_bytes + (int64_t{1} << 20), std::numeric_limits<int>::max())));
-    // Reconnect within 0.1 to 1 s (gRPC's defaults: 1 to 120 s), so that a shard back from a
-    // restart serves again within about a second (docs/deploy.md, "Sharded tables").
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    // gRPC stops retrying a call once it has sent more than this (default 256 KiB); 16 MiB
-    // keeps sub-calls of up to about 2M int64 indices retryable.
-    args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, 16 << 20);
     auto peer = std::make_unique<Peer>();
     peer->target = target;
-    peer->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    peer->channel = MakePeerChannel(target, options_.channel);
     peer->stub = v1::TensorCompute::NewStub(peer->channel);
     peers_.push_back(std::move(peer));
   }

@@ -10,7 +10,9 @@
 //              executors (ComputeEntry::SubmitCharged), every other one as a Gather or
 //              GatherNd sub-call on `T` to the shard's gRPC target (--shard_peers), with the
 //              request's deadline, cancelled with it, marked as a sub-call (kHopMetadata) so
-//              that the owner serves it from its own rows and never routes it again;
+//              that the owner serves it from its own rows and never routes it again, with
+//              this server's credentials for its peers (a bearer token, TLS or mTLS:
+//              --shard_peer_token_file, --shard_peer_tls);
 //   assemble   the parts' rows are copied into the output in the request's order. A pooled
 //              lookup fetches each distinct row once (unpooled) and pools the fetched rows
 //              here with the request's own plan, so the answer is bit for bit the unsharded one.
@@ -19,16 +21,18 @@
 // (tuples routed by their first component, any depth), EmbeddingBag, on every storage kind
 // (server/compute/table_plans.h refuses the others with INVALID_ARGUMENT).
 //
-// Each shard's target is one gRPC channel: round-robin over what it resolves to (a DNS name
-// of several replicas, or an ipv4:/ipv6: list), client-side health checking (a draining
-// replica gets no new sub-call), and UNAVAILABLE retried on another replica within the
+// Each shard's target is one gRPC channel (peer_channel.h): round-robin over what it resolves
+// to (a DNS name of several replicas, or an ipv4:/ipv6: list), client-side health checking (a
+// draining replica gets no new sub-call), and UNAVAILABLE retried on another replica within the
 // deadline. A part that fails anyway fails the request: UNAVAILABLE (also for a peer that does
-// not hold the table: NOT_FOUND there) naming the shard and its target, "shard 2 of 3 of table
-// 'T' (dns:///tc-2.tc:50051): ..."; DEADLINE_EXCEEDED, CANCELLED, RESOURCE_EXHAUSTED (a part
-// over the shard's output cap) and FAILED_PRECONDITION (a shard holding other rows than its
-// index says: --shard_peers out of order) with their own codes, named the same way. The parts'
-// bytes (their rows, and a pooled lookup's fetched table) count against the in-flight budget
-// with the output (UNAVAILABLE, ByteBudget::NeedsError, when they do not fit).
+// not hold the table: NOT_FOUND there; a TLS handshake that fails; and a peer refusing this
+// server's token: UNAUTHENTICATED there, with a hint at --shard_peer_token_file) naming the
+// shard and its target, "shard 2 of 3 of table 'T' (dns:///tc-2.tc:50051): ...";
+// DEADLINE_EXCEEDED, CANCELLED, RESOURCE_EXHAUSTED (a part over the shard's output cap) and
+// FAILED_PRECONDITION (a shard holding other rows than its index says: --shard_peers out of
+// order) with their own codes, named the same way. The parts' bytes (their rows, and a pooled
+// lookup's fetched table) count against the in-flight budget with the output (UNAVAILABLE,
+// ByteBudget::NeedsError, when they do not fit).
 //
 // A server without --shard_peers serves a sharded table's lookups whose rows it holds; any
 // other is FAILED_PRECONDITION naming the shard that holds the row.
@@ -49,7 +53,9 @@
 #include "absl/synchronization/mutex.h"
 
 #include "server/admission/byte_budget.h"
+#include "server/admission/peer_token.h"
 #include "server/compute/compute_entry.h"
+#include "server/compute/peer_channel.h"
 #include "server/metrics/metrics.h"
 
 namespace tensorcompute::server {
@@ -61,8 +67,11 @@ struct ShardRouterOptions {
   // One gRPC target per shard index (--shard_peers); empty: lookups are served from this
   // server's rows only.
   std::vector<std::string> peers;
-  // The largest sub-call answer accepted (the server's output cap).
-  int64_t max_answer_bytes = int64_t{64} << 20;
+  // How each peer's channel is made: its credentials, TLS name and answer size cap.
+  PeerChannelOptions channel;
+  // Sent on every sub-call as its "authorization" metadata (--shard_peer_token_file); null:
+  // none. Not owned; outlives the router.
+  const PeerToken* token = nullptr;
 };
 
 // Parses --shard_peers: comma-separated gRPC targets, one per shard index; within one, '|'

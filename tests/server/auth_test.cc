@@ -18,6 +18,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 
+#include "server/admission/peer_token.h"
 #include "server/admission/token_auth.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"
@@ -130,6 +131,23 @@ TEST(TokenAuth, ReloadReplacesTokensAndAFailedReloadKeepsThem) {
   WriteFile("reload", "\n");
   EXPECT_THAT((*auth)->Reload().status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT((*auth)->Check("Bearer newer"), IsOk());
+}
+
+TEST(PeerToken, SendsTheFilesFirstTokenAndAFailedReloadKeepsIt) {
+  const std::string path = WriteFile("peer", "# the shards' token first\n  first \nsecond\n");
+  auto token = PeerToken::Create(path);
+  ASSERT_THAT(token.status(), IsOk());
+  EXPECT_EQ((*token)->Authorization(), "Bearer first");
+  WriteFile("peer", "next\n");
+  ASSERT_THAT((*token)->Reload(), IsOk());
+  EXPECT_EQ((*token)->Authorization(), "Bearer next");
+  WriteFile("peer", "# none\n");
+  EXPECT_THAT((*token)->Reload(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shard_peer_token_file=")));
+  EXPECT_EQ((*token)->Authorization(), "Bearer next");
+  EXPECT_THAT(PeerToken::Create("/nonexistent/peer").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("shard_peer_token_file=/nonexistent/peer: cannot read")));
 }
 
 TEST(ServerAuth, RequiresTheTokenOnEveryRpcButHealthAndCountsRefusals) {

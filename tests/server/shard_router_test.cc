@@ -314,5 +314,28 @@ TEST(ShardOptionsTest, ShardFlagsAreChecked) {
   EXPECT_THAT(ParseShardPeers("a,,b").status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST(ShardOptionsTest, PeerCredentialsNeedPeersAndTls) {
+  ServerOptions options = TestOptions();
+  options.shard_peer_token_file = "/some/tokens";
+  EXPECT_THAT(options.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("set shard_peers too")));
+  options.shard_peer_token_file = "";
+  options.shard_peer_tls = true;
+  EXPECT_THAT(options.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("set shard_peers too")));
+  options.shard_peers = "a:1";
+  options.shard_peer_tls_ca = "/some/ca.pem";
+  options.shard_peer_tls_server_name = "peer.example";
+  EXPECT_THAT(options.Validate(), IsOk());
+  options.shard_peer_tls = false;
+  EXPECT_THAT(options.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("need shard_peer_tls")));
+  options.shard_peer_tls_ca = "";
+  EXPECT_THAT(options.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("need shard_peer_tls")));
+  options.shard_peer_tls_server_name = "";
+  EXPECT_THAT(options.Validate(), IsOk());
+}
+
 }  // namespace
 }  // namespace tensorcompute::server

@@ -6,6 +6,9 @@
     certs.client_cert, certs.client_key               # signed by certs.ca (for mTLS)
     certs.other_ca                                    # an unrelated CA ("wrong CA")
     certs.other_client_cert, certs.other_client_key   # signed by other_ca
+    certs.peer_cert, certs.peer_key                   # signed by certs.ca, SAN as the server
+                                                      # cert, for serverAuth and clientAuth: a
+                                                      # shard's own cert, presented to its peers
 
 Every value is a file path. Keys are P-256 (fast to make), certificates valid for a day.
 """
@@ -51,6 +54,8 @@ def make_certs(directory):
     _leaf("server", "ca", "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
           "subjectAltName=DNS:localhost,IP:127.0.0.1\n", directory)
     client_ext = "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"
+    _leaf("peer", "ca", "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n"
+          "subjectAltName=DNS:localhost,IP:127.0.0.1\n", directory)
     _leaf("client", "ca", client_ext, directory)
     _leaf("other_client", "other_ca", client_ext, directory)
     path = lambda name: os.path.join(directory, name)
@@ -58,4 +63,5 @@ def make_certs(directory):
         ca=path("ca.pem"), server_cert=path("server.pem"), server_key=path("server.key"),
         client_cert=path("client.pem"), client_key=path("client.key"),
         other_ca=path("other_ca.pem"), other_client_cert=path("other_client.pem"),
-        other_client_key=path("other_client.key"))
+        other_client_key=path("other_client.key"), peer_cert=path("peer.pem"),
+        peer_key=path("peer.key"))
