@@ -34,7 +34,6 @@ class DropReflection final : public grpc::ServerBuilderOption {
 }  // namespace
 
 void ApplyBuilderOptions(const ServerOptions& options, grpc::ServerBuilder* builder) {
-  builder->SetOption(WithoutPortSharing());
   builder->SetMaxReceiveMessageSize(ClampToInt(options.max_message_bytes));
   builder->SetMaxSendMessageSize(ClampToInt(options.max_message_bytes));
   // A fixed window: with BDP probing on, gRPC would grow it past the lookahead
@@ -59,23 +58,14 @@ void ApplyBuilderOptions(const ServerOptions& options, grpc::ServerBuilder* buil
     builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                                 Milliseconds(options.max_connection_idle));
   }
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                              Milliseconds(options.handshake_timeout));
   if (options.max_connection_age > absl::ZeroDuration()) {
     builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                                 Milliseconds(options.max_connection_age));
     builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                                 Milliseconds(options.max_connection_age_grace));
   }
-}
-
-std::unique_ptr<grpc::ServerBuilderOption> WithoutPortSharing() {
-  class NoReusePort final : public grpc::ServerBuilderOption {
-   public:
-    void UpdateArguments(grpc::ChannelArguments* args) override {
-      args->SetInt(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    }
-    void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*) override {}
-  };
-  return std::make_unique<NoReusePort>();
 }
 
 std::unique_ptr<grpc::ServerBuilderOption> WithoutReflection() {

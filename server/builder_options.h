@@ -19,13 +19,8 @@
 namespace tensorcompute::server {
 
 // Sets `builder`'s message limits and channel arguments as `options` says (server_options.h
-// documents each), and WithoutPortSharing. REQUIRES: options.Validate() is OK.
+// documents each). REQUIRES: options.Validate() is OK.
 void ApplyBuilderOptions(const ServerOptions& options, grpc::ServerBuilder* builder);
-
-// A ServerBuilder option that turns off gRPC's SO_REUSEPORT (on by default on Linux), so that
-// a port another process listens on is an error at start ("cannot listen on ...") rather than
-// shared with it, the kernel dealing connections between the two. Every listener gets it.
-std::unique_ptr<grpc::ServerBuilderOption> WithoutPortSharing();
 
 // A ServerBuilder option that drops gRPC's reflection plugin (which every ServerBuilder gets
 // once grpc++_reflection is linked): for the health-only listener, and for the main server when

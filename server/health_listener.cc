@@ -6,6 +6,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
+#include "core/status_macros.h"
 #include "server/builder_options.h"
 
 namespace tensorcompute::server {
@@ -31,29 +32,35 @@ class HealthOnly final : public grpc::CallbackGenericService {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HealthListener>> HealthListener::Start(const std::string& address) {
+absl::StatusOr<std::unique_ptr<HealthListener>> HealthListener::Start(const std::string& address,
+                                                                      int descriptor_reserve) {
   std::unique_ptr<HealthListener> listener(new HealthListener());
+  GrpcAcceptor::Options accepting;
+  accepting.flag = "health_listen";
+  accepting.descriptor_reserve = descriptor_reserve;
+  TC_ASSIGN_OR_RETURN(listener->acceptor_, GrpcAcceptor::Listen(address, std::move(accepting)));
+  listener->port_ = listener->acceptor_->port();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &listener->port_);
-  builder.SetOption(WithoutPortSharing());
+  listener->acceptor_->AddTo(&builder, grpc::InsecureServerCredentials());
   builder.SetOption(WithoutReflection());
   // gRPC requires a registered service to outlive its server: fallback_ is declared before
   // server_ (health_listener.h), so it is destroyed after it.
   listener->fallback_ = std::make_unique<HealthOnly>();
   builder.RegisterCallbackGenericService(listener->fallback_.get());
   listener->server_ = builder.BuildAndStart();
-  if (listener->server_ == nullptr || listener->port_ == 0) {
-    listener->shut_down_ = listener->server_ == nullptr;  // else the destructor shuts it down
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, " (health_listen)"));
+  if (listener->server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot serve on ", address, " (health_listen)"));
   }
+  listener->acceptor_->Start();
   return listener;
 }
 
 HealthListener::~HealthListener() { Shutdown(); }
 
 void HealthListener::Shutdown() {
-  if (shut_down_) return;
+  if (shut_down_ || server_ == nullptr) return;  // stopped, or never started
   shut_down_ = true;
+  acceptor_->Stop();  // before Shutdown, which drops connections handed to it afterwards
   // With a deadline: calls still open after a second are cancelled rather than waited for.
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   server_->Wait();

@@ -19,14 +19,18 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 
+#include "server/grpc_acceptor.h"
+
 namespace tensorcompute::server {
 
 class HealthListener {
  public:
-  // Listens on `address` ("host:port"; port 0 picks one). UNAVAILABLE "cannot listen on
-  // ADDRESS (health_listen)" when it cannot be bound. REQUIRES: gRPC's default health service
-  // is enabled (grpc::EnableDefaultHealthCheckService(true)).
-  static absl::StatusOr<std::unique_ptr<HealthListener>> Start(const std::string& address);
+  // Listens on `address` ("host:port"; port 0 picks one) through a GrpcAcceptor that leaves
+  // `descriptor_reserve` descriptors free. UNAVAILABLE "cannot listen on ADDRESS
+  // (health_listen): WHY" when it cannot be bound. REQUIRES: gRPC's default health service is
+  // enabled (grpc::EnableDefaultHealthCheckService(true)).
+  static absl::StatusOr<std::unique_ptr<HealthListener>> Start(const std::string& address,
+                                                               int descriptor_reserve);
 
   // Shutdown().
   ~HealthListener();
@@ -42,6 +46,7 @@ class HealthListener {
 
   std::unique_ptr<grpc::CallbackGenericService> fallback_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<GrpcAcceptor> acceptor_;  // hands its connections to server_
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -67,6 +67,12 @@ ABSL_FLAG(int64_t, keepalive_min_client_interval_s, 10,
           "clients pinging more often than this get GOAWAY too_many_pings");
 ABSL_FLAG(int64_t, max_connection_idle_s, 0,
           "close connections with no call for this long; 0 = never");
+ABSL_FLAG(int64_t, handshake_timeout_s, 10,
+          "close gRPC connections that have not finished their handshake (TLS, HTTP/2 preface "
+          "and SETTINGS) this long after they were accepted");
+ABSL_FLAG(int64_t, descriptor_reserve, 128,
+          "file descriptors the gRPC listeners leave free: a connection arriving when fewer are "
+          "free under the open-files limit is closed at once");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{64} << 20,
           "largest request/response message; a larger request gets RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_output_bytes, 0,
@@ -255,13 +261,13 @@ const std::vector<FlagGroup>& FlagGroups() {
        {"listen", "http_listen", "metrics_listen", "health_listen", "http_threads",
         "grpc_compression", "keepalive_time_s", "keepalive_timeout_s",
         "keepalive_min_client_interval_s", "max_connection_idle_s", "max_connection_age_s",
-        "max_connection_age_grace_s", "drain_timeout_s", "drain_notice_ms"}},
+        "max_connection_age_grace_s", "handshake_timeout_s", "drain_timeout_s", "drain_notice_ms"}},
       {"Limits (each refusal's status code: docs/errors.md)",
        {"max_message_bytes", "max_output_bytes", "max_rank", "max_inflight_bytes",
-        "max_concurrent_streams", "stream_window_bytes", "http_max_connections",
-        "http_max_header_bytes", "http_max_header_fields", "http_header_timeout_s",
-        "http_body_progress_timeout_s", "http_body_timeout_s", "http_idle_timeout_s",
-        "http_write_timeout_s"}},
+        "max_concurrent_streams", "stream_window_bytes", "descriptor_reserve",
+        "http_max_connections", "http_max_header_bytes", "http_max_header_fields",
+        "http_header_timeout_s", "http_body_progress_timeout_s", "http_body_timeout_s",
+        "http_idle_timeout_s", "http_write_timeout_s"}},
       {"Batching and the CPU",
        {"max_batch_size", "max_queue_delay_us", "queue_capacity", "deadline_admission",
         "inline_compute_bytes", "cpu_threads", "compute_nice"}},
@@ -345,6 +351,8 @@ int main(int argc, char** argv) {
   options.keepalive_min_client_interval =
       absl::Seconds(absl::GetFlag(FLAGS_keepalive_min_client_interval_s));
   options.max_connection_idle = absl::Seconds(absl::GetFlag(FLAGS_max_connection_idle_s));
+  options.handshake_timeout = absl::Seconds(absl::GetFlag(FLAGS_handshake_timeout_s));
+  options.descriptor_reserve = absl::GetFlag(FLAGS_descriptor_reserve);
   options.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   options.max_connection_age_grace = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_s));
   options.grpc_compression = absl::GetFlag(FLAGS_grpc_compression);

@@ -257,7 +257,7 @@ void AppendShardCalls(const Metrics& metrics, Families* out) {
   out->push_back(std::move(seconds));
 }
 
-// What is let in: RPCs in flight, and the HTTP connections refused or closed to make room.
+// What is let in: RPCs in flight, and the connections refused or closed to make room.
 void AppendAdmission(const Metrics& metrics, Families* out) {
   AppendGauge("tensorcompute_inflight_requests", "RPCs accepted and not yet answered",
               static_cast<double>(metrics.inflight_requests()), out);
@@ -265,6 +265,10 @@ void AppendAdmission(const Metrics& metrics, Families* out) {
                 "Connections closed at once: the listener was at its connection limit "
                 "(--http_max_connections)",
                 static_cast<double>(metrics.rejected_connections()), out);
+  AppendCounter("tensorcompute_grpc_refused_connections_total",
+                "gRPC connections closed at once: fewer than --descriptor_reserve file "
+                "descriptors were free",
+                static_cast<double>(metrics.refused_grpc_connections()), out);
   AppendCounter("tensorcompute_http_idle_connections_closed_total",
                 "Idle HTTP connections (waiting for a request) closed to make room for a new one "
                 "at --http_max_connections",

@@ -35,6 +35,7 @@
 #include "server/compute/compute_entry.h"
 #include "server/compute/shard_router.h"
 #include "server/credentials.h"
+#include "server/grpc_acceptor.h"
 #include "server/health_listener.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics/gpu_stage_metrics.h"
@@ -184,8 +185,13 @@ absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& c
   // health service to servers built after it is enabled.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  GrpcAcceptor::Options accepting;
+  accepting.descriptor_reserve = static_cast<int>(options_.descriptor_reserve);
+  accepting.on_refused = [this] { metrics_.CountRefusedGrpcConnection(); };
+  TC_ASSIGN_OR_RETURN(acceptor_, GrpcAcceptor::Listen(options_.listen, std::move(accepting)));
+  port_ = acceptor_->port();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, credentials, &port_);
+  acceptor_->AddTo(&builder, credentials);
   // Ordinary tokens only: with admin tokens alone, ordinary calls need no token, and reflection
   // (read-only) may stay.
   if (auth_ != nullptr) builder.SetOption(WithoutReflection());
@@ -213,16 +219,19 @@ absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& c
                         MetricsEndpoint::Start(options_.metrics_listen, std::move(collector)));
   }
   server_ = builder.BuildAndStart();
-  if (server_ == nullptr || port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
+  if (server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot serve on ", options_.listen));
   }
+  acceptor_->Start();
   return absl::OkStatus();
 }
 
 // The health-only listener and the front ends' own listeners.
 absl::Status Server::StartSideListeners() {
   if (!options_.health_listen.empty()) {
-    TC_ASSIGN_OR_RETURN(health_listener_, HealthListener::Start(options_.health_listen));
+    TC_ASSIGN_OR_RETURN(health_listener_,
+                        HealthListener::Start(options_.health_listen,
+                                              static_cast<int>(options_.descriptor_reserve)));
   }
   for (const auto& front_end : front_ends_) {
     TC_RETURN_IF_ERROR(front_end->Start());
@@ -452,6 +461,7 @@ void Server::DoDrain() {
     // responses to be sent, cancels what is left at the deadline, and closes the listeners.
     // HTTP requests still in flight are answered (their tasks are done or cancelled).
     for (const auto& front_end : front_ends_) front_end->Stop();
+    acceptor_->Stop();  // before Shutdown, which drops connections handed to it afterwards
     // At least a second even when the drain timeout is spent, so that answers already finished
     // can still be sent.
     server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now() + absl::Seconds(1))));

@@ -67,6 +67,7 @@ namespace tensorcompute::server {
 
 class ByteBudget;       // server/admission/byte_budget.h
 class GpuStageMetrics;  // server/metrics/gpu_stage_metrics.h
+class GrpcAcceptor;     // grpc_acceptor.h
 class HealthListener;   // health_listener.h
 class MemoryTrimmer;    // memory_trimmer.h
 class MeteredExecutor;  // server/metrics/metered_executor.h
@@ -195,6 +196,8 @@ class Server {
   bool started_ = false;            // Start returned OK
   // Destroyed first: each stops serving before anything it uses goes away.
   std::unique_ptr<grpc::Server> server_;
+  // options.listen's sockets; it hands their connections to server_. Destroyed before it.
+  std::unique_ptr<GrpcAcceptor> acceptor_;
   int port_ = 0;
   std::unique_ptr<HealthListener> health_listener_;  // options.health_listen's; may be null
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;

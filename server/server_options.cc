@@ -40,6 +40,9 @@ absl::Status ServerOptions::Validate() const {
         "keepalive_time and "
         "keepalive_timeout > 0 and keepalive_min_client_interval >= 0");
   }
+  if (handshake_timeout <= absl::ZeroDuration() || descriptor_reserve < 0) {
+    return absl::InvalidArgumentError("need handshake_timeout > 0 and descriptor_reserve >= 0");
+  }
   if (shard_count < 1 || shard_count > core::kMaxShards || shard_index < 0 ||
       shard_index >= shard_count) {
     return absl::InvalidArgumentError(absl::StrCat("need 1 <= shard_count <= ", core::kMaxShards,

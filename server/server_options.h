@@ -172,6 +172,15 @@ struct ServerOptions {
   // Close connections that have had no call for this long (GOAWAY; clients reconnect when they
   // next call): bounds what idle clients hold. Zero (default): never.
   absl::Duration max_connection_idle = absl::ZeroDuration();
+  // Close a connection that has not finished its handshake (TLS, and the client's HTTP/2
+  // preface and SETTINGS) this long after it was accepted: connections that send nothing give
+  // their descriptors back. Default 10 s (gRPC's own: 120 s).
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // File descriptors the gRPC listeners leave free for the rest of the server (tables' files,
+  // the HTTP front end, TLS files re-read on SIGHUP, metrics scrapes): a connection that
+  // arrives when fewer are free under the soft limit on open files is closed at once
+  // (grpc_acceptor.h). Default 128.
+  int64_t descriptor_reserve = 128;
 
   // How often freed memory is given back to the operating system (glibc malloc_trim; see
   // server/memory_trimmer.h): without it, RSS keeps each burst's high-water mark of gRPC's

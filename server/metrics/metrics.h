@@ -86,6 +86,11 @@ class Metrics {
   // A connection was closed as soon as it was accepted because a listener had as many open as
   // it serves (the KServe HTTP front end's http_max_connections).
   void CountRejectedConnection() { rejected_connections_.fetch_add(1, std::memory_order_relaxed); }
+  // A gRPC connection was closed as soon as it was accepted: fewer than descriptor_reserve file
+  // descriptors were free (grpc_acceptor.h).
+  void CountRefusedGrpcConnection() {
+    refused_grpc_connections_.fetch_add(1, std::memory_order_relaxed);
+  }
   // An idle HTTP connection (waiting for a request's first byte) was closed to make room for a
   // new one at the listener's limit (kserve/http_idle_list.h).
   void CountIdleConnectionClosed() {
@@ -118,6 +123,9 @@ class Metrics {
   int64_t rejected_connections() const {
     return rejected_connections_.load(std::memory_order_relaxed);
   }
+  int64_t refused_grpc_connections() const {
+    return refused_grpc_connections_.load(std::memory_order_relaxed);
+  }
   int64_t idle_connections_closed() const {
     return idle_connections_closed_.load(std::memory_order_relaxed);
   }
@@ -136,6 +144,7 @@ class Metrics {
   std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> rejected_connections_{0};
   std::atomic<int64_t> idle_connections_closed_{0};
+  std::atomic<int64_t> refused_grpc_connections_{0};
   std::atomic<int64_t> batched_requests_{0};
   std::atomic<int64_t> max_batch_size_{0};
   std::array<std::atomic<int64_t>, kBuckets + 1> batch_buckets_{};

@@ -205,8 +205,8 @@ TEST(HealthListener, ServesHealthOnlyAndMirrorsTheDrain) {
 }
 
 TEST(Listeners, APortAnotherServerHoldsFailsStartRatherThanBeingShared) {
-  // gRPC sets SO_REUSEPORT unless told not to: a second server on a port would start and take
-  // half of the first one's connections.
+  // gRPC's own listener would set SO_REUSEPORT; grpc_acceptor.h binds without it: a second
+  // server on a port would otherwise start and take half of the first one's connections.
   ServerOptions first_options = TestOptions();
   first_options.health_listen = "127.0.0.1:0";
   auto first = Server::Start(first_options);
