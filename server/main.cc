@@ -133,6 +133,12 @@ ABSL_FLAG(std::string, admin_token_file, "",
           "(PERMISSION_DENIED for an ordinary token); re-read on SIGHUP");
 ABSL_FLAG(int64_t, max_resident_bytes, int64_t{8} << 30,
           "most bytes of resident tensors (PutTensor, --preload); beyond: RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_upload_bytes, int64_t{1} << 30,
+          "memory share of uploads in progress (PutTensor), apart from --max_inflight_bytes: "
+          "each holds twice --max_message_bytes while it reads; without room: UNAVAILABLE");
+ABSL_FLAG(int64_t, upload_idle_timeout_s, 120,
+          "longest wait for an upload's next message; past it: DEADLINE_EXCEEDED, nothing "
+          "stored; 0 = no bound");
 ABSL_FLAG(std::vector<std::string>, preload, {},
           "NAME=PATH.npy[:KIND][,...]: tensors loaded at start-up, before health turns "
           "SERVING; KIND stores a float32 [rows, dim] table compactly: float16, int8-rowwise, "
@@ -273,7 +279,9 @@ const std::vector<FlagGroup>& FlagGroups() {
         "inline_compute_bytes", "cpu_threads", "compute_nice"}},
       {"Devices", {"device", "gpus", "gpu_streams", "gpu_staging_mib", "gpu_timeout"}},
       {"Security", {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file", "admin_token_file"}},
-      {"Tables", {"preload", "max_resident_bytes", "malloc_trim_interval_s"}},
+      {"Tables",
+       {"preload", "max_resident_bytes", "max_upload_bytes", "upload_idle_timeout_s",
+        "malloc_trim_interval_s"}},
       {"Sharding",
        {"shard_index", "shard_count", "shard_peers", "shard_peer_token_file", "shard_peer_tls",
         "shard_peer_tls_ca", "shard_peer_tls_server_name"}},
@@ -364,6 +372,8 @@ int main(int argc, char** argv) {
   options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   options.inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
   options.max_resident_bytes = absl::GetFlag(FLAGS_max_resident_bytes);
+  options.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
+  options.upload_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_upload_idle_timeout_s));
   options.preload = absl::GetFlag(FLAGS_preload);
   options.shard_index = absl::GetFlag(FLAGS_shard_index);
   options.shard_count = absl::GetFlag(FLAGS_shard_count);

@@ -284,6 +284,19 @@ void AppendByteBudget(const ByteBudget& budget, Families* out) {
               static_cast<double>(budget.limit()), out);
 }
 
+void AppendUploadBudget(const UploadBudget& uploads, Families* out) {
+  AppendGauge("tensorcompute_upload_bytes",
+              "Bytes held by uploads in progress (PutTensor): each one's slot for the message it "
+              "reads, and a message's decoded cost beyond it",
+              static_cast<double>(uploads.used()), out);
+  AppendGauge("tensorcompute_upload_bytes_limit", "max_upload_bytes: beyond it uploads are refused",
+              static_cast<double>(uploads.limit()), out);
+  AppendCounter("tensorcompute_uploads_refused_total",
+                "Uploads, and their messages, refused UNAVAILABLE for want of room in "
+                "max_upload_bytes",
+                static_cast<double>(uploads.refused()), out);
+}
+
 // The batcher's gauges (`batcher` may be null: none), then the batch sizes.
 void AppendBatching(const batching::Batcher* batcher, const Metrics& metrics, Families* out) {
   if (batcher != nullptr) {
@@ -377,6 +390,7 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   AppendShardCalls(*metrics_, &families);
   AppendAdmission(*metrics_, &families);
   if (budget_ != nullptr) AppendByteBudget(*budget_, &families);
+  if (uploads_ != nullptr) AppendUploadBudget(*uploads_, &families);
   AppendBatching(batcher_, *metrics_, &families);
   AppendExecutors(executors_, &families);
   if (serving_) AppendServing(serving_(), &families);

@@ -3,11 +3,11 @@
 // The server's metrics in the Prometheus text format, over HTTP (GET /metrics), through
 // prometheus-cpp's Exposer and serializer. MetricsCollector is a prometheus::Collectable that
 // reads Metrics, the batcher, the byte budget, the metered executors and, when set, the
-// resident tables, the GPU stages and health when scraped, and turns them into families named
-// by Prometheus conventions (tensorcompute_*, base units, _total for counters). The .cc
-// names, types and describes each family once, a function per group; docs/deploy.md
-// ("Metrics") is the operator's table of them, and tests/deploy/monitoring_test.py checks that
-// the two list the same families.
+// resident tables, the uploads' share, the GPU stages and health when scraped, and turns them
+// into families named by Prometheus conventions (tensorcompute_*, base units, _total for
+// counters). The .cc names, types and describes each family once, a function per group;
+// docs/deploy.md ("Metrics") is the operator's table of them, and tests/deploy/monitoring_test.py
+// checks that the two list the same families.
 //
 // Every duration histogram has the buckets of core::DurationBounds() (10 us to 60 s) and every
 // size histogram those of core::SizeBounds() (64 B to 1 GiB), so that replicas' series add up.
@@ -31,6 +31,7 @@
 #include "core/batching/batcher.h"
 #include "core/tensor_registry.h"
 #include "server/admission/byte_budget.h"
+#include "server/admission/upload_budget.h"
 #include "server/metrics/gpu_stage_metrics.h"
 #include "server/metrics/metered_executor.h"
 #include "server/metrics/metrics.h"
@@ -58,6 +59,9 @@ class MetricsCollector final : public prometheus::Collectable {
   // Also report resident tensors (bytes per device, tables). Not owned; call before the
   // collector is registered.
   void set_registry(const core::TensorRegistry* registry) { registry_ = registry; }
+  // Also report the uploads' share (max_upload_bytes). Not owned; call before the collector is
+  // registered.
+  void set_upload_budget(const UploadBudget* uploads) { uploads_ = uploads; }
   // Also report whether health is SERVING. Call before the collector is registered.
   void set_serving(std::function<bool()> serving) { serving_ = std::move(serving); }
   // Also report a GPU executor's batch stages (GpuStageMetrics). Not owned; call before the
@@ -66,6 +70,7 @@ class MetricsCollector final : public prometheus::Collectable {
 
  private:
   const core::TensorRegistry* registry_ = nullptr;
+  const UploadBudget* uploads_ = nullptr;
   std::function<bool()> serving_;
   const GpuStageMetrics* gpu_stages_ = nullptr;
   const Metrics* const metrics_;

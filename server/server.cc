@@ -31,6 +31,7 @@
 #include "server/admission/call_gate.h"
 #include "server/admission/peer_token.h"
 #include "server/admission/token_auth.h"
+#include "server/admission/upload_budget.h"
 #include "server/builder_options.h"
 #include "server/compute/compute_entry.h"
 #include "server/compute/shard_router.h"
@@ -165,6 +166,11 @@ absl::Status Server::SetUpCompute() {
     return PlaceTensor(device, tensor);
   };
   resident.max_rank = options_.max_rank;
+  // An upload reads with room for a message and its parsed copy, as a compute call does.
+  uploads_ =
+      std::make_unique<UploadBudget>(options_.max_upload_bytes, 2 * options_.max_message_bytes);
+  resident.uploads = uploads_.get();
+  resident.idle_timeout = options_.upload_idle_timeout;
   service_ = std::make_unique<NativeService>(gate_.get(), compute_.get(), resident);
   return absl::OkStatus();
 }
@@ -213,6 +219,7 @@ absl::Status Server::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& c
         std::make_shared<MetricsCollector>(&metrics_, batcher_.get(), budget_.get(),
                                            std::move(executors), device_, device_description_);
     collector->set_registry(registry_.get());
+    collector->set_upload_budget(uploads_.get());
     collector->set_gpu_stages(gpu_stages_.get());
     collector->set_serving([this] { return ready_.load(); });
     TC_ASSIGN_OR_RETURN(metrics_endpoint_,
@@ -417,6 +424,7 @@ int Server::health_port() const {
 }
 core::TensorRegistry& Server::registry() { return *registry_; }
 const ByteBudget& Server::inflight_budget() const { return *budget_; }
+const UploadBudget& Server::upload_budget() const { return *uploads_; }
 const batching::Batcher& Server::batcher() const { return *batcher_; }
 int Server::cpu_threads() const { return pool_->size(); }
 

@@ -75,6 +75,7 @@ class ShardRouter;      // server/compute/shard_router.h
 class NativeService;    // server/native/native_service.h
 class PeerToken;        // server/admission/peer_token.h
 class TokenAuth;        // server/admission/token_auth.h
+class UploadBudget;     // server/admission/upload_budget.h
 class MetricsEndpoint;  // prometheus_metrics.h
 
 class Server {
@@ -121,6 +122,8 @@ class Server {
   core::TensorRegistry& registry();
   // The max_inflight_bytes budget and what is reserved of it.
   const ByteBudget& inflight_budget() const;
+  // The max_upload_bytes share of uploads in progress.
+  const UploadBudget& upload_budget() const;
   const batching::Batcher& batcher() const;
   const ServerOptions& options() const { return options_; }
   // Threads of the CPU executor (options().cpu_threads resolved).
@@ -186,7 +189,8 @@ class Server {
   std::unique_ptr<cuda::CudaExecutor> cuda_executor_;
   std::unique_ptr<MeteredExecutor> metered_gpu_;  // cuda_executor_ counted, when there is one
   std::unique_ptr<batching::Batcher> batcher_;
-  std::unique_ptr<ByteBudget> budget_;  // max_inflight_bytes
+  std::unique_ptr<ByteBudget> budget_;     // max_inflight_bytes
+  std::unique_ptr<UploadBudget> uploads_;  // max_upload_bytes
   std::unique_ptr<CallGate> gate_;
   std::unique_ptr<ComputeEntry> compute_;
   std::unique_ptr<ShardRouter> router_;  // lookups on sharded tables

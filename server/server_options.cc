@@ -75,8 +75,10 @@ absl::Status ServerOptions::Validate() const {
         "need 1 <= gpu_streams <= 64, ", kMinGpuStagingBytes,
         " <= gpu_staging_bytes <= ", kMaxGpuStagingBytes, " (1 TiB) and gpu_timeout >= 1ms"));
   }
-  if (max_resident_bytes < 1) {
-    return absl::InvalidArgumentError("need max_resident_bytes >= 1");
+  if (max_resident_bytes < 1 || max_upload_bytes < 1 ||
+      upload_idle_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "need max_resident_bytes >= 1, max_upload_bytes >= 1 and upload_idle_timeout >= 0");
   }
   return absl::OkStatus();
 }

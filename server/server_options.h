@@ -224,6 +224,21 @@ struct ServerOptions {
   // counting deleted or replaced versions still used by gathers in flight. An upload or preload
   // that would pass it gets RESOURCE_EXHAUSTED before anything is allocated. Default 8 GiB.
   int64_t max_resident_bytes = int64_t{8} << 30;
+  // The memory share of uploads in progress (server/admission/upload_budget.h), apart from
+  // max_inflight_bytes: each upload holds room for the message it reads and its parsed copy
+  // (twice max_message_bytes, capped to this) until it ends, plus what a message costs decoded
+  // beyond that; the tensor it builds is max_resident_bytes'. An upload without room is
+  // UNAVAILABLE before any message is read ("server overloaded: U of the max_upload_bytes
+  // budget of B bytes are held by uploads in progress, and an upload needs S (twice
+  // max_message_bytes); retry with backoff"); a message whose decoded cost exceeds the whole
+  // share is RESOURCE_EXHAUSTED, unparsed; one whose cost beyond the slot does not fit now is
+  // UNAVAILABLE. An upload alone is always admitted. Default 1 GiB: 8 uploads at once with the
+  // default max_message_bytes.
+  int64_t max_upload_bytes = int64_t{1} << 30;
+  // The longest an upload may wait for its next message; past it the upload is answered
+  // DEADLINE_EXCEEDED and what it holds is dropped. Zero: no bound. Default 2 minutes (time for
+  // a 64 MiB message at about 0.5 MB/s).
+  absl::Duration upload_idle_timeout = absl::Minutes(2);
   // Tensors loaded at start-up, each "NAME=PATH.npy", on the default device; health turns
   // SERVING only once every one is loaded. A file that cannot be read or parsed fails Start
   // (INVALID_ARGUMENT naming it). The file is read whole, then converted: about twice its size

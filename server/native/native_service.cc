@@ -14,18 +14,10 @@ int Method(absl::string_view method) {
   return proto::MethodIndex(v1::TensorCompute::service_full_name(), method);
 }
 
-PutTensorEnv WithBudget(PutTensorEnv env, const ByteBudget* budget) {
-  env.budget = budget;
-  return env;
-}
-
 }  // namespace
 
 NativeService::NativeService(CallGate* gate, ComputeEntry* compute, PutTensorEnv resident)
-    // PutTensor checks its messages against the compute calls' budget: one budget per server.
-    : gate_(gate),
-      compute_(compute),
-      resident_(WithBudget(std::move(resident), &compute->budget())) {
+    : gate_(gate), compute_(compute), resident_(std::move(resident)) {
   // Read after admission (unary_reactor.h): registered as streamed, answered as unary. The
   // service owns the handlers it is given; `this` outlives them, as a service outlives its
   // server.

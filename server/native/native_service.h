@@ -27,7 +27,7 @@ namespace tensorcompute::server {
 class NativeService final : public v1::TensorCompute::CallbackService {
  public:
   // `gate` and `compute`, and what `resident` points to, are not owned and must outlive the
-  // service. PutTensor checks its messages against compute's budget.
+  // service. PutTensor charges its messages to resident.uploads (put_tensor_call.h).
   NativeService(CallGate* gate, ComputeEntry* compute, PutTensorEnv resident);
 
   grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,

@@ -1,5 +1,7 @@
 #include "server/native/put_tensor_call.h"
 
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -7,8 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 
 #include "core/dtype.h"
@@ -29,7 +34,11 @@ bool HasDescription(const v1::PutTensorRequest& m) {
          !m.device().empty() || m.replace() || m.storage() != v1::AS_IS || m.has_shard();
 }
 
-// One per PutTensor call; deletes itself in OnDone. Every path calls Answer (Finish) once.
+// One per PutTensor call. Every path calls Finish once: Answer from a reaction, or OnIdle from
+// the idle timer while a read is pending (mu_ tells them apart: the timer answers only a read
+// still pending, and the read's OnReadDone, which must come, then only drops what it holds).
+// It deletes itself when gRPC is done with it (OnDone) and every idle timer it set has called
+// back (refs_).
 class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   PutCall(const PutTensorEnv& env, grpc::CallbackServerContext* context, grpc::ByteBuffer* reply)
@@ -42,10 +51,23 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (absl::Status admitted = env_.gate->Admit(context_, /*needs_admin=*/true); !admitted.ok()) {
       return Answer(admitted);
     }
-    StartRead(&wire_);
+    if (env_.uploads != nullptr) {
+      absl::StatusOr<ByteBudget::Reservation> share = env_.uploads->Admit();
+      if (!share.ok()) return Answer(share.status());
+      share_ = *std::move(share);
+    }
+    ReadNext();
   }
 
   void OnReadDone(bool ok) override {
+    alarm_.reset();  // cancels the read's idle timer, which then only calls back to Unref
+    bool idled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      idled = idled_;
+    }
+    if (idled) return Drop();  // OnIdle answered
     // A failed read is either the end of the stream (the client half-closed: publish) or the
     // call's cancellation (its client, its deadline): nothing is published then.
     if (!ok) {
@@ -57,21 +79,67 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     absl::Status status = Parse();
     if (status.ok()) status = first_ ? Describe() : Append();
     // One message in memory at a time: the chunk is copied (or its strings moved) into the
-    // tensor by now.
-    message_.Clear();
+    // tensor by now. A new message frees what parsing allocated, which Clear() would keep.
+    message_ = v1::PutTensorRequest();
+    if (env_.uploads != nullptr) env_.uploads->ReleaseMessage(&share_);
     if (!status.ok()) return Answer(status);
-    StartRead(&wire_);
+    ReadNext();
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    alarm_.reset();
+    Unref();
+  }
 
   // Nothing to do: a read is always pending until Answer, and a cancelled call's read
   // completes with ok false, so OnReadDone answers it (Finish exactly once).
   void OnCancel() override {}
 
  private:
-  // Parses the message read into message_ unless what it costs decoded exceeds the whole
-  // in-flight budget (put_tensor_call.h).
+  // Reads the next message, its idle timer set first (the timer needs to know a read is
+  // pending, and it may fire as soon as the read starts). StartRead runs no reaction inline
+  // (gRPC queues a read that completes at once), so holding mu_ across it cannot deadlock.
+  void ReadNext() {
+    absl::MutexLock lock(&mu_);
+    reading_ = true;
+    const uint64_t read = ++reads_;
+    if (env_.idle_timeout > absl::ZeroDuration()) {
+      refs_.fetch_add(1, std::memory_order_relaxed);
+      alarm_ = std::make_unique<grpc::Alarm>();
+      alarm_->Set(absl::ToChronoTime(absl::Now() + env_.idle_timeout),
+                  [this, read](bool fired) { OnIdle(read, fired); });
+    }
+    StartRead(&wire_);
+  }
+
+  // The idle timer of read number `read`: `fired` false when it was cancelled (its read
+  // completed, or the call ended). Answers the call if that read is still pending.
+  void OnIdle(uint64_t read, bool fired) {
+    bool answer = false;
+    {
+      absl::MutexLock lock(&mu_);
+      answer = fired && reading_ && read == reads_ && !idled_;
+      idled_ = idled_ || answer;
+    }
+    if (answer) {
+      // name_ was written before the read started (under mu_), and no reaction runs now.
+      const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
+          name_.empty() ? "the upload" : absl::StrCat("the upload of tensor '", name_, "'"),
+          " sent no message for ", absl::FormatDuration(env_.idle_timeout),
+          " (--upload_idle_timeout_s); nothing was stored"));
+      env_.gate->Answer(Rpc::kPutTensor, start_, status);
+      // With the read still pending: it then fails, and OnReadDone drops what the call holds.
+      Finish(proto::ToGrpcStatus(status));
+    }
+    Unref();
+  }
+
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  // Parses the message read into message_ once its decoded cost is held in the uploads' share
+  // (put_tensor_call.h).
   absl::Status Parse() {
     const int64_t wire_bytes = static_cast<int64_t>(wire_.Length());
     const absl::Status not_parsed = absl::InvalidArgumentError(
@@ -80,8 +148,8 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     absl::StatusOr<proto::DecodedCost> cost =
         proto::ScanDecodedCost(*v1::PutTensorRequest::descriptor(), &wire_);
     if (!cost.ok()) return not_parsed;
-    if (env_.budget != nullptr) {
-      TC_RETURN_IF_ERROR(env_.budget->CheckDecoded(cost->total(), cost->Summary()));
+    if (env_.uploads != nullptr) {
+      TC_RETURN_IF_ERROR(env_.uploads->HoldMessage(cost->total(), cost->Summary(), &share_));
     }
     if (!grpc::SerializationTraits<v1::PutTensorRequest>::Deserialize(&wire_, &message_).ok()) {
       return not_parsed;
@@ -235,14 +303,20 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   void Answer(const absl::Status& status) {
     env_.gate->Answer(Rpc::kPutTensor, start_, status);
-    // Whatever was not published goes now, not when gRPC gets to OnDone.
+    Drop();
+    Finish(proto::ToGrpcStatus(status));
+  }
+
+  // Whatever was not published goes now, not when gRPC gets to OnDone: the half-built tensor,
+  // its reservation of max_resident_bytes, the upload's share of max_upload_bytes.
+  void Drop() {
     encoder_.reset();
     tensor_.reset();
     strings_.clear();
     reservation_ = core::TensorRegistry::Reservation();
+    share_.Reset();
     wire_.Clear();
-    message_.Clear();
-    Finish(proto::ToGrpcStatus(status));
+    message_ = v1::PutTensorRequest();
   }
 
   const PutTensorEnv& env_;
@@ -267,6 +341,15 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::optional<core::TableEncoder> encoder_;  // compact kinds the server converts
   std::vector<std::string> strings_;
   core::TensorRegistry::Reservation reservation_;
+  ByteBudget::Reservation share_;  // of env_.uploads: the slot, and the message read beyond it
+  // The idle timer. alarm_ (the pending read's timer) is touched by reactions only; destroying
+  // it cancels it.
+  std::unique_ptr<grpc::Alarm> alarm_;
+  absl::Mutex mu_;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a read is pending
+  uint64_t reads_ ABSL_GUARDED_BY(mu_) = 0;    // reads started
+  bool idled_ ABSL_GUARDED_BY(mu_) = false;    // OnIdle answered the call
+  std::atomic<int> refs_{1};                   // OnDone's, and one per timer set
 };
 
 }  // namespace

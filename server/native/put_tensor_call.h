@@ -16,12 +16,19 @@
 // only for the final swap. Admission: CallGate::Admit with an admin token when configured.
 //
 // Each message is read as bytes and parsed here, not by gRPC, so that what it costs decoded (a
-// chunk of empty strings costs ~30x its size parsed) is counted first: beyond the whole
-// in-flight budget, it is RESOURCE_EXHAUSTED unparsed (ByteBudget::CheckDecoded, the compute
-// RPCs' rule). Within it, it is not charged to the budget: uploads are admin work, and charging
-// them would make them compete with gathers for receive credits, which fill the budget under
-// load (a busy server would refuse every upload). A message that does not parse is
-// INVALID_ARGUMENT.
+// chunk of empty strings costs ~30x its size parsed) is counted first, against the uploads' own
+// share (UploadBudget, max_upload_bytes), not the compute calls' max_inflight_bytes: charged to
+// that budget, uploads would compete with gathers for receive credits, which fill it under load
+// (a busy server would refuse every upload), and many slow uploads would hold memory the
+// gathers count on. An upload is admitted only with its slot in the share (else UNAVAILABLE,
+// before any message is read), holds it until it is answered, and grows it for a message that
+// costs more decoded (RESOURCE_EXHAUSTED, unparsed, beyond the whole share). A message that
+// does not parse is INVALID_ARGUMENT.
+//
+// An upload whose next message does not arrive within idle_timeout is answered
+// DEADLINE_EXCEEDED ("... sent no message for 2m (--upload_idle_timeout_s); nothing was
+// stored") and drops what it holds: a stalled client cannot keep its slot (or its reservation of
+// max_resident_bytes) for as long as its connection lives.
 //
 // Thread-safety: gRPC calls the reactor from its threads, one at a time.
 
@@ -32,6 +39,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
@@ -39,8 +47,8 @@
 
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
-#include "server/admission/byte_budget.h"
 #include "server/admission/call_gate.h"
+#include "server/admission/upload_budget.h"
 
 namespace tensorcompute::server {
 
@@ -55,7 +63,10 @@ struct PutTensorEnv {
   core::TensorRegistry* registry = nullptr;  // not owned; null: PutTensor is UNIMPLEMENTED
   TensorPlacer place;                        // empty: every tensor stays on the CPU
   int64_t max_rank = 32;                     // highest rank accepted (ServerOptions::max_rank)
-  const ByteBudget* budget = nullptr;        // not owned; null: messages are not checked
+  UploadBudget* uploads = nullptr;           // not owned; null: uploads are not charged
+  // The longest wait for an upload's next message (ServerOptions::upload_idle_timeout);
+  // zero: no bound.
+  absl::Duration idle_timeout = absl::ZeroDuration();
 };
 
 // A new call for a PutTensor RPC, begun; it deletes itself when done, having written its

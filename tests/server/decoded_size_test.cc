@@ -15,6 +15,7 @@
 
 #include "core/batching/batcher.h"
 #include "server/admission/byte_budget.h"
+#include "server/admission/upload_budget.h"
 #include "server/kserve/kserve_front_end.h"
 #include "server/server.h"
 #include "tests/server/test_server.h"
@@ -195,15 +196,22 @@ absl::Status PutStrings(test_support::Stub& stub, const std::string& name, int c
   return ToAbsl(writer->Finish());
 }
 
-TEST(DecodedSizeTest, PutTensorChunksBeyondTheWholeBudgetAreRefusedUnparsed) {
-  std::unique_ptr<Server> server = StartWithKserve(Budget(int64_t{64} << 20));
+TEST(DecodedSizeTest, PutTensorChunksBeyondTheWholeUploadShareAreRefusedUnparsed) {
+  ServerOptions options = Budget(int64_t{64} << 20);
+  options.max_upload_bytes = int64_t{64} << 20;
+  std::unique_ptr<Server> server = StartWithKserve(options);
   ASSERT_NE(server, nullptr);
   auto stub = MakeStub(server->port());
-  EXPECT_THAT(PutStrings(*stub, "one_chunk", kStrings), DecodedTooLarge("1000000 strings"));
-  // Ten chunks of ~14 MB decoded each: stored. (Within the budget, uploads are not charged to
-  // it: server/native/put_tensor_call.h.)
+  EXPECT_THAT(PutStrings(*stub, "one_chunk", kStrings),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("once decoded"), HasSubstr("1000000 strings"),
+                             HasSubstr("more than the whole max_upload_bytes budget of 67108864 "
+                                       "bytes (--max_upload_bytes)"))));
+  // Ten chunks of ~14 MB decoded each: stored, each within the upload's slot (twice
+  // max_message_bytes) of the uploads' share, none of it charged to the compute calls' budget.
   EXPECT_THAT(PutStrings(*stub, "ten_chunks", kStrings / 10), IsOk());
-  EXPECT_TRUE(WaitFor([&] { return server->inflight_budget().used() == 0; }));
+  EXPECT_TRUE(WaitFor([&] { return server->upload_budget().used() == 0; }));
+  EXPECT_EQ(server->inflight_budget().used(), 0);
 }
 
 }  // namespace
