@@ -40,6 +40,11 @@ absl::Status ServerOptions::Validate() const {
         "keepalive_time and "
         "keepalive_timeout > 0 and keepalive_min_client_interval >= 0");
   }
+  if (absl::Status valid =
+          answer_send_limit.Validate("answer_send_timeout_s", "answer_send_min_bytes_per_s");
+      !valid.ok()) {
+    return valid;
+  }
   if (shard_count < 1 || shard_count > core::kMaxShards || shard_index < 0 ||
       shard_index >= shard_count) {
     return absl::InvalidArgumentError(absl::StrCat("need 1 <= shard_count <= ", core::kMaxShards,
