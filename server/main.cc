@@ -106,6 +106,12 @@ ABSL_FLAG(int64_t, http_idle_timeout_s, 60,
           "close a keep-alive HTTP connection with no request for this long");
 ABSL_FLAG(int64_t, http_write_timeout_s, 60,
           "longest the writing of one HTTP response may take; then the connection closes");
+ABSL_FLAG(int64_t, answer_send_timeout_s, 10,
+          "a gRPC compute answer not taken by its client within this + its size / "
+          "answer_send_min_bytes_per_s is cancelled and its budget freed");
+ABSL_FLAG(int64_t, answer_send_min_bytes_per_s, int64_t{1} << 20,
+          "the slowest rate an answer is waited for (gRPC: + answer_send_timeout_s; HTTP: + "
+          "http_write_timeout_s), in bytes a second");
 ABSL_FLAG(int64_t, max_connection_age_s, 0,
           "send GOAWAY to connections older than this (+-10%), so clients reconnect and spread "
           "over new replicas; 0 = never");
@@ -273,7 +279,8 @@ const std::vector<FlagGroup>& FlagGroups() {
         "max_concurrent_streams", "stream_window_bytes", "descriptor_reserve",
         "http_max_connections", "http_max_header_bytes", "http_max_header_fields",
         "http_header_timeout_s", "http_body_progress_timeout_s", "http_body_timeout_s",
-        "http_idle_timeout_s", "http_write_timeout_s"}},
+        "http_idle_timeout_s", "http_write_timeout_s", "answer_send_timeout_s",
+        "answer_send_min_bytes_per_s"}},
       {"Batching and the CPU",
        {"max_batch_size", "max_queue_delay_us", "queue_capacity", "deadline_admission",
         "inline_compute_bytes", "cpu_threads", "compute_nice"}},
@@ -364,6 +371,8 @@ int main(int argc, char** argv) {
   options.max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   options.max_connection_age_grace = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_grace_s));
   options.grpc_compression = absl::GetFlag(FLAGS_grpc_compression);
+  options.answer_send_limit.base = absl::Seconds(absl::GetFlag(FLAGS_answer_send_timeout_s));
+  options.answer_send_limit.min_bytes_per_s = absl::GetFlag(FLAGS_answer_send_min_bytes_per_s);
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);

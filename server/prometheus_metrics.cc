@@ -273,6 +273,19 @@ void AppendAdmission(const Metrics& metrics, Families* out) {
                 "Idle HTTP connections (waiting for a request) closed to make room for a new one "
                 "at --http_max_connections",
                 static_cast<double>(metrics.idle_connections_closed()), out);
+  // Every front end always, so that rate() works from the first scrape.
+  MetricFamily not_taken = Family(
+      "tensorcompute_answers_cancelled_unsent_total",
+      "Answers not taken by their client within their send limit (--answer_send_timeout_s, "
+      "--http_write_timeout_s, + size / --answer_send_min_bytes_per_s): the call cancelled or "
+      "the HTTP connection closed, and its budget freed, by front end",
+      MetricType::Counter);
+  for (int f = 0; f < kNumFrontEnds; ++f) {
+    const auto front_end = static_cast<FrontEndKind>(f);
+    not_taken.metric.push_back(Counter(static_cast<double>(metrics.answers_not_taken(front_end)),
+                                       {{"front_end", FrontEndName(front_end)}}));
+  }
+  out->push_back(std::move(not_taken));
 }
 
 void AppendByteBudget(const ByteBudget& budget, Families* out) {

@@ -147,6 +147,7 @@ absl::Status Server::SetUpCompute() {
                                          2 * options_.max_message_bytes, options_.queue_capacity);
   gate_ = std::make_unique<CallGate>(&metrics_, &errors_, auth_.get(), admin_.get());
   gate_->set_compression(*proto::ParseCompression(options_.grpc_compression));  // validated
+  gate_->set_send_limit(options_.answer_send_limit);
   compute_ = std::make_unique<ComputeEntry>(batcher_.get(), budget_.get(), &metrics_,
                                             registry_.get(), plan_options);
   ShardRouterOptions router_options;

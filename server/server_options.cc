@@ -43,6 +43,11 @@ absl::Status ServerOptions::Validate() const {
   if (handshake_timeout <= absl::ZeroDuration() || descriptor_reserve < 0) {
     return absl::InvalidArgumentError("need handshake_timeout > 0 and descriptor_reserve >= 0");
   }
+  if (absl::Status valid =
+          answer_send_limit.Validate("answer_send_timeout_s", "answer_send_min_bytes_per_s");
+      !valid.ok()) {
+    return valid;
+  }
   if (shard_count < 1 || shard_count > core::kMaxShards || shard_index < 0 ||
       shard_index >= shard_count) {
     return absl::InvalidArgumentError(absl::StrCat("need 1 <= shard_count <= ", core::kMaxShards,

@@ -14,6 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
+#include "server/admission/send_deadline.h"
+
 namespace tensorcompute::server {
 
 struct ServerOptions {
@@ -145,6 +147,17 @@ struct ServerOptions {
   // decompressed. Compression costs CPU on both sides and pays only for compressible tables over
   // slow networks (docs/performance.md).
   std::string grpc_compression = "none";
+
+  // How long an OK answer of the compute RPCs (Gather, GatherNd, EmbeddingBag, ModelInfer) may
+  // take to be sent, from its Finish to gRPC's OnDone: base + its bytes / min_bytes_per_s
+  // (server/admission/send_deadline.h); past it the call is cancelled (the client sees its
+  // stream reset, CANCELLED) and its share of max_inflight_bytes freed, counted in
+  // tensorcompute_answers_cancelled_unsent_total and logged once per client address. Without
+  // it, an answer a client never takes (its HTTP/2 window never opened, the connection kept
+  // alive by answered pings) holds its budget for as long as the connection lives. The
+  // KServe HTTP front end takes the same rate with its http_write_timeout as base. Defaults
+  // 10 s and 1 MiB/s (a 64 MiB answer, the largest by default, may take 74 s).
+  SendLimit answer_send_limit;
 
   // --- gRPC transport settings for production (each protects against one kind of client) ---
   // Most concurrent calls on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): one

@@ -9,7 +9,7 @@ namespace tensorcompute::server {
 
 CallGate::CallGate(Metrics* metrics, ErrorLog* errors, const TokenAuth* auth,
                    const TokenAuth* admin)
-    : metrics_(metrics), errors_(errors), auth_(auth), admin_(admin) {}
+    : metrics_(metrics), errors_(errors), auth_(auth), admin_(admin), unsent_(metrics) {}
 
 absl::Status CallGate::Admit(std::optional<absl::string_view> authorization,
                              bool needs_admin) const {

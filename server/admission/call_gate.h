@@ -3,8 +3,10 @@
 // The one way in and out for every call of every front end (native gRPC, KServe gRPC, KServe
 // HTTP): Arrive when a call comes in, Admit before any work (the bearer token, the admin
 // token, draining), Answer when it is answered (counted in the metrics by RPC and code with its
-// latency, and a failure logged, rate-limited). The texts of the refusals it makes are written
-// here once: "server is draining; retry on another replica" (UNAVAILABLE), and TokenAuth's.
+// latency, and a failure logged, rate-limited), and, for an answer its client does not take,
+// the send limit and what happens when it passes (send_deadline.h, unsent_answers.h). The texts of
+// the refusals it makes are written here once: "server is draining; retry on another replica"
+// (UNAVAILABLE), and TokenAuth's.
 //
 // Thread-safety: every method may be called from any thread; the draining flag is atomic.
 
@@ -21,7 +23,9 @@
 
 #include "server/admission/call_record.h"
 #include "server/admission/error_log.h"
+#include "server/admission/send_deadline.h"
 #include "server/admission/token_auth.h"
+#include "server/admission/unsent_answers.h"
 #include "server/metrics/metrics.h"
 
 namespace grpc {
@@ -86,6 +90,15 @@ class CallGate {
   // proto::CompressionLevelFor).
   void Compress(grpc::CallbackServerContext& context) const;
 
+  // The send limit of the gRPC front ends' answers (--answer_send_timeout_s and
+  // --answer_send_min_bytes_per_s; HTTP takes the rate, with its own base): set once, before
+  // serving.
+  void set_send_limit(const SendLimit& limit) { send_limit_ = limit; }
+  const SendLimit& send_limit() const { return send_limit_; }
+  // An answer not taken within its send limit was given up: counted, and logged once per
+  // client address (unsent_answers.h).
+  UnsentAnswers& unsent_answers() { return unsent_; }
+
   Metrics& metrics() { return *metrics_; }
 
  private:
@@ -97,6 +110,8 @@ class CallGate {
   const TokenAuth* const admin_;
   std::atomic<bool> draining_{false};
   grpc_compression_algorithm compression_ = GRPC_COMPRESS_NONE;
+  SendLimit send_limit_;
+  UnsentAnswers unsent_;
 };
 
 // The call's "authorization" metadata, if any.

@@ -18,6 +18,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "server/admission/send_deadline.h"
 #include "server/kserve/http_request_checks.h"
 
 namespace tensorcompute::server::kserve {
@@ -166,6 +167,7 @@ class Session final : public std::enable_shared_from_this<Session<Stream>>,
 
   void OnHeader(beast::error_code ec) {
     first_ = false;
+    route_ = Route();  // none until matched: an answer before that is of no endpoint
     head_only_ = false;
     if (ec == http::error::header_limit) {
       return Write(ErrorReply(431, absl::StrCat("the request header is larger than ",
@@ -376,7 +378,11 @@ class Session final : public std::enable_shared_from_this<Session<Stream>>,
       }
     }
     writing_ = true;
-    Tcp().expires_after(ToClock(options_.http_write_timeout));
+    write_bytes_ = static_cast<int64_t>(head_.size() + (head_only_ ? 0 : length));
+    write_limit_ = SendLimit{options_.http_write_timeout,
+                             context_.endpoints->gate().send_limit().min_bytes_per_s}
+                       .For(write_bytes_);
+    Tcp().expires_after(ToClock(write_limit_));
     net::async_write(
         stream_, buffers_,
         [](const beast::error_code& ec, size_t) -> size_t { return ec ? 0 : kWriteBytes; },
@@ -385,6 +391,7 @@ class Session final : public std::enable_shared_from_this<Session<Stream>>,
 
   void OnWritten(beast::error_code ec) {
     writing_ = false;
+    if (ec == beast::error::timeout) CountNotTaken();
     FinishInfer();
     reply_ = HttpReply();
     if (ec || peer_gone_) return Close();
@@ -398,6 +405,17 @@ class Session final : public std::enable_shared_from_this<Session<Stream>>,
       return;
     }
     ReadRequest();
+  }
+
+  // The answer was not taken within its send limit: the connection closes, and the infer's
+  // budget is given back.
+  void CountNotTaken() {
+    beast::error_code ec;
+    const tcp::endpoint peer = Tcp().socket().remote_endpoint(ec);
+    context_.endpoints->gate().unsent_answers().Count(
+        FrontEndKind::kKserveHttp,
+        route_.endpoint == Endpoint::kNone ? "HTTP" : RpcName(RpcOf(route_.endpoint)),
+        ec ? "unknown" : peer.address().to_string(), write_bytes_, write_limit_);
   }
 
   // Stops sending, and discards what the client still sends (bounded), before closing: a
@@ -463,6 +481,8 @@ class Session final : public std::enable_shared_from_this<Session<Stream>>,
   std::vector<net::const_buffer> buffers_;
   Clock::time_point header_deadline_;
   Clock::time_point body_deadline_;
+  int64_t write_bytes_ = 0;     // the answer being written
+  absl::Duration write_limit_;  // and its send limit
   int64_t lingered_ = 0;
   bool first_ = true;        // no request read yet
   bool keep_alive_ = false;  // the current request's

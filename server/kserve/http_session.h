@@ -24,7 +24,10 @@
 //            and its request is cancelled (a queued one is answered CANCELLED through the
 //            gate, and not written). A client that half-closes after its request is therefore
 //            taken as gone.
-//   write    the answer within http_write_timeout; then the next request within
+//   write    the answer within its send limit (server/admission/send_deadline.h:
+//            http_write_timeout + its bytes / --answer_send_min_bytes_per_s), else the
+//            connection closes, the infer's budget is freed, and the answer is counted and
+//            logged as not taken (CallGate::unsent_answers); then the next request within
 //            http_idle_timeout.
 //   idle     while it waits for a request's first byte (from the accept, through a TLS
 //            handshake, and between keep-alive requests), the session is in context->idle:

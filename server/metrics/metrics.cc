@@ -63,6 +63,18 @@ const char* BuiltinModelName(BuiltinModel model) {
   return "?";
 }
 
+const char* FrontEndName(FrontEndKind front_end) {
+  switch (front_end) {
+    case FrontEndKind::kNative:
+      return "native";
+    case FrontEndKind::kKserveGrpc:
+      return "kserve_grpc";
+    case FrontEndKind::kKserveHttp:
+      return "kserve_http";
+  }
+  return "?";
+}
+
 Metrics::Metrics() {
   for (auto& stats : model_stats_) stats = std::make_shared<core::RequestStats>();
 }

@@ -58,6 +58,12 @@ inline constexpr int kNumCodes = 17;  // absl::StatusCode 0..16
 
 const char* RpcName(Rpc rpc);
 
+// The front ends, for what is counted by front end (an answer given up unsent).
+enum class FrontEndKind { kNative = 0, kKserveGrpc = 1, kKserveHttp = 2 };
+inline constexpr int kNumFrontEnds = 3;
+// "native", "kserve_grpc", "kserve_http": the metrics' front_end label.
+const char* FrontEndName(FrontEndKind front_end);
+
 // The built-in models: an op whose params come inline. A request on a resident table joins the
 // table's statistics instead (core::ResidentTensor::stats).
 enum class BuiltinModel { kGather = 0, kGatherNd = 1, kEmbeddingBag = 2 };
@@ -97,6 +103,13 @@ class Metrics {
     idle_connections_closed_.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // An answer was handed to the transport but not taken by its client within its send limit
+  // (server/admission/send_deadline.h): its call was cancelled (gRPC) or its connection closed
+  // (HTTP), and its budget freed.
+  void CountAnswerNotTaken(FrontEndKind front_end) {
+    answers_not_taken_[static_cast<int>(front_end)].fetch_add(1, std::memory_order_relaxed);
+  }
+
   // A shard router's part (server/compute/shard_router.h) for shard `shard` ended with `code` after
   // `latency`: a sub-call to a peer, or this server's own part. (A short lock, beside a
   // network round trip.)
@@ -129,6 +142,9 @@ class Metrics {
   int64_t idle_connections_closed() const {
     return idle_connections_closed_.load(std::memory_order_relaxed);
   }
+  int64_t answers_not_taken(FrontEndKind front_end) const {
+    return answers_not_taken_[static_cast<int>(front_end)].load(std::memory_order_relaxed);
+  }
   int64_t batched_requests() const { return batched_requests_.load(); }
   int64_t max_batch_size() const { return max_batch_size_.load(); }
   // Batches whose size is <= 2^bucket and > 2^(bucket-1) (the last bucket: everything larger).
@@ -145,6 +161,7 @@ class Metrics {
   std::atomic<int64_t> rejected_connections_{0};
   std::atomic<int64_t> idle_connections_closed_{0};
   std::atomic<int64_t> refused_grpc_connections_{0};
+  std::array<std::atomic<int64_t>, kNumFrontEnds> answers_not_taken_{};
   std::atomic<int64_t> batched_requests_{0};
   std::atomic<int64_t> max_batch_size_{0};
   std::array<std::atomic<int64_t>, kBuckets + 1> batch_buckets_{};

@@ -106,6 +106,11 @@ void UnaryReactor::OnCancel() {
 }
 
 void UnaryReactor::OnDone() {
+  if (send_timer_.Fired() && context_.IsCancelled()) {
+    gate_.unsent_answers().Count(
+        rpc_ == Rpc::kModelInfer ? FrontEndKind::kKserveGrpc : FrontEndKind::kNative, RpcName(rpc_),
+        send_timer_.peer(), record_.response_bytes, gate_.send_limit().For(record_.response_bytes));
+  }
   if (read_failed_) {
     if (context_.IsCancelled()) {
       gate_.Abandon();
@@ -151,6 +156,8 @@ void UnaryReactor::Answer(const absl::Status& status) {
   }
   // Only an answer with a message is compressed. Write and status go as one operation.
   gate_.Compress(context_);
+  // Armed before: once the answer is handed over, the call may be done and `this` deleted.
+  send_timer_.Arm(context_, gate_.send_limit().For(record_.response_bytes));
   StartWriteAndFinish(&reply_, grpc::WriteOptions(), grpc::Status::OK);
 }
 

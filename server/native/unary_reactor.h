@@ -23,6 +23,11 @@
 //              its timing as trailing metadata (tc-queue-us, tc-compute-us, tc-server-us) and, for
 //              an error, the caller's traceparent or x-request-id echoed; then Finish with the
 //              error, or the reply.
+//   send       an OK answer's send limit (server/admission/send_deadline.h: --answer_send_timeout_s
+//              + its bytes / --answer_send_min_bytes_per_s) is armed with its Finish: a client that
+//              never takes the answer (an HTTP/2 window never opened) has its call cancelled then
+//              (server/admission/answer_send_timer.h), and OnDone frees it, counted and logged
+//              (CallGate::unsent_answers) instead of waiting for the connection to die.
 //
 // Why read after admission: Gather, GatherNd and ModelInfer are unary on the wire, but the
 // services register them as streamed (Service::MarkMethodStreamed), so gRPC calls the handler
@@ -56,6 +61,7 @@
 #include "grpcpp/support/server_callback.h"
 
 #include "core/batching/task.h"
+#include "server/admission/answer_send_timer.h"
 #include "server/admission/byte_budget.h"
 #include "server/admission/call_gate.h"
 #include "server/admission/call_record.h"
@@ -122,6 +128,7 @@ class UnaryReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byte
   grpc::ByteBuffer reply_;
   ByteBudget::Reservation reservation_;  // the message's and the output's bytes
   bool read_failed_ = false;
+  AnswerSendTimer send_timer_;  // armed with an OK answer's Finish
 };
 
 // The call's deadline (InfiniteFuture without one).
