@@ -21,7 +21,6 @@ Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINA
 
 import os
 import socket
-import tempfile
 import time
 import unittest
 
@@ -49,56 +48,43 @@ def good_call(port, timeout):
             return False
 
 
-def cpu_seconds(pid):
-    """User and system CPU time of process `pid` so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class GrpcDescriptorsTest(unittest.TestCase):
 
     @unittest.skipIf(os.environ.get("TC_SANITIZED"),
                      "UBSan's vptr check probes memory through a pipe: out of descriptors, it "
                      "reports every virtual call as 'invalid vptr'")
     def test_out_of_descriptors_the_grpc_listener_sheds_and_lives(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            wrapper = f"{tmp}/server.sh"
-            with open(wrapper, "w") as f:
-                f.write(f'#!/bin/sh\nulimit -n {FILES}\nexec "$TC_SERVER_BINARY" "$@"\n')
-            os.chmod(wrapper, 0o755)
-            with ServerProcess("--metrics_listen=127.0.0.1:0",
-                               f"--descriptor_reserve={RESERVE}",
-                               f"--handshake_timeout_s={HANDSHAKE_TIMEOUT_S}",
-                               binary=wrapper) as server:
-                self.assertTrue(any(f"soft limit {FILES}" in line for line in server.output),
-                                server.output)
-                self.assertTrue(good_call(server.port, timeout=10))
-                cpu_before = cpu_seconds(server.pid)
-                start = time.monotonic()
-                attackers = []
-                for _ in range(ATTACKERS):
-                    s = socket.socket()
-                    s.setblocking(False)
-                    s.connect_ex(("127.0.0.1", server.port))
-                    attackers.append(s)
-                time.sleep(1)
-                refused = scrape(server.metrics_port)[(REFUSED, labels())]
-                self.assertGreater(refused, 0)
-                # The attacker still holds every socket; the server's are closed by the
-                # handshake timeout, and a good client gets in.
-                served = good_call(server.port, timeout=HANDSHAKE_TIMEOUT_S + 8)
-                waited = time.monotonic() - start
-                cpu = cpu_seconds(server.pid) - cpu_before
-                print(f"open files {FILES}, reserve {RESERVE}: {ATTACKERS} idle connections; "
-                      f"{refused:.0f} closed at once; good client served {served} after "
-                      f"{waited:.1f} s; server CPU {cpu:.2f} s")
-                self.assertTrue(served)
-                self.assertLess(cpu, 1.5, "the acceptor spins")
-                for s in attackers:
-                    s.close()
-                self.assertTrue(good_call(server.port, timeout=10))
-                self.assertIn((REFUSED, labels()), scrape(server.metrics_port))
+        with ServerProcess(f"--descriptor_reserve={RESERVE}",
+                           f"--handshake_timeout_s={HANDSHAKE_TIMEOUT_S}",
+                           open_files=FILES) as server:
+            self.assertTrue(any(f"soft limit {FILES}" in line for line in server.output),
+                            server.output)
+            self.assertTrue(good_call(server.port, timeout=10))
+            cpu_before = server.cpu_seconds()
+            start = time.monotonic()
+            attackers = []
+            for _ in range(ATTACKERS):
+                s = socket.socket()
+                s.setblocking(False)
+                s.connect_ex(("127.0.0.1", server.port))
+                attackers.append(s)
+            time.sleep(1)
+            refused = scrape(server.metrics_port)[(REFUSED, labels())]
+            self.assertGreater(refused, 0)
+            # The attacker still holds every socket; the server's are closed by the
+            # handshake timeout, and a good client gets in.
+            served = good_call(server.port, timeout=HANDSHAKE_TIMEOUT_S + 8)
+            waited = time.monotonic() - start
+            cpu = server.cpu_seconds() - cpu_before
+            print(f"open files {FILES}, reserve {RESERVE}: {ATTACKERS} idle connections; "
+                  f"{refused:.0f} closed at once; good client served {served} after "
+                  f"{waited:.1f} s; server CPU {cpu:.2f} s")
+            self.assertTrue(served)
+            self.assertLess(cpu, 1.5, "the acceptor spins")
+            for s in attackers:
+                s.close()
+            self.assertTrue(good_call(server.port, timeout=10))
+            self.assertIn((REFUSED, labels()), scrape(server.metrics_port))
 
 
 if __name__ == "__main__":

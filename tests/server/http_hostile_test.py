@@ -452,7 +452,7 @@ class HttpHostileTest(unittest.TestCase):
         self.check_after("disconnects", 1024, good)
 
 class HttpOutOfDescriptorsTest(unittest.TestCase):
-    """A server whose hard limit on open files is low (a wrapper lowers it before exec): its
+    """A server whose hard limit on open files is low (lowered before exec): its
     accept() fails with EMFILE once the attacker holds them all."""
 
     FILES = 128
@@ -461,43 +461,30 @@ class HttpOutOfDescriptorsTest(unittest.TestCase):
                      "UBSan's vptr check probes memory through a pipe: out of descriptors, it "
                      "reports every virtual call as 'invalid vptr'")
     def test_out_of_descriptors_the_acceptor_neither_spins_nor_dies(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            wrapper = f"{tmp}/server.sh"
-            with open(wrapper, "w") as f:
-                f.write(f'#!/bin/sh\nulimit -n {self.FILES}\nexec "$TC_SERVER_BINARY" "$@"\n')
-            os.chmod(wrapper, 0o755)
-            with ServerProcess("--metrics_listen=127.0.0.1:0", "--http_listen=127.0.0.1:0",
-                               binary=wrapper) as server:
-                self.assertTrue(any(f"soft limit {self.FILES}" in line for line in server.output),
-                                server.output)
-                good = GoodClient(server.http_port)
-                socks = [socket.create_connection(("127.0.0.1", server.http_port), timeout=10)
-                         for _ in range(3 * self.FILES)]  # idle, most of them in the backlog
-                cpu_before = cpu_seconds(server)
-                # Each accept that fails closes an idle connection to make room: the good
-                # client's connection, behind the others in the backlog, is served.
-                start = time.monotonic()
-                self.assertEqual(good.call(auth=False), 200)
-                waited = time.monotonic() - start
-                time.sleep(1)
-                cpu = cpu_seconds(server) - cpu_before
-                samples = scrape(server.metrics_port)
-                evicted = samples[("tensorcompute_http_idle_connections_closed_total", labels())]
-                print(f"open files {self.FILES}, {len(socks)} idle connections: good client "
-                      f"served after {waited:.1f} s; {evicted:.0f} idle ones closed; server CPU "
-                      f"{cpu:.2f} s in {time.monotonic() - start:.1f} s")
-                self.assertLess(cpu, 1.0, "the acceptor spins")
-                for s in socks:
-                    s.close()
-                time.sleep(0.5)
-                self.assertEqual(good.call(auth=False), 200)
-
-
-def cpu_seconds(server):
-    """User and system CPU time of the server process so far."""
-    with open(f"/proc/{server._process.pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        with ServerProcess("--http_listen=127.0.0.1:0", open_files=self.FILES) as server:
+            self.assertTrue(any(f"soft limit {self.FILES}" in line for line in server.output),
+                            server.output)
+            good = GoodClient(server.http_port)
+            socks = [socket.create_connection(("127.0.0.1", server.http_port), timeout=10)
+                     for _ in range(3 * self.FILES)]  # idle, most of them in the backlog
+            cpu_before = server.cpu_seconds()
+            # Each accept that fails closes an idle connection to make room: the good
+            # client's connection, behind the others in the backlog, is served.
+            start = time.monotonic()
+            self.assertEqual(good.call(auth=False), 200)
+            waited = time.monotonic() - start
+            time.sleep(1)
+            cpu = server.cpu_seconds() - cpu_before
+            samples = scrape(server.metrics_port)
+            evicted = samples[("tensorcompute_http_idle_connections_closed_total", labels())]
+            print(f"open files {self.FILES}, {len(socks)} idle connections: good client "
+                  f"served after {waited:.1f} s; {evicted:.0f} idle ones closed; server CPU "
+                  f"{cpu:.2f} s in {time.monotonic() - start:.1f} s")
+            self.assertLess(cpu, 1.0, "the acceptor spins")
+            for s in socks:
+                s.close()
+            time.sleep(0.5)
+            self.assertEqual(good.call(auth=False), 200)
 
 
 if __name__ == "__main__":

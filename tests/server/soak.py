@@ -49,13 +49,6 @@ def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def cpu_seconds(pid):
-    """User + system CPU seconds of a process, its finished threads included."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def machine_busy_seconds():
     """CPU seconds spent on all CPUs of the machine, not idle, since boot."""
     with open("/proc/stat") as f:
@@ -95,14 +88,14 @@ def soak(server, cli, args, flags, failures):
     # Who used the CPUs meanwhile: the server, and everything else (the load tester, and
     # whatever else runs on the machine: on a shared machine, the capacity measured at the
     # start may not hold for the whole run).
-    server_cpu0, machine_cpu0, wall0 = cpu_seconds(server.pid), machine_busy_seconds(), \
+    server_cpu0, machine_cpu0, wall0 = server.cpu_seconds(), machine_busy_seconds(), \
         time.monotonic()
     report = load(cli, port, args, "--rate", f"{rate:.0f}", "--duration", str(args.duration),
                   "--timeout", str(args.deadline), "--max-outstanding", "100000")
     stop.set()
     sampler.join()
     wall = time.monotonic() - wall0
-    server_cpus = (cpu_seconds(server.pid) - server_cpu0) / wall
+    server_cpus = (server.cpu_seconds() - server_cpu0) / wall
     other_cpus = (machine_busy_seconds() - machine_cpu0) / wall - server_cpus
 
     health = subprocess.run([cli, "health", "--target", f"127.0.0.1:{port}"],

@@ -7,7 +7,8 @@
 The binary's startup line ("... listening on HOST:PORT port=N ...") gives the port (and, with
 --health_listen, its "security: ... plaintext health on port N" line `server.health_port`;
 with --http_listen, `server.http_port`, the KServe v2 HTTP/REST port;
-`server.signal(signal.SIGHUP)` reloads --auth_token_file). Its output
+`server.signal(signal.SIGHUP)` reloads --auth_token_file; `open_files=N` runs it under
+`ulimit -n N`, soft and hard limit, so that it cannot raise it). Its output
 is drained on a thread (kept in `server.output`) so that a full pipe never stalls it; on exit
 the server gets SIGTERM and must exit within `stop_timeout` seconds. When the `with` block ends
 in an exception (a failed test), stderr gets the server's last lines and whether it was still
@@ -24,8 +25,9 @@ from child_process import keep_output, popen, stop
 
 
 class ServerProcess:
-    def __init__(self, *flags, binary=None, stop_timeout=30):
+    def __init__(self, *flags, binary=None, stop_timeout=30, open_files=None):
         self.binary = binary or os.environ["TC_SERVER_BINARY"]
+        self.open_files = open_files
         # The server's metrics endpoint defaults to port 9090: tests running side by side
         # would collide there. (The echo server, given as `binary`, has no such flag.)
         metrics = ["--metrics_listen=127.0.0.1:0"] if binary is None else []
@@ -46,14 +48,24 @@ class ServerProcess:
     def pid(self):
         return self._process.pid
 
+    def cpu_seconds(self):
+        """User and system CPU time of the server so far."""
+        with open(f"/proc/{self._process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     @property
     def returncode(self):
         """The server's exit code once the `with` block has stopped it (None while it runs)."""
         return self._process.returncode
 
     def __enter__(self):
+        command = [self.binary, *self.flags]
+        if self.open_files is not None:
+            command = ["/bin/sh", "-c", f'ulimit -n {self.open_files} && exec "$0" "$@"',
+                       *command]
         self._process = popen(
-            [self.binary, *self.flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, errors="replace")  # a logged message may quote a client's raw bytes
         for line in self._process.stdout:
             self.output.append(line)
