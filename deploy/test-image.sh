@@ -375,7 +375,7 @@ chmod 644 "$work/tls/tls.key" "$work/tls/tls.crt" "$work/auth/tokens"
 without_timer_noise podman run -d --name "$edge_server" "${run_flags[@]}" --log-driver k8s-file \
   --read-only --cap-drop all --security-opt no-new-privileges \
   -v "$work/auth:/etc/tensorcompute/auth:ro" -p 127.0.0.1::8443 -p 127.0.0.1::9090 "$image" \
-  --listen=127.0.0.1:50051 --http_listen=127.0.0.1:8000 \
+  --listen=127.0.0.1:50051 --http_listen=127.0.0.1:8000 --trusted_proxies=127.0.0.1,::1 \
   --auth_token_file=/etc/tensorcompute/auth/tokens >/dev/null
 without_timer_noise podman run -d --name "$edge" "${run_flags[@]}" --log-driver k8s-file \
   --read-only --cap-drop all --security-opt no-new-privileges \

@@ -10,7 +10,8 @@
 #      probes on the gRPC port, non-root, read-only root filesystem, ...): check_invariants.
 #      A pod with an `edge` container (deploy/k8s/edge) has its own: the server on 127.0.0.1
 #      only (--listen, --http_listen), no --health_listen, no TLS, no container port but
-#      metrics, exec probes (`tensorcompute health`) on the loopback listener; the edge
+#      metrics, --trusted_proxies trusting the loopback edge, exec probes (`tensorcompute
+#      health`) on the loopback listener; the edge
 #      non-root on a read-only root filesystem, TLS from a read-only Secret volume, limits,
 #      tcpSocket probes on 8443, a preStop that quits nginx gracefully after the server's
 #      preStop sleep and outlives the server's drain within the grace period; no Service port
@@ -215,6 +216,12 @@ for dep in deployments:
                   f"{where}: behind the edge, --health_listen opens a gRPC listener to the "
                   f"network")
             check(not tls, f"{where}: behind the edge, the server serves no TLS (--tls_cert)")
+            # Every client arrives from the edge on loopback: without the edge trusted, they
+            # would all be one client of --max_inflight_share.
+            trusted = (f.get("trusted_proxies") or "").split(",")
+            check(LOOPBACK in trusted,
+                  f"{where}: behind the edge, --trusted_proxies={f.get('trusted_proxies')} does "
+                  f"not trust {LOOPBACK}, the edge's address (X-Forwarded-For)")
             check(set(ports) == {"metrics"},
                   f"{where}: behind the edge, container ports {sorted(ports, key=str)} "
                   f"(only metrics)")

@@ -56,6 +56,13 @@ ABSL_FLAG(bool, deadline_admission, true,
 ABSL_FLAG(int64_t, max_inflight_bytes, int64_t{1} << 30,
           "memory budget of requests in flight (their messages and outputs); beyond it "
           "UNAVAILABLE (server overloaded)");
+ABSL_FLAG(double, max_inflight_share, 0.25,
+          "the most of --max_inflight_bytes one client (address, token, or the address a trusted "
+          "proxy names) may hold while other clients use it; beyond it its calls get "
+          "UNAVAILABLE; 1 = no share");
+ABSL_FLAG(std::string, trusted_proxies, "",
+          "proxies (addresses, CIDR blocks, comma-separated) whose X-Forwarded-For header names "
+          "the client for --max_inflight_share; empty = believe no header");
 ABSL_FLAG(int64_t, max_concurrent_streams, 256, "most concurrent calls on one connection");
 ABSL_FLAG(int64_t, stream_window_bytes, int64_t{64} << 10,
           "HTTP/2 window of a call not yet being read (what gRPC buffers of a waiting call's "
@@ -276,11 +283,11 @@ const std::vector<FlagGroup>& FlagGroups() {
         "max_connection_age_grace_s", "handshake_timeout_s", "drain_timeout_s", "drain_notice_ms"}},
       {"Limits (each refusal's status code: docs/errors.md)",
        {"max_message_bytes", "max_output_bytes", "max_rank", "max_inflight_bytes",
-        "max_concurrent_streams", "stream_window_bytes", "descriptor_reserve",
-        "http_max_connections", "http_max_header_bytes", "http_max_header_fields",
-        "http_header_timeout_s", "http_body_progress_timeout_s", "http_body_timeout_s",
-        "http_idle_timeout_s", "http_write_timeout_s", "answer_send_timeout_s",
-        "answer_send_min_bytes_per_s"}},
+        "max_inflight_share", "trusted_proxies", "max_concurrent_streams", "stream_window_bytes",
+        "descriptor_reserve", "http_max_connections", "http_max_header_bytes",
+        "http_max_header_fields", "http_header_timeout_s", "http_body_progress_timeout_s",
+        "http_body_timeout_s", "http_idle_timeout_s", "http_write_timeout_s",
+        "answer_send_timeout_s", "answer_send_min_bytes_per_s"}},
       {"Batching and the CPU",
        {"max_batch_size", "max_queue_delay_us", "queue_capacity", "deadline_admission",
         "inline_compute_bytes", "cpu_threads", "compute_nice"}},
@@ -359,6 +366,8 @@ int main(int argc, char** argv) {
   options.drain_notice = absl::Milliseconds(absl::GetFlag(FLAGS_drain_notice_ms));
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  options.max_inflight_share = absl::GetFlag(FLAGS_max_inflight_share);
+  options.trusted_proxies = absl::GetFlag(FLAGS_trusted_proxies);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   options.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
   options.keepalive_time = absl::Seconds(absl::GetFlag(FLAGS_keepalive_time_s));

@@ -295,6 +295,11 @@ void AppendByteBudget(const ByteBudget& budget, Families* out) {
   AppendGauge("tensorcompute_inflight_bytes_limit",
               "max_inflight_bytes: beyond it requests are refused",
               static_cast<double>(budget.limit()), out);
+  AppendCounter("tensorcompute_inflight_share_refusals_total",
+                "Calls refused UNAVAILABLE, or outputs not allocated, because their client held "
+                "its share of max_inflight_bytes (--max_inflight_share) while other clients used "
+                "it",
+                static_cast<double>(budget.share_refusals()), out);
 }
 
 void AppendUploadBudget(const UploadBudget& uploads, Families* out) {

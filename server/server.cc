@@ -143,9 +143,14 @@ absl::Status Server::SetUpCompute() {
   plan_options.max_rank = options_.max_rank;
   // A message is read with room for itself and its parsed copy (server/admission/byte_budget.h).
   // Its waiting line is as long as the batcher's queue (queue_capacity).
-  budget_ = std::make_unique<ByteBudget>(options_.max_inflight_bytes,
-                                         2 * options_.max_message_bytes, options_.queue_capacity);
+  budget_ =
+      std::make_unique<ByteBudget>(options_.max_inflight_bytes, 2 * options_.max_message_bytes,
+                                   options_.queue_capacity, options_.max_inflight_share);
   gate_ = std::make_unique<CallGate>(&metrics_, &errors_, auth_.get(), admin_.get());
+  // With ordinary tokens every admitted call carries a checked one: the token names the client.
+  TC_ASSIGN_OR_RETURN(ClientIdentity identity,
+                      ClientIdentity::Create(options_.trusted_proxies, auth_ != nullptr));
+  gate_->set_client_identity(std::move(identity));
   gate_->set_compression(*proto::ParseCompression(options_.grpc_compression));  // validated
   gate_->set_send_limit(options_.answer_send_limit);
   compute_ = std::make_unique<ComputeEntry>(batcher_.get(), budget_.get(), &metrics_,

@@ -6,6 +6,7 @@
 
 #include "core/shard_spec.h"
 #include "proto/grpc_compression.h"
+#include "server/admission/client_identity.h"
 
 namespace tensorcompute::server {
 
@@ -39,6 +40,14 @@ absl::Status ServerOptions::Validate() const {
         "need max_inflight_bytes >= 1, max_concurrent_streams >= 1, stream_window_bytes >= 0, "
         "keepalive_time and "
         "keepalive_timeout > 0 and keepalive_min_client_interval >= 0");
+  }
+  if (!(max_inflight_share > 0 && max_inflight_share <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("need 0 < max_inflight_share <= 1 (1: no share), not ", max_inflight_share));
+  }
+  if (absl::Status proxies = ClientIdentity::Create(trusted_proxies, false).status();
+      !proxies.ok()) {
+    return proxies;
   }
   if (handshake_timeout <= absl::ZeroDuration() || descriptor_reserve < 0) {
     return absl::InvalidArgumentError("need handshake_timeout > 0 and descriptor_reserve >= 0");

@@ -101,6 +101,23 @@ struct ServerOptions {
   // message fits the budget (its output may exceed it). Default 1 GiB.
   int64_t max_inflight_bytes = int64_t{1} << 30;
 
+  // The fair share of that budget (server/admission/client_shares.h): while other clients use
+  // it, one client (server/admission/client_identity.h: its address; its token when tokens are
+  // required; behind a trusted proxy, the address the proxy names) may hold at most this
+  // fraction of max_inflight_bytes. Beyond it its new calls are answered UNAVAILABLE at once
+  // ("server overloaded: this client (C) holds H bytes of the max_inflight_bytes budget of B,
+  // and may hold S (--max_inflight_share) while other clients use it; retry with backoff"), and
+  // so is a call whose output would take it past, while other clients' calls go on. A client's
+  // only call, and a client alone (no other with a call in flight within the last second), may
+  // use the whole budget. In (0, 1]; 1 turns it off. Default 0.25.
+  double max_inflight_share = 0.25;
+
+  // Proxies whose x-forwarded-for header is believed to name the client
+  // (server/admission/client_identity.h): comma-separated addresses and CIDR blocks, e.g.
+  // "127.0.0.1,::1" for an edge on the same host. Empty (default): no header is believed, and
+  // every client is its connection's address.
+  std::string trusted_proxies;
+
   // Largest request and response message in bytes (gRPC receive and send limits). A larger
   // request gets RESOURCE_EXHAUSTED from gRPC itself. Default 64 MiB.
   int64_t max_message_bytes = int64_t{64} << 20;

@@ -32,8 +32,16 @@
 //                   answers it RESOURCE_EXHAUSTED, DecodedTooLargeError, before parsing it.)
 //   TryReserve      a Reservation for a request read outside the budget's credits (HTTP).
 //   Reservation     what one request holds, given back when it is destroyed (the answer was
-//                   sent); TryGrow adds its output's bytes before the output is allocated,
-//                   and a refusal is answered UNAVAILABLE (NeedsError).
+//                   sent); TryGrow (Grow) adds its output's bytes before the output is
+//                   allocated, and a refusal is answered UNAVAILABLE (NeedsError, ShareError).
+//
+// The fair share (client_shares.h, --max_inflight_share): a call of the front ends belongs to a
+// client (client_identity.h), named when it arrives (Open: an empty Reservation of that client,
+// which the call then fills). While other clients use the budget, one client's work may not
+// pass its share: AcquireReceive refuses a new call of a client holding it (kOverShare), and
+// ReserveDecoded, Reserve and Grow refuse what would take it past (ShareError), unless that
+// call is all the client holds. Refusals are counted (share_refusals). Reservations of no client
+// (Open never called: uploads, tests) are not in any share.
 //
 // The total reserved (work plus credits) never passes the limit, except that a request is
 // always admitted when nothing else is reserved, so one larger than the budget still runs,
@@ -57,6 +65,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+
+#include "server/admission/client_shares.h"
 
 namespace tensorcompute::server {
 
@@ -82,33 +92,55 @@ class ByteBudget {
     int64_t bytes() const { return bytes_; }
 
     // Adds `more` (>= 0) bytes if the budget's total stays within its limit or this is the only
-    // reservation (a request alone always runs): true. False leaves it unchanged.
-    // REQUIRES: this reservation belongs to a budget.
+    // reservation (a request alone always runs), and its client's share allows it: true. False
+    // leaves it unchanged. REQUIRES: this reservation belongs to a budget.
     bool TryGrow(int64_t more);
+    // The same, with the answer to a refusal: OK; UNAVAILABLE NeedsError(bytes() + more) when
+    // the budget has no room, ShareError when its client's share does not allow it.
+    absl::Status Grow(int64_t more);
     // Gives back `fewer` of its bytes. REQUIRES: 0 <= fewer <= bytes().
     void Shrink(int64_t fewer);
-    // Gives back everything; it then holds nothing.
+    // Gives back everything; it then holds nothing and belongs to no client (what it grows by
+    // afterwards is in no share).
     void Reset();
 
    private:
     friend class ByteBudget;
-    Reservation(ByteBudget* budget, int64_t bytes) : budget_(budget), bytes_(bytes) {}
+    Reservation(ByteBudget* budget, ClientShares::Client* client, int64_t bytes)
+        : budget_(budget), client_(client), bytes_(bytes) {}
 
     ByteBudget* budget_ = nullptr;
+    ClientShares::Client* client_ = nullptr;  // a reference to its entry; null: no client
     int64_t bytes_ = 0;
   };
 
-  enum class Admission { kGranted, kQueued, kRefused };
+  // kOverShare: the call's client holds its share while others use the budget (ShareError).
+  enum class Admission { kGranted, kQueued, kRefused, kOverShare };
 
   // `limit`: max_inflight_bytes. `receive_credit`: what reading one message may take at most
   // (the server: twice max_message_bytes, the message and its parsed copy), capped to `limit`.
-  // `max_waiting`: the longest waiting line.
-  explicit ByteBudget(int64_t limit, int64_t receive_credit = 0, int64_t max_waiting = 1024);
+  // `max_waiting`: the longest waiting line. `max_share`: --max_inflight_share, the fraction
+  // of `limit` one client may hold while others use the budget (1: no share).
+  explicit ByteBudget(int64_t limit, int64_t receive_credit = 0, int64_t max_waiting = 1024,
+                      double max_share = 1.0);
 
   ByteBudget(const ByteBudget&) = delete;
   ByteBudget& operator=(const ByteBudget&) = delete;
 
   Admission AcquireReceive(Waiter* waiter);
+
+  // A call of client `client` (ClientIdentity::Of) arrived: an empty Reservation of that
+  // client, which the call keeps until it ends; the client counts as using the budget until then.
+  [[nodiscard]] Reservation Open(absl::string_view client);
+  // AcquireReceive for the call whose Reservation (from Open) is `call`: kOverShare, at once,
+  // when its client holds its share or more while the budget is contended for it.
+  Admission AcquireReceive(Waiter* waiter, const Reservation& call);
+  // ReserveDecoded for that call: `bytes` are added to `call`. The same errors, and ShareError
+  // when they would take its client past its share (`call` is then unchanged).
+  absl::Status ReserveDecoded(int64_t bytes, absl::string_view what, Reservation* call);
+  // TryReserve for a request of client `client` read outside the credits (HTTP): the
+  // Reservation, or UNAVAILABLE: NeedsError(bytes), or ShareError.
+  absl::StatusOr<Reservation> Reserve(int64_t bytes, absl::string_view client);
 
   // True if `waiter` was still waiting and has left the line (no OnGranted will come); false if
   // it was never queued or has already been granted its credit.
@@ -141,6 +173,10 @@ class ByteBudget {
   int64_t waiting() const;
   int64_t limit() const { return limit_; }
   int64_t receive_credit() const { return credit_; }
+  // What one client may hold while the budget is contended for it (limit x max_share).
+  int64_t share_bytes() const { return share_bytes_; }
+  // Calls refused, or outputs not allocated, by the share.
+  int64_t share_refusals() const;
 
   // The answers to a refusal, written here once. UNAVAILABLE:
   //   ReceiveRefusedError  "server overloaded: M of the max_inflight_bytes budget of B bytes are
@@ -155,11 +191,21 @@ class ByteBudget {
   absl::Status ReceiveRefusedError() const;
   absl::Status NeedsError(int64_t bytes) const;
   absl::Status DecodedTooLargeError(int64_t bytes, absl::string_view what) const;
+  //   ShareError(call)     "server overloaded: this client (NAME) holds H bytes of the
+  //                        max_inflight_bytes budget of B, and may hold S (--max_inflight_share)
+  //                        while other clients use it; retry with backoff"
+  // REQUIRES: `call` belongs to a client. Call without holding anything of the budget's lock.
+  absl::Status ShareError(const Reservation& call) const;
 
  private:
-  // Grows a reservation of `own` bytes by `bytes` under the rule of Reservation::TryGrow.
-  bool TryGrow(int64_t own, int64_t bytes);
-  void Release(int64_t bytes);
+  enum class Fit { kFits, kNoRoom, kOverShare };
+  // Grows a reservation of `own` bytes of `client` (may be null) by `bytes` under the rule of
+  // Reservation::TryGrow.
+  Fit Grow(ClientShares::Client* client, int64_t own, int64_t bytes);
+  // Gives back `bytes` of `client`'s (may be null), and with `leave` its reference.
+  void Release(ClientShares::Client* client, int64_t bytes, bool leave);
+  bool ShareAllowsLocked(const ClientShares::Client* client, int64_t own, int64_t more,
+                         absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CanGrantLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GrantLocked(std::vector<Waiter*>* granted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Notify(const std::vector<Waiter*>& granted);
@@ -167,10 +213,13 @@ class ByteBudget {
   const int64_t limit_;
   const int64_t credit_;
   const int64_t max_waiting_;
+  const int64_t share_bytes_;
   mutable absl::Mutex mu_;
   int64_t work_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t receiving_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<Waiter*> waiting_ ABSL_GUARDED_BY(mu_);
+  ClientShares shares_ ABSL_GUARDED_BY(mu_);
+  int64_t share_refusals_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tensorcompute::server

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <optional>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -22,6 +23,7 @@
 #include "grpc/compression.h"
 
 #include "server/admission/call_record.h"
+#include "server/admission/client_identity.h"
 #include "server/admission/error_log.h"
 #include "server/admission/send_deadline.h"
 #include "server/admission/token_auth.h"
@@ -95,6 +97,11 @@ class CallGate {
   // serving.
   void set_send_limit(const SendLimit& limit) { send_limit_ = limit; }
   const SendLimit& send_limit() const { return send_limit_; }
+  // Who a call's client is, for the share of the in-flight budget (--trusted_proxies, tokens):
+  // set once, before serving.
+  void set_client_identity(ClientIdentity identity) { identity_ = std::move(identity); }
+  const ClientIdentity& client_identity() const { return identity_; }
+
   // An answer not taken within its send limit was given up: counted, and logged once per
   // client address (unsent_answers.h).
   UnsentAnswers& unsent_answers() { return unsent_; }
@@ -111,6 +118,7 @@ class CallGate {
   std::atomic<bool> draining_{false};
   grpc_compression_algorithm compression_ = GRPC_COMPRESS_NONE;
   SendLimit send_limit_;
+  ClientIdentity identity_;
   UnsentAnswers unsent_;
 };
 

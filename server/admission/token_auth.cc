@@ -52,6 +52,14 @@ absl::StatusOr<int> TokenAuth::Reload() {
   return static_cast<int>(tokens.size());
 }
 
+std::optional<absl::string_view> TokenAuth::BearerToken(absl::string_view authorization) {
+  // RFC 6750: the scheme is case-insensitive; one space, then the token.
+  if (authorization.size() < 7 || !absl::EqualsIgnoreCase(authorization.substr(0, 7), "Bearer ")) {
+    return std::nullopt;
+  }
+  return absl::StripAsciiWhitespace(authorization.substr(7));
+}
+
 absl::Status TokenAuth::Check(std::optional<absl::string_view> authorization) const {
   constexpr absl::string_view kExpected =
       "expected the call metadata \"authorization: Bearer <token>\" with a token that this "
@@ -59,13 +67,12 @@ absl::Status TokenAuth::Check(std::optional<absl::string_view> authorization) co
   if (!authorization.has_value()) {
     return absl::UnauthenticatedError(absl::StrCat("missing credentials: ", kExpected));
   }
-  absl::string_view token = *authorization;
-  // RFC 6750: the scheme is case-insensitive; one space, then the token.
-  if (token.size() < 7 || !absl::EqualsIgnoreCase(token.substr(0, 7), "Bearer ")) {
+  const std::optional<absl::string_view> bearer = BearerToken(*authorization);
+  if (!bearer.has_value()) {
     return absl::UnauthenticatedError(
         absl::StrCat("malformed authorization metadata (not a Bearer token): ", kExpected));
   }
-  token = absl::StripAsciiWhitespace(token.substr(7));
+  const absl::string_view token = *bearer;
   // Compared as fixed-size digests: the comparisons take the same time whatever was presented,
   // and say nothing of the stored tokens' lengths.
   Digest presented;

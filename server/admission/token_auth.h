@@ -48,6 +48,11 @@ class TokenAuth {
   static absl::StatusOr<std::vector<std::string>> ReadTokens(
       const std::string& path, absl::string_view option = "auth_token_file");
 
+  // The token of an "authorization" value "Bearer <token>" (RFC 6750: the scheme in any case,
+  // the token's surrounding whitespace trimmed); nullopt when it is not one. Check's reading, in
+  // one place (client_identity.h names a client by its token).
+  static std::optional<absl::string_view> BearerToken(absl::string_view authorization);
+
  private:
   using Digest = std::array<uint8_t, 32>;  // SHA-256
   explicit TokenAuth(std::string path) : path_(std::move(path)) {}

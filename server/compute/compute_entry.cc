@@ -40,8 +40,8 @@ void ComputeEntry::Submit(ComputeRequest request, ByteBudget::Reservation* reser
   }
   // The memory this request holds until its answer is sent: its message, and its output.
   const int64_t output_bytes = batching::OutputBytes(request.plan);
-  if (!reservation->TryGrow(output_bytes)) {
-    return std::move(done)(budget_->NeedsError(reservation->bytes() + output_bytes));
+  if (absl::Status grown = reservation->Grow(output_bytes); !grown.ok()) {
+    return std::move(done)(std::move(grown));
   }
   SubmitCharged(std::move(request), std::move(done));
 }

@@ -202,9 +202,7 @@ void ShardRouter::Call::Start(ByteBudget::Reservation* reservation) {
   int64_t bytes = batching::OutputBytes(request_.plan);
   for (const Part& part : parts_) bytes += part.rows * row_bytes_;
   if (pooled_) bytes += bags_.fetched_rows * row_bytes_;
-  if (!reservation->TryGrow(bytes)) {
-    return Answer(router_.compute_->budget().NeedsError(reservation->bytes() + bytes));
-  }
+  if (absl::Status grown = reservation->Grow(bytes); !grown.ok()) return Answer(grown);
   if (parts_.empty()) return Finish();
   // The full count before the first send: a part may finish (even on this thread) before the
   // next is sent, and must not find pending_ at zero.

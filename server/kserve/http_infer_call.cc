@@ -55,7 +55,7 @@ absl::Status HttpInferCall::Submit(absl::string_view model, absl::string_view ve
   const int64_t total = reservation_.bytes() + decoded_bytes;
   TC_RETURN_IF_ERROR(budget.CheckDecoded(
       total, absl::StrCat(body_.size(), " bytes of HTTP body and the inputs decoded from it")));
-  if (!reservation_.TryGrow(decoded_bytes)) return budget.NeedsError(total);
+  TC_RETURN_IF_ERROR(reservation_.Grow(decoded_bytes));
   request_.set_model_name(std::string(model));
   request_.set_model_version(std::string(version));
   response_.Clear();  // keeps its buffers' pages

@@ -18,6 +18,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "server/admission/client_identity.h"
 #include "server/admission/send_deadline.h"
 #include "server/kserve/http_request_checks.h"
 
@@ -76,6 +77,18 @@ std::optional<absl::string_view> FieldOf(const http::request_header<>& header,
   const auto it = header.find(beast::string_view(name.data(), name.size()));
   if (it == header.end()) return std::nullopt;
   return absl::string_view(it->value().data(), it->value().size());
+}
+
+// Every x-forwarded-for field of `header`, in order, joined by commas (RFC 9110: the same as one
+// field with those values).
+std::string ForwardedFor(const http::request_header<>& header) {
+  std::string joined;
+  const auto [begin, end] = header.equal_range(kForwardedForKey);
+  for (auto it = begin; it != end; ++it) {
+    if (!joined.empty()) joined += ',';
+    joined.append(it->value().data(), it->value().size());
+  }
+  return joined;
 }
 
 absl::string_view ReasonOf(int status) {
@@ -218,11 +231,10 @@ class Session final : public std::enable_shared_from_this<Session<Stream>>,
     }
     const int64_t bytes = parser_->chunked() ? max_body : static_cast<int64_t>(length.value_or(0));
     ByteBudget& budget = context_.endpoints->compute().budget();
-    std::optional<ByteBudget::Reservation> reservation = budget.TryReserve(bytes);
-    if (!reservation.has_value()) {
-      const absl::Status refused = budget.NeedsError(bytes);
-      gate.Answer(Rpc::kModelInfer, start, refused);
-      return Write(StatusReply(refused), body_pending);
+    absl::StatusOr<ByteBudget::Reservation> reservation = budget.Reserve(bytes, ClientOf());
+    if (!reservation.ok()) {
+      gate.Answer(Rpc::kModelInfer, start, reservation.status());
+      return Write(StatusReply(reservation.status()), body_pending);
     }
     infer_ = context_.infer_calls->Take();
     infer_->Begin(start, *std::move(reservation),
@@ -405,6 +417,17 @@ class Session final : public std::enable_shared_from_this<Session<Stream>>,
       return;
     }
     ReadRequest();
+  }
+
+  // The request's client (client_identity.h), for its share of the budget.
+  std::string ClientOf() {
+    const ClientIdentity& identity = context_.endpoints->gate().client_identity();
+    beast::error_code ec;
+    const tcp::endpoint peer = Tcp().socket().remote_endpoint(ec);
+    const http::request_header<>& header = parser_->get().base();
+    return identity.Of(ec ? "unknown" : peer.address().to_string(),
+                       identity.trusts_proxies() ? ForwardedFor(header) : std::string(),
+                       FieldOf(header, http::field::authorization));
   }
 
   // The answer was not taken within its send limit: the connection closes, and the infer's

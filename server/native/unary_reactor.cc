@@ -36,13 +36,17 @@ void UnaryReactor::Begin() {
     return Answer(admitted);
   }
   ByteBudget& budget = compute_.budget();
-  switch (budget.AcquireReceive(this)) {
+  // The call's client (its share of the budget) from its arrival to its end.
+  reservation_ = budget.Open(gate_.client_identity().Of(context_));
+  switch (budget.AcquireReceive(this, reservation_)) {
     case ByteBudget::Admission::kGranted:
       return StartRead(&message_);
     case ByteBudget::Admission::kQueued:
       return;  // OnGranted reads, or OnCancel answers
     case ByteBudget::Admission::kRefused:
       return Answer(budget.ReceiveRefusedError());
+    case ByteBudget::Admission::kOverShare:
+      return Answer(budget.ShareError(reservation_));
   }
 }
 
@@ -51,7 +55,7 @@ void UnaryReactor::OnReadDone(bool ok) {
     // Cancelled (the client, the deadline), the message refused by gRPC (over
     // max_message_bytes: the client gets gRPC's RESOURCE_EXHAUSTED), or a half-close with no
     // message. Only the last one sees this status; OnDone tells them apart for the metrics.
-    reservation_ = compute_.budget().ReceiveDone(0);
+    (void)compute_.budget().ReceiveDone(0);  // the credit back
     read_failed_ = true;
     return Finish(proto::ToGrpcStatus(NoMessageError()));
   }
@@ -70,16 +74,11 @@ bool UnaryReactor::ReserveDecoded() {
   absl::StatusOr<proto::DecodedCost> cost = proto::ScanDecodedCost(RequestType(), &message_);
   absl::Status refused;
   if (!cost.ok()) {
-    reservation_ = budget.ReceiveDone(0);     // the credit back, nothing kept
+    (void)budget.ReceiveDone(0);              // the credit back, nothing kept
     refused = NotParsedError(message_bytes);  // it would not parse either
   } else {
-    absl::StatusOr<ByteBudget::Reservation> reserved =
-        budget.ReserveDecoded(cost->total(), cost->Summary());
-    if (reserved.ok()) {
-      reservation_ = *std::move(reserved);
-      return true;
-    }
-    refused = reserved.status();
+    refused = budget.ReserveDecoded(cost->total(), cost->Summary(), &reservation_);
+    if (refused.ok()) return true;
   }
   // The credit is given back on every refusal, so the budget no longer counts the received
   // bytes: free them now, not when the answer has been sent.
@@ -162,11 +161,9 @@ void UnaryReactor::Answer(const absl::Status& status) {
 }
 
 absl::Status UnaryReactor::ReserveMore(int64_t bytes, absl::string_view what) {
-  const ByteBudget& budget = compute_.budget();
   const int64_t total = reservation_.bytes() + bytes;
-  TC_RETURN_IF_ERROR(budget.CheckDecoded(total, what));  // the rule of the scanned cost
-  if (!reservation_.TryGrow(bytes)) return budget.NeedsError(total);
-  return absl::OkStatus();
+  TC_RETURN_IF_ERROR(compute_.budget().CheckDecoded(total, what));  // the scanned cost's rule
+  return reservation_.Grow(bytes);
 }
 
 absl::Status UnaryReactor::NotParsedError(int64_t message_bytes) const {

@@ -4,10 +4,12 @@
 // GatherNd, KServe's ModelInfer) share. A subclass parses its message type, decodes it into a
 // ComputeRequest and writes its reply; this class does the rest, the same way for each:
 //
-//   Begin      CallGate::Admit (token, draining), then a receive credit of the byte budget
-//              (granted: read now; queued: read when OnGranted; refused: UNAVAILABLE at once,
-//              ByteBudget::ReceiveRefusedError). A refused, unauthenticated or draining call is
-//              answered without its message ever being buffered.
+//   Begin      CallGate::Admit (token, draining), then the call's client (ClientIdentity, for
+//              its share of the budget: ByteBudget::Open) and a receive credit of the byte
+//              budget (granted: read now; queued: read when OnGranted; refused: UNAVAILABLE at
+//              once, ByteBudget::ReceiveRefusedError, or ShareError when its client holds its
+//              share while others use the budget). A refused, unauthenticated or draining call
+//              is answered without its message ever being buffered.
 //   read       before it is parsed, the message's wire bytes are scanned for what it will
 //              cost decoded (proto/decoded_cost.h: the received bytes, the parsed message,
 //              its conversion to core tensors), and its receive credit becomes a reservation

@@ -86,7 +86,8 @@ class Pair:
         tokens = os.path.join(self.tmp, "tokens")
         with open(tokens, "w") as f:
             f.write(self.token + "\n")
-        self.server = ServerProcess("--http_listen=127.0.0.1:0", f"--auth_token_file={tokens}")
+        self.server = ServerProcess("--http_listen=127.0.0.1:0", f"--auth_token_file={tokens}",
+                                    "--trusted_proxies=127.0.0.1,::1")
         self.server.__enter__()
         self._stack.append(self.server)
         self.certs = certs

@@ -127,9 +127,10 @@ class AbusiveClientsTest(unittest.TestCase):
         if not CLI or not os.path.exists(CLI):
             raise unittest.SkipTest(f"TC_CLI_BINARY not set or missing: {CLI!r}")
 
-    # Not asserted here (docs/reliability.md, "A known gap"): never-read responses that take
-    # nearly all of --max_inflight_bytes (40 of 32 MiB) leave the other clients a few MiB, and
-    # whether the well-behaved one is refused then depends on what the others hold of it.
+    # Not asserted here (docs/reliability.md, "A gap, now closed"): never-read responses that
+    # took nearly all of --max_inflight_bytes (40 of 32 MiB) left the other clients a few MiB.
+    # The share per client (--max_inflight_share) now holds them to a quarter of it, which
+    # unsent_answers_test.py and trusted_proxy_share_test.py assert.
 
     def run_beside_abusers(self, never_read_row_bytes, never_read_streams):
         """The good client alone, then beside the three abusers, then alone again; returns
