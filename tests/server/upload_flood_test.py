@@ -17,7 +17,8 @@ Asserted: the share never holds more than its limit (the gauge, scraped every 10
 beyond it are refused UNAVAILABLE naming max_upload_bytes, stalled ones are answered
 DEADLINE_EXCEEDED naming --upload_idle_timeout_s, the server's peak RSS stays under its RSS
 before the flood + the share + the tensors being built (8 x 16 MiB, max_resident_bytes') +
-RSS_SLACK_MIB, at least MIN_OK_SHARE of the Gathers are OK; the well-behaved upload is either
+RSS_SLACK_MIB (not under ASan, TC_SANITIZED=1: its quarantine holds freed memory), at least
+MIN_OK_SHARE of the Gathers are OK; the well-behaved upload is either
 stored or refused at the share (the documented answer: the share is one pool for all uploads),
 and once the flood has gone it is stored, and the share is back to 0.
 
@@ -27,6 +28,7 @@ the Python client is installed into .venv; the figures are printed.
 
 import collections
 import json
+import os
 import threading
 import time
 import unittest
@@ -221,7 +223,8 @@ class UploadFloodTest(unittest.TestCase):
         # Nothing else: every slow upload was refused, stalled, or cancelled by its client at
         # the end (CANCELLED) -- none was stored, none failed otherwise.
         self.assertLessEqual(set(flood.codes), {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
-        self.assertLess(hwm_kib, rss_bound_kib)
+        if not os.environ.get("TC_SANITIZED"):  # ASan's quarantine holds freed memory
+            self.assertLess(hwm_kib, rss_bound_kib)
         self.assertGreater(total, 0)
         self.assertGreaterEqual(ok_share, MIN_OK_SHARE, dict(gather_codes))
         self.assertLessEqual(set(small), {"OK", "UNAVAILABLE"})
