@@ -181,7 +181,13 @@ absl::Status Server::SetUpCompute() {
       std::make_unique<UploadBudget>(options_.max_upload_bytes, 2 * options_.max_message_bytes);
   resident.uploads = uploads_.get();
   resident.idle_timeout = options_.upload_idle_timeout;
-  resident.metrics = &metrics_;
+  if (cuda_executor_ != nullptr) {
+    resident.write_device = [gpu = cuda_executor_.get()](
+                                const core::DeviceCopy& copy, absl::Span<const int64_t> rows,
+                                int64_t row_bytes, absl::Span<const uint8_t> stored) {
+      return gpu->UpdateRows(copy, rows, row_bytes, stored);
+    };
+  }
   service_ = std::make_unique<NativeService>(gate_.get(), compute_.get(), resident);
   return absl::OkStatus();
 }

@@ -40,7 +40,6 @@
 #include "core/live_rows.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
-#include "server/metrics/metrics.h"
 #include "server/native/upload_stream_call.h"
 
 namespace tensorcompute::server {
@@ -59,7 +58,6 @@ struct ResidentEnv : UploadStreamEnv {
   // Writes updated rows into a table's device copy (core::ApplyRowUpdate); empty: no table
   // has one.
   core::DeviceRowWriter write_device;
-  Metrics* metrics = nullptr;  // not owned; null: updates are not counted
 };
 
 // A new call for a PutTensor RPC, begun; it deletes itself when done, having written its
