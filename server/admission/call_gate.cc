@@ -54,7 +54,8 @@ absl::Status CallGate::CheckToken(std::optional<absl::string_view> authorization
     // may not do this, and sending the token again will not help.
     if (auth_ != nullptr && auth_->Check(authorization).ok()) {
       return absl::PermissionDeniedError(
-          "PutTensor, UpdateRows and DeleteTensor need an admin token (the server's --admin_token_file); "
+          "PutTensor, UpdateRows and DeleteTensor need an admin token (the server's "
+          "--admin_token_file); "
           "the token sent is an ordinary one");
     }
     return as_admin;
