@@ -2,7 +2,7 @@
 // idle bound on an upload (--upload_idle_timeout_s): the share's arithmetic, then through a
 // real server: uploads beyond the share are refused UNAVAILABLE before they send anything,
 // gathers go on beside uploads that fill it, every ending (done, cancelled, stalled) gives the
-// share back, and a stalled upload is answered DEADLINE_EXCEEDED.
+// share back, and a stalled upload is answered DEADLINE_EXCEEDED; UpdateRows streams likewise.
 
 #include "server/admission/upload_budget.h"
 
@@ -204,6 +204,76 @@ TEST(UploadBudgetServer, AStalledUploadIsAnsweredDeadlineExceededAndLetsGo) {
   // Its slot is free again: the only one.
   HeldUpload after(*stub, "after", 10, 10);
   EXPECT_THAT(after.Finish(), IsOk());
+}
+
+// An UpdateRows stream on a uint8 [n] table (row shape []) in progress: its first message (one
+// row) is sent by the constructor.
+class HeldUpdate {
+ public:
+  HeldUpdate(Stub& stub, const std::string& name)
+      : writer_(stub.UpdateRows(&context_, &response_)) {
+    v1::UpdateRowsRequest message = Row(0);
+    message.set_name(name);
+    (void)writer_->Write(message);  // a refused stream may be answered before this is written
+  }
+  bool Send(int64_t row) { return writer_->Write(Row(row)); }
+  absl::Status Finish() {
+    writer_->WritesDone();
+    return Wait();
+  }
+  absl::Status Wait() { return ToAbsl(writer_->Finish()); }
+  const v1::UpdateRowsResponse& response() const { return response_; }
+
+ private:
+  static v1::UpdateRowsRequest Row(int64_t row) {
+    v1::UpdateRowsRequest message;
+    message.mutable_indices()->set_dtype(v1::DT_INT64);
+    message.mutable_indices()->add_shape(1);
+    message.mutable_indices()->set_data(std::string(reinterpret_cast<const char*>(&row), 8));
+    message.mutable_values()->set_dtype(v1::DT_UINT8);
+    message.mutable_values()->add_shape(1);
+    message.mutable_values()->set_data(std::string(1, '\7'));
+    return message;
+  }
+
+  grpc::ClientContext context_;
+  v1::UpdateRowsResponse response_;
+  std::unique_ptr<grpc::ClientWriter<v1::UpdateRowsRequest>> writer_;
+};
+
+// UpdateRows is read as PutTensor is (server/native/upload_stream_call.h): it holds a slot of
+// the uploads' share while it runs, and a stalled stream is ended.
+TEST(UploadBudgetServer, UpdateStreamsHoldAnUploadSlotAndAreBoundedWhenIdle) {
+  ServerOptions options = UploadOptions(/*slots=*/1);
+  options.upload_idle_timeout = absl::Milliseconds(300);
+  std::unique_ptr<Server> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stub = MakeStub(server->port());
+  HeldUpload table(*stub, "live", 8, 8);
+  ASSERT_THAT(table.Finish(), IsOk());
+
+  HeldUpdate steady(*stub, "live");
+  ASSERT_TRUE(WaitFor([&] { return server->upload_budget().used() == 2 * kMessageBytes; }));
+  // The only slot is taken: an upload is refused before it sends anything.
+  HeldUpload refused(*stub, "refused", 10, 10);
+  EXPECT_THAT(refused.Finish(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("held by uploads in progress")));
+  for (int64_t row = 1; row < 4; ++row) {
+    absl::SleepFor(absl::Milliseconds(100));
+    ASSERT_TRUE(steady.Send(row));
+  }
+  ASSERT_THAT(steady.Finish(), IsOk());
+  EXPECT_EQ(steady.response().messages(), 4);
+  EXPECT_EQ(steady.response().rows(), 4);
+  EXPECT_EQ(steady.response().sequence(), 4);
+
+  HeldUpdate stalled(*stub, "live");
+  EXPECT_THAT(stalled.Wait(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("the update of tensor 'live' sent no message for 300ms "
+                                 "(--upload_idle_timeout_s); 1 messages (1 rows) were applied "
+                                 "before")));
+  EXPECT_TRUE(WaitFor([&] { return server->upload_budget().used() == 0; }));
 }
 
 }  // namespace
