@@ -1107,7 +1107,7 @@ class ResidentTensorsTest(CliCase):
         table_text = self.run_ok("list", "--target", self.a.target).stdout.splitlines()
         self.assertEqual(table_text[0].split(),
                          ["NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION",
-                          "CREATED", "SHARD"])
+                          "CREATED", "SHARD", "SEQUENCE"])
         self.assertEqual(table_text[1].split()[:7], ["emb", "float32", "[50,6]", "as-is", "1200",
                                                      "cpu", "1"])
 
