@@ -2,7 +2,8 @@
 //
 // The C++ client of tensorcompute: Gather, GatherNd and EmbeddingBag on core tensors, over one
 // or several server replicas, and the resident tensors (tables stored on the server once, then
-// gathered from by name) that PutTensor, DeleteTensor and ListTensors manage.
+// gathered from by name) that PutTensor, DeleteTensor and ListTensors manage and UpdateRows
+// changes row by row while they are served.
 //
 //   ClientOptions options;
 //   options.target = "10.0.0.7:50051,10.0.0.8:50051";   // or "dns:///tc.ns.svc:50051"

@@ -441,8 +441,7 @@ def update_uploads(name, indices, values, chunk_bytes, max_message_bytes):
     indices = np.asarray(indices)
     if indices.size == 0 and indices.dtype.kind == "f":
         indices = indices.astype(np.int64)  # np.asarray([]) is float64
-    if indices.ndim != 1 or indices.dtype.kind not in "iu" or indices.dtype.itemsize not in (4, 8) \
-            or (indices.dtype.kind == "u" and indices.dtype.itemsize == 8):
+    if indices.ndim != 1 or indices.dtype.kind != "i" or indices.dtype.itemsize not in (4, 8):
         raise ValueError(f"indices must be int32 or int64 of rank 1, got {indices.dtype} "
                          f"{list(indices.shape)}")
     indices = indices.astype(np.int32 if indices.dtype.itemsize == 4 else np.int64, copy=False)
