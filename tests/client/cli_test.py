@@ -1440,12 +1440,12 @@ class EmbeddingBagTest(CliCase):
 
 
 class UpdateTest(CliCase):
-    """`update` (UpdateRows) and `load --update-rate` against a server of their own, whose 64 KiB
-    message limit makes a large update stream in many messages."""
+    """`update` (UpdateRows) and `load --update-rate` against a server of their own, with the
+    least message limit it takes (128 KiB), which the client's messages must respect."""
 
     @classmethod
     def setUpClass(cls):
-        cls.server = ServerProcess("--cpu_threads=2", "--max_message_bytes=65536")
+        cls.server = ServerProcess("--cpu_threads=2", "--max_message_bytes=131072")
         cls.server.__enter__()
 
     @classmethod
@@ -1456,7 +1456,7 @@ class UpdateTest(CliCase):
         self.table = np.random.default_rng(5).standard_normal((300, 16)).astype(np.float32)
         np.save(tmp_path("u_table.npy"), self.table)
         self.run_ok("put", "emb", "--input", tmp_path("u_table.npy"), "--replace",
-                    "--target", self.server.target, "--max-message-bytes", 65536)
+                    "--target", self.server.target, "--max-message-bytes", 131072)
 
     def sequence(self):
         listed = json.loads(self.run_ok("list", "--target", self.server.target,
@@ -1467,7 +1467,7 @@ class UpdateTest(CliCase):
         np.save(tmp_path("u_all.npy"), np.arange(300, dtype=np.int64))
         self.run_ok("gather", "--target", self.server.target, "--params-name", "emb",
                     "--indices", tmp_path("u_all.npy"), "--out", tmp_path("u_out.npy"),
-                    "--max-message-bytes", 65536)
+                    "--max-message-bytes", 131072)
         return np.load(tmp_path("u_out.npy"))
 
     def test_update_round_trip(self):
@@ -1489,7 +1489,7 @@ class UpdateTest(CliCase):
 
     def test_a_large_update_streams_in_many_messages(self):
         before = self.sequence()
-        # 300 rows of 64 + 8 bytes in messages under the 64 KiB limit, chunked at 4 KiB: 56
+        # 300 rows of 64 + 8 bytes in messages under the 128 KiB limit, chunked at 4 KiB: 56
         # rows a message, so 6 messages (and the sequence moves by 6).
         ids = np.arange(300, dtype=np.int64)[::-1].copy()
         rows = np.random.default_rng(6).standard_normal((300, 16)).astype(np.float32)
@@ -1497,7 +1497,7 @@ class UpdateTest(CliCase):
         np.save(tmp_path("u_rows.npy"), rows)
         proc = self.run_ok("update", "emb", "--indices", tmp_path("u_ids.npy"), "--values",
                            tmp_path("u_rows.npy"), "--chunk-bytes", 4096, "--target",
-                           self.server.target, "--max-message-bytes", 65536)
+                           self.server.target, "--max-message-bytes", 131072)
         self.assertEqual(proc.stdout,
                          f"updated emb: 300 rows in 6 messages, sequence {before + 6}\n")
         np.testing.assert_array_equal(self.gather_all(), rows[::-1])

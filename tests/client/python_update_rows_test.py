@@ -32,10 +32,11 @@ _client = None
 
 def setUpModule():
     global _server, _client
-    # A 64 KiB message limit: an update of a few hundred rows must stream in many messages.
-    _server = ServerProcess("--cpu_threads=2", "--max_message_bytes=65536")
+    # The least message limit the server takes (128 KiB), which update_rows' default chunk
+    # must then respect.
+    _server = ServerProcess("--cpu_threads=2", "--max_message_bytes=131072")
     _server.__enter__()
-    _client = Client(_server.target, timeout=30.0, max_message_bytes=65536)
+    _client = Client(_server.target, timeout=30.0, max_message_bytes=131072)
 
 
 def tearDownModule():
@@ -80,7 +81,7 @@ class SyncTest(unittest.TestCase):
         want = np.empty_like(rows)
         want[ids] = rows
         np.testing.assert_array_equal(whole("emb", 400), want)
-        # The default chunk (1 MiB) is capped by the client's 64 KiB message limit: one
+        # The default chunk (1 MiB) is capped by the client's 128 KiB message limit: one
         # message of 400 rows of 68 bytes fits (27 KB), so the sequence moves by one.
         seq2 = _client.update_rows("emb", ids, rows * 2)
         self.assertEqual(seq2, seq + 1)
@@ -174,7 +175,7 @@ class AioTest(unittest.TestCase):
 
         async def main():
             async with tensorcompute.aio.Client(_server.target, timeout=30.0,
-                                                max_message_bytes=65536) as client:
+                                                max_message_bytes=131072) as client:
                 await client.put_tensor("aio", table, replace=True)
                 before = {t.name: t.sequence for t in await client.list_tensors()}["aio"]
                 # 256 bytes a message: 256 // (16 + 8) = 10 rows, so 10 messages.
