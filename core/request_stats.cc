@@ -51,7 +51,14 @@ RequestStats::RequestStats()
       compute_(DurationBounds()),
       total_(DurationBounds()),
       request_bytes_(SizeBounds()),
-      response_bytes_(SizeBounds()) {}
+      response_bytes_(SizeBounds()),
+      update_visible_(DurationBounds()) {}
+
+void RequestStats::RecordUpdate(int64_t rows, absl::Duration visible) {
+  updated_rows_.fetch_add(rows, std::memory_order_relaxed);
+  update_messages_.fetch_add(1, std::memory_order_relaxed);
+  update_visible_.ObserveDuration(visible);
+}
 
 void RequestStats::Record(const RequestStages& stages, bool ok, absl::Time answered) {
   total_.ObserveDuration(stages.total);

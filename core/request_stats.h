@@ -123,6 +123,13 @@ class RequestStats {
   // When the last request was answered, in milliseconds since the Unix epoch; 0 before one.
   int64_t last_answer_ms() const { return last_answer_ms_.load(std::memory_order_relaxed); }
 
+  // Row updates (UpdateRows, core/live_rows.h) applied to the table: `rows` rows of one
+  // message, visible `visible` after the message arrived.
+  void RecordUpdate(int64_t rows, absl::Duration visible);
+  int64_t updated_rows() const { return updated_rows_.load(std::memory_order_relaxed); }
+  int64_t update_messages() const { return update_messages_.load(std::memory_order_relaxed); }
+  const Histogram& update_visible() const { return update_visible_; }
+
  private:
   Histogram queue_;
   Histogram compute_;
@@ -136,6 +143,9 @@ class RequestStats {
   DurationTotal compute_total_;
   DurationTotal encode_total_;
   std::atomic<int64_t> last_answer_ms_{0};
+  std::atomic<int64_t> updated_rows_{0};
+  std::atomic<int64_t> update_messages_{0};
+  Histogram update_visible_;
 };
 
 }  // namespace tensorcompute::core

@@ -142,6 +142,13 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
     }
     held->entry.version = ++last_version_[name];
     held->entry.stats = it != entries_.end() ? it->second->stats : std::make_shared<RequestStats>();
+    int64_t sequence = 0;
+    if (it != entries_.end()) {
+      sequence = it->second->live->Retire(LiveRows::Fate::kReplaced) + 1;
+    } else if (auto deleted = deleted_sequence_.find(name); deleted != deleted_sequence_.end()) {
+      sequence = deleted->second + 1;
+    }
+    held->entry.live = std::make_shared<LiveRows>(sequence);
     if (it != entries_.end()) {
       old = std::move(it->second);
       it->second = entry;
@@ -174,6 +181,7 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Delete(
     }
     old = std::move(it->second);
     entries_.erase(it);
+    deleted_sequence_[old->name] = old->live->Retire(LiveRows::Fate::kDeleted);
   }
   return old;
 }

@@ -37,6 +37,7 @@
 #include "absl/types/span.h"
 
 #include "core/dtype.h"
+#include "core/live_rows.h"
 #include "core/request_stats.h"
 #include "core/shard_spec.h"
 #include "core/table_storage.h"
@@ -51,7 +52,8 @@ struct DeviceCopy {
   std::shared_ptr<const void> storage;  // owns `data`; frees it when the last user is done
 };
 
-// One stored version of a named tensor. Immutable once published. A GPU tensor keeps its host
+// One stored version of a named tensor. Immutable once published, but for its rows' values,
+// which UpdateRows changes in place through `live` (core/live_rows.h). A GPU tensor keeps its host
 // copy in `tensor` too (the CPU executor serves what the GPU does not, e.g. a lost device).
 // A compact table (core/table_storage.h) holds its stored form in `tensor` (float16
 // [rows, dim] or uint8 [rows, dim + 8]); what lookups return is logical_dtype() and
@@ -74,6 +76,9 @@ struct ResidentTensor {
   // What requests on this name were served (core/request_stats.h): one object for the name,
   // kept by Put across replacements and dropped with Delete. Never null in the registry.
   std::shared_ptr<RequestStats> stats;
+  // The gate between lookups and row updates, and the name's sequence (core/live_rows.h).
+  // Never null in the registry.
+  std::shared_ptr<LiveRows> live;
 
   TableEncoding encoding() const { return EncodingOf(storage); }
   bool compact() const { return storage != TableStorage::kAsIs; }
@@ -158,6 +163,9 @@ class TensorRegistry {
   absl::StatusOr<Reservation> Reserve(absl::string_view name, int64_t bytes);
 
   // Publishes `tensor` as `name`, keeping `reservation`'s bytes until the entry is freed.
+  // A replaced entry is retired (LiveRows::Retire: later row updates to it are refused) and
+  // the new one's sequence continues from it; a name's first entry starts at 0, or after a
+  // delete at the deleted entry's sequence + 1.
   // ALREADY_EXISTS if the name is taken and `replace` is false; INVALID_ARGUMENT for a name
   // that is empty, longer than 256 bytes, or not printable ASCII, or for rows `storage` does
   // not accept (CheckStoredRows). Returns the entry.
@@ -177,8 +185,8 @@ class TensorRegistry {
   // version). For an upload that checks before its bytes arrive; Put checks again.
   absl::Status CheckAbsent(absl::string_view name) const;
 
-  // Removes `name` and returns the entry removed (NOT_FOUND if absent). Gathers holding it
-  // finish on it.
+  // Removes `name` and returns the entry removed (NOT_FOUND if absent), retired. Gathers
+  // holding it finish on it.
   absl::StatusOr<std::shared_ptr<const ResidentTensor>> Delete(absl::string_view name);
 
   // Every current entry, by name.
@@ -197,6 +205,8 @@ class TensorRegistry {
   absl::flat_hash_map<std::string, std::shared_ptr<const ResidentTensor>> entries_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> last_version_ ABSL_GUARDED_BY(mu_);
+  // The sequence of each deleted name's last entry.
+  absl::flat_hash_map<std::string, int64_t> deleted_sequence_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tensorcompute::core

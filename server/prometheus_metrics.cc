@@ -232,6 +232,39 @@ void AppendResidentTables(const core::TensorRegistry& registry, Families* out) {
         Counter(static_cast<double>(table->stats->total().count()), {{"tensor", table->name}}));
   }
   out->push_back(std::move(lookups));
+
+  // Live tables (core/live_rows.h): each table's sequence, and the row updates applied to it.
+  MetricFamily sequence =
+      Family("tensorcompute_table_sequence",
+             "Each resident table's sequence: row updates and replacements applied on this server",
+             MetricType::Gauge);
+  MetricFamily rows = Family("tensorcompute_table_updated_rows_total",
+                             "Rows replaced by UpdateRows on each resident table, since the name "
+                             "was first stored",
+                             MetricType::Counter);
+  MetricFamily messages =
+      Family("tensorcompute_table_update_messages_total",
+             "UpdateRows messages applied to each resident table", MetricType::Counter);
+  MetricFamily visible = Family("tensorcompute_table_update_visible_seconds",
+                                "Time from an UpdateRows message's arrival to its rows being "
+                                "visible to lookups, by table",
+                                MetricType::Histogram);
+  for (const auto& table : tables) {
+    if (table->live != nullptr) {
+      sequence.metric.push_back(
+          Gauge(static_cast<double>(table->live->sequence()), {{"tensor", table->name}}));
+    }
+    if (table->stats == nullptr) continue;
+    rows.metric.push_back(
+        Counter(static_cast<double>(table->stats->updated_rows()), {{"tensor", table->name}}));
+    messages.metric.push_back(
+        Counter(static_cast<double>(table->stats->update_messages()), {{"tensor", table->name}}));
+    visible.metric.push_back(Histogram(table->stats->update_visible(), {{"tensor", table->name}}));
+  }
+  out->push_back(std::move(sequence));
+  out->push_back(std::move(rows));
+  out->push_back(std::move(messages));
+  out->push_back(std::move(visible));
 }
 
 // Nothing until a lookup was routed across shards.

@@ -22,6 +22,7 @@
 
 #include "core/batching/batcher.h"
 #include "core/batching/cpu_executor.h"
+#include "core/batching/table_lease_executor.h"
 #include "core/cuda/cuda_executor.h"
 #include "core/status_macros.h"
 #include "core/tensor_registry.h"
@@ -136,7 +137,10 @@ absl::Status Server::SetUpCompute() {
     metered_gpu_ = std::make_unique<MeteredExecutor>(cuda_executor_.get());
     executor = metered_gpu_.get();
   }
-  batcher_ = std::make_unique<batching::Batcher>(batcher_options, executor);
+  // Outermost, so that a batch holds its tables' read leases whichever executor runs it
+  // (core/live_rows.h): row updates never meet a lookup half way.
+  leased_ = std::make_unique<batching::TableLeaseExecutor>(executor);
+  batcher_ = std::make_unique<batching::Batcher>(batcher_options, leased_.get());
 
   core::PlanOptions plan_options;
   plan_options.max_output_bytes = options_.EffectiveMaxOutputBytes();
@@ -165,7 +169,7 @@ absl::Status Server::SetUpCompute() {
   // The router submits through compute_ and compute_ routes through it: the setter breaks the
   // cycle.
   compute_->set_router(router_.get());
-  PutTensorEnv resident;
+  ResidentEnv resident;
   resident.gate = gate_.get();
   resident.registry = registry_.get();
   resident.place = [this](const std::string& device, const core::Tensor& tensor) {
@@ -177,6 +181,7 @@ absl::Status Server::SetUpCompute() {
       std::make_unique<UploadBudget>(options_.max_upload_bytes, 2 * options_.max_message_bytes);
   resident.uploads = uploads_.get();
   resident.idle_timeout = options_.upload_idle_timeout;
+  resident.metrics = &metrics_;
   service_ = std::make_unique<NativeService>(gate_.get(), compute_.get(), resident);
   return absl::OkStatus();
 }

@@ -52,6 +52,7 @@ class ServerCredentials;
 namespace tensorcompute::batching {
 class Batcher;
 class CpuExecutor;
+class TableLeaseExecutor;
 }  // namespace tensorcompute::batching
 namespace tensorcompute::core {
 class TensorRegistry;
@@ -188,6 +189,8 @@ class Server {
   std::unique_ptr<GpuStageMetrics> gpu_stages_;
   std::unique_ptr<cuda::CudaExecutor> cuda_executor_;
   std::unique_ptr<MeteredExecutor> metered_gpu_;  // cuda_executor_ counted, when there is one
+  // What the batcher runs on: the executor above with its batches' table leases taken.
+  std::unique_ptr<batching::TableLeaseExecutor> leased_;
   std::unique_ptr<batching::Batcher> batcher_;
   std::unique_ptr<ByteBudget> budget_;     // max_inflight_bytes
   std::unique_ptr<UploadBudget> uploads_;  // max_upload_bytes

@@ -96,6 +96,11 @@ struct Task {
   // after it.
   absl::Time* batch_start = nullptr;
 
+  // Optional: where the sequence of `table` (core/live_rows.h) that this task read goes, written
+  // under the batch's lease (table_lease_executor.h) before compute. Owned by the caller, as
+  // batch_start.
+  int64_t* table_sequence = nullptr;
+
   // Called exactly once with the outcome: OK after `output` was written, or the error.
   absl::AnyInvocable<void(absl::Status) &&> done;
 

@@ -15,6 +15,7 @@
 #include "core/cuda/bag_kernel.h"
 #include "core/cuda/cuda_status.h"
 #include "core/cuda/gather_kernel.h"
+#include "core/cuda/scatter_kernel.h"
 #include "core/cuda/stream_slot.h"
 #include "core/cuda/task_routing.h"
 #include "core/status_macros.h"
@@ -68,7 +69,8 @@ absl::StatusOr<int> VisibleDevices() {
 // architecture would fail every launch while looking healthy.
 absl::Status ProbeKernels() {
   TC_RETURN_IF_ERROR(ProbeGatherKernels());
-  return ProbeBagKernels();
+  TC_RETURN_IF_ERROR(ProbeBagKernels());
+  return ProbeScatterKernels();
 }
 
 }  // namespace
@@ -85,6 +87,14 @@ class CudaExecutor::Impl {
   StreamSlot* PickSlot(const batching::Batch& gpu);
   void DeviceLost(DeviceState& device, const absl::Status& error);
   absl::StatusOr<core::DeviceCopy> UploadTable(int ordinal, const core::Tensor& tensor);
+  absl::Status UpdateRows(const core::DeviceCopy& copy, absl::Span<const int64_t> rows,
+                          int64_t row_bytes, absl::Span<const uint8_t> packed);
+  // The device `ordinal` of this executor in service: INVALID_ARGUMENT when it is not one of
+  // the executor's, UNAVAILABLE when it is out of service.
+  absl::StatusOr<DeviceState*> DeviceInService(int ordinal);
+  // `failed` (an upload's or update's error) as the caller sees it: a wait that timed out or a
+  // sticky error takes the device out of service and becomes UNAVAILABLE.
+  absl::Status TakeOutIfLost(DeviceState& device, absl::Status failed);
 
   const CudaExecutorOptions options_;
   std::string name_;
@@ -222,11 +232,7 @@ void CudaExecutor::Impl::DeviceLost(DeviceState& device, const absl::Status& err
   if (options_.on_device_lost) options_.on_device_lost(device.ordinal, error);
 }
 
-absl::StatusOr<core::DeviceCopy> CudaExecutor::Impl::UploadTable(int ordinal,
-                                                                 const core::Tensor& tensor) {
-  if (tensor.dtype() == core::DataType::kString) {
-    return absl::InvalidArgumentError("a string tensor cannot live on a GPU; keep it on the CPU");
-  }
+absl::StatusOr<DeviceState*> CudaExecutor::Impl::DeviceInService(int ordinal) {
   DeviceState* device = nullptr;
   for (const std::unique_ptr<DeviceState>& d : devices_) {
     if (d->ordinal == ordinal) device = d.get();
@@ -238,17 +244,47 @@ absl::StatusOr<core::DeviceCopy> CudaExecutor::Impl::UploadTable(int ordinal,
   if (device->lost.load()) {
     return absl::UnavailableError(absl::StrCat("GPU ", ordinal, " is out of service"));
   }
-  absl::StatusOr<core::DeviceCopy> copy = device->uploader->Upload(tensor);
-  if (copy.ok() || absl::IsResourceExhausted(copy.status())) return copy;
+  return device;
+}
+
+absl::Status CudaExecutor::Impl::TakeOutIfLost(DeviceState& device, absl::Status failed) {
+  if (failed.ok() || absl::IsResourceExhausted(failed)) return failed;
   // A copy that never finished, or a sticky error (which every later call reports too), means
   // the device is gone: its slots must stop taking batches as well.
-  const bool hung = absl::IsDeadlineExceeded(copy.status());
+  const bool hung = absl::IsDeadlineExceeded(failed);
   if (hung || IsStickyError(cudaPeekAtLastError())) {
-    DeviceLost(*device, copy.status());
+    DeviceLost(device, failed);
     return absl::UnavailableError(
-        absl::StrCat("GPU ", ordinal, " is out of service: ", copy.status().message()));
+        absl::StrCat("GPU ", device.ordinal, " is out of service: ", failed.message()));
   }
-  return copy;
+  return failed;
+}
+
+absl::StatusOr<core::DeviceCopy> CudaExecutor::Impl::UploadTable(int ordinal,
+                                                                 const core::Tensor& tensor) {
+  if (tensor.dtype() == core::DataType::kString) {
+    return absl::InvalidArgumentError("a string tensor cannot live on a GPU; keep it on the CPU");
+  }
+  TC_ASSIGN_OR_RETURN(DeviceState * device, DeviceInService(ordinal));
+  absl::StatusOr<core::DeviceCopy> copy = device->uploader->Upload(tensor);
+  if (copy.ok()) return copy;
+  return TakeOutIfLost(*device, copy.status());
+}
+
+absl::Status CudaExecutor::Impl::UpdateRows(const core::DeviceCopy& copy,
+                                            absl::Span<const int64_t> rows, int64_t row_bytes,
+                                            absl::Span<const uint8_t> packed) {
+  if (row_bytes < 0 || packed.size() != rows.size() * static_cast<uint64_t>(row_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("an update of ", rows.size(), " rows of ",
+                                                   row_bytes, " bytes cannot have ", packed.size(),
+                                                   " bytes"));
+  }
+  TC_ASSIGN_OR_RETURN(DeviceState * device, DeviceInService(copy.gpu));
+  // The copy's memory is the executor's (UploadTable made it); only its readers hold it const.
+  auto* table = static_cast<uint8_t*>(const_cast<void*>(copy.data));
+  return TakeOutIfLost(
+      *device, device->uploader->UpdateRows(table, rows, static_cast<uint64_t>(row_bytes), packed,
+                                            device->sm_count));
 }
 
 int CudaDeviceCount() {
@@ -315,6 +351,11 @@ CudaExecutor::~CudaExecutor() {
 
 absl::StatusOr<core::DeviceCopy> CudaExecutor::UploadTable(int device, const core::Tensor& tensor) {
   return impl_->UploadTable(device, tensor);
+}
+
+absl::Status CudaExecutor::UpdateRows(const core::DeviceCopy& copy, absl::Span<const int64_t> rows,
+                                      int64_t row_bytes, absl::Span<const uint8_t> packed) {
+  return impl_->UpdateRows(copy, rows, row_bytes, packed);
 }
 
 void CudaExecutor::Run(batching::Batch batch, absl::AnyInvocable<void() &&> batch_done) {

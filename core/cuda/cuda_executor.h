@@ -57,6 +57,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "core/batching/executor.h"
 #include "core/tensor.h"
@@ -138,6 +139,27 @@ class CudaExecutor : public batching::Executor {
   // INTERNAL naming any other CUDA error. The calling thread's current device is left as it
   // was. Thread-safe.
   absl::StatusOr<core::DeviceCopy> UploadTable(int device, const core::Tensor& tensor);
+
+  // Rewrites rows of a resident table's device copy in place: packed row i (row_bytes bytes at
+  // packed[i * row_bytes]) goes to copy.data + rows[i] * row_bytes, for every i. Many rows cost
+  // a few transfers and kernel launches (table_upload.h says how). Synchronous: returns once the
+  // device has written every row, so that a kernel started afterwards, on any stream of the
+  // device, reads the new bytes. Uploads to the device wait meanwhile; batches do not.
+  // Returns OK (at once for no rows); RESOURCE_EXHAUSTED when the device has no room to stage
+  // the update; UNAVAILABLE "GPU N is out of service" when the device is out of service, or
+  // this update found it hung or broken (which takes it out, as for UploadTable: its copies
+  // are then never read again, the CPU serves their tables); INVALID_ARGUMENT for a copy on no
+  // device of this executor, or `packed` not rows.size() * row_bytes bytes; INTERNAL naming any
+  // other CUDA error. After an error any of `rows` may hold its old or its new bytes (no other
+  // byte was written): retry, or stop reading the copy. The calling thread's current device is
+  // left as it was. Thread-safe.
+  // REQUIRES: `copy` was made by this executor's UploadTable and is still held; rows are
+  // distinct and in [0, the table's rows); row_bytes is the table's row size; no kernel that
+  // reads the copy is queued or running (every task reading it has been answered), and none
+  // starts before this returns.
+  absl::Status UpdateRows(const core::DeviceCopy& copy, absl::Span<const int64_t> rows,
+                          int64_t row_bytes, absl::Span<const uint8_t> packed);
+
   absl::string_view name() const override;
 
   // Stream slots in service (what the batcher's max_inflight_batches should be); 0 once

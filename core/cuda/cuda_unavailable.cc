@@ -37,6 +37,11 @@ absl::StatusOr<core::DeviceCopy> CudaExecutor::UploadTable(int, const core::Tens
   return NoCuda();
 }
 
+absl::Status CudaExecutor::UpdateRows(const core::DeviceCopy&, absl::Span<const int64_t>, int64_t,
+                                      absl::Span<const uint8_t>) {
+  return NoCuda();
+}
+
 absl::string_view CudaExecutor::name() const { return "cuda"; }
 int CudaExecutor::slots() const { return 0; }
 bool CudaExecutor::healthy() const { return false; }

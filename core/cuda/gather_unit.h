@@ -56,32 +56,6 @@ struct GatherDesc {
 // The host writes the table that the device reads: one layout for both compilers.
 static_assert(sizeof(GatherDesc) == 104, "GatherDesc must have no padding surprises");
 
-// The widest access (16, 8, 4, 2 or 1 bytes) that divides `slice_bytes`.
-TC_HOST_DEVICE inline uint32_t VectorBytes(int64_t slice_bytes) {
-  uint32_t w = 16;
-  while (w > 1 && slice_bytes % w != 0) w >>= 1;
-  return w;
-}
-
-template <int W>
-TC_HOST_DEVICE inline void CopyChunk(uint8_t* dst, const uint8_t* src) {
-#if defined(TC_DEVICE_CODE)
-  if constexpr (W == 16) {
-    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-  } else if constexpr (W == 8) {
-    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
-  } else if constexpr (W == 4) {
-    *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src);
-  } else if constexpr (W == 2) {
-    *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(src);
-  } else {
-    *dst = *src;
-  }
-#else
-  std::memcpy(dst, src, W);
-#endif
-}
-
 // Whether a slice of `slice_bytes` can be gathered by the kernel: its row splits into at most
 // UINT32_MAX chunks of VectorBytes(slice_bytes) (GatherDesc::chunks_per_row is 32 bits). A task
 // whose slice does not fit must be computed elsewhere (the executor sends it to the CPU).

@@ -4,11 +4,14 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
 #include "core/cuda/cuda_status.h"
 #include "core/cuda/device_wait.h"
+#include "core/cuda/scatter_kernel.h"
+#include "core/cuda/scatter_unit.h"
 #include "core/cuda/upload_chunks.h"
 #include "core/status_macros.h"
 
@@ -87,6 +90,85 @@ absl::StatusOr<core::DeviceCopy> TableUploader::Upload(const core::Tensor& tenso
   return copy;
 }
 
+absl::Status TableUploader::UpdateRows(uint8_t* table, absl::Span<const int64_t> rows,
+                                       uint64_t row_bytes, absl::Span<const uint8_t> packed,
+                                       int sm_count) {
+  if (rows.empty() || row_bytes == 0) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (hung_) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("GPU ", ordinal_, " stopped answering before this update"));
+  }
+  ScopedDevice on_device(ordinal_);
+  // Host staging when pinned memory cannot be had: kept until the stream has drained.
+  std::vector<uint8_t> pageable[2];
+  absl::Status written = WriteRows(table, rows, row_bytes, packed, sm_count, pageable);
+  return Drain(std::move(written), absl::StrCat("updating rows of a table on device ", ordinal_));
+}
+
+absl::Status TableUploader::WriteRows(uint8_t* table, absl::Span<const int64_t> rows,
+                                      uint64_t row_bytes, absl::Span<const uint8_t> packed,
+                                      int sm_count, std::vector<uint8_t> (&pageable)[2]) {
+  const std::string what = absl::StrCat("updating rows of a table on device ", ordinal_);
+  const uint64_t n = rows.size();
+  const uint64_t per_window = ScatterWindowRows(row_bytes, kUploadMaxChunkBytes);
+  if (per_window == 0) {
+    // Rows larger than a staging buffer: one copy each, straight from the caller's memory.
+    for (uint64_t i = 0; i < n; ++i) {
+      TC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(table + static_cast<uint64_t>(rows[i]) * row_bytes,
+                                              packed.data() + i * row_bytes, row_bytes,
+                                              cudaMemcpyHostToDevice, stream_.get()),
+                              what);
+    }
+    return absl::OkStatus();
+  }
+  const uint64_t windows = UploadChunkCount(n, per_window);
+  const uint64_t first_window =
+      ScatterStagedBytes(PlanScatterWindow(std::min(n, per_window), row_bytes));
+  const uint64_t slot_bytes = (first_window + 255) / 256 * 256;  // each slot 256-byte aligned
+  const int slots = UploadStagingBuffers(windows);
+  TC_ASSIGN_OR_RETURN(DeviceAllocation scratch, AllocateScratch(slot_bytes * slots));
+  uint8_t* host[2] = {nullptr, nullptr};
+  const bool pinned = HaveStaging();
+  for (int b = 0; b < slots; ++b) {
+    if (!pinned) pageable[b].resize(first_window);
+    host[b] = pinned ? staging_[b].data() : pageable[b].data();
+  }
+  // Window w goes through host buffer and scratch slot w % 2; the event recorded after its
+  // kernel says when both may take window w + 2.
+  for (uint64_t w = 0; w < windows; ++w) {
+    const int b = static_cast<int>(w % 2);
+    if (w >= 2) TC_RETURN_IF_ERROR(Wait(staged_[b].get(), what));
+    const uint64_t first = w * per_window;
+    const ScatterArgs args = PlanScatterWindow(std::min(per_window, n - first), row_bytes);
+    StageScatterWindow(args, rows.data() + first, packed.data() + first * row_bytes, host[b]);
+    uint8_t* staged = scratch.data() + b * slot_bytes;
+    TC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staged, host[b], ScatterStagedBytes(args),
+                                            cudaMemcpyHostToDevice, stream_.get()),
+                            what);
+    TC_RETURN_IF_ERROR(LaunchScatterRows(args, staged, table, sm_count, stream_.get()));
+    TC_CUDA_RETURN_IF_ERROR(cudaEventRecord(staged_[b].get(), stream_.get()), what);
+  }
+  return absl::OkStatus();  // the scratch goes back to its pool after the last kernel
+}
+
+absl::StatusOr<DeviceAllocation> TableUploader::AllocateScratch(uint64_t bytes) {
+  const MemoryPool& pool = batch_pool_ != nullptr ? *batch_pool_ : pool_;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<DeviceAllocation> scratch =
+        DeviceAllocation::Allocate(bytes, pool.get(), stream_.get());
+    if (scratch.ok() || !absl::IsResourceExhausted(scratch.status())) return scratch;
+    TrimPools();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "CUDA device ", ordinal_, " has no room to stage an update of ", bytes, " bytes"));
+}
+
+void TableUploader::TrimPools() const {
+  pool_.Trim();
+  if (batch_pool_ != nullptr) batch_pool_->Trim();
+}
+
 absl::StatusOr<void*> TableUploader::Allocate(uint64_t bytes) {
   const std::string what = absl::StrCat("allocating a table on device ", ordinal_);
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -95,8 +177,7 @@ absl::StatusOr<void*> TableUploader::Allocate(uint64_t bytes) {
     if (error == cudaSuccess) return p;
     if (error != cudaErrorMemoryAllocation) return CudaError(error, what);
     (void)cudaGetLastError();  // not sticky: later checks must not see it
-    pool_.Trim();
-    if (batch_pool_ != nullptr) batch_pool_->Trim();
+    TrimPools();
   }
   return absl::ResourceExhaustedError(
       absl::StrCat("CUDA device ", ordinal_, " has no room for a table of ", bytes, " bytes"));
@@ -115,8 +196,12 @@ absl::Status TableUploader::Copy(void* dst, absl::Span<const uint8_t> bytes) {
         cudaMemcpyAsync(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream_.get()),
         what);
   }
+  return Drain(std::move(status), what);
+}
+
+absl::Status TableUploader::Drain(absl::Status status, absl::string_view what) {
   if (hung_) return status;  // a wait already timed out: the stream may never drain
-  // Whatever happened, nothing may still read the staging or write `dst` once this returns.
+  // Whatever happened, nothing may still read the staging or write the table once this returns.
   const absl::Status drained = WaitForStream(stream_.get(), sync_.get(), timeout_, what);
   if (absl::IsDeadlineExceeded(drained)) hung_ = true;
   return status.ok() ? drained : status;
@@ -142,7 +227,7 @@ absl::Status TableUploader::StagedCopy(void* dst, absl::Span<const uint8_t> byte
   const uint64_t chunks = UploadChunkCount(total, chunk_bytes);
   for (uint64_t i = 0; i < chunks; ++i) {
     const UploadChunk chunk = UploadChunkAt(total, chunk_bytes, i);
-    if (chunk.reuses_buffer) TC_RETURN_IF_ERROR(Wait(staged_[chunk.buffer].get()));
+    if (chunk.reuses_buffer) TC_RETURN_IF_ERROR(Wait(staged_[chunk.buffer].get(), what));
     uint8_t* stage = staging_[chunk.buffer].data();
     std::memcpy(stage, bytes.data() + chunk.offset, chunk.bytes);
     TC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + chunk.offset, stage,
@@ -153,9 +238,8 @@ absl::Status TableUploader::StagedCopy(void* dst, absl::Span<const uint8_t> byte
   return absl::OkStatus();
 }
 
-absl::Status TableUploader::Wait(cudaEvent_t event) {
-  absl::Status status =
-      WaitForEvent(event, timeout_, absl::StrCat("copying a table to device ", ordinal_));
+absl::Status TableUploader::Wait(cudaEvent_t event, absl::string_view what) {
+  absl::Status status = WaitForEvent(event, timeout_, what);
   if (absl::IsDeadlineExceeded(status)) hung_ = true;
   return status;
 }

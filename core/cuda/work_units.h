@@ -1,10 +1,11 @@
 // File: core/cuda/work_units.h
 //
-// What the batch kernels (gather_unit.h, bag_unit.h) share, as TC_HOST_DEVICE functions
-// compiled into the kernels and into their host twins: the "no bad index" flag value, the
-// atomic lowering of a task's flag, finding the task that holds a work unit, and TC_UNROLL. A
-// batch's units are numbered across its tasks; each descriptor's unit_begin says where its own
-// start. No CUDA runtime calls and no Abseil here.
+// What the kernels (gather_unit.h, bag_unit.h, scatter_unit.h) share, as TC_HOST_DEVICE
+// functions compiled into the kernels and into their host twins: the "no bad index" flag value,
+// the atomic lowering of a task's flag, finding the task that holds a work unit, the width of a
+// chunk copy and the copy itself, and TC_UNROLL. A batch's units are numbered across its tasks;
+// each descriptor's unit_begin says where its own start. No CUDA runtime calls and no Abseil
+// here.
 //
 // Thread-safety: pure functions; the flag update is atomic on the device.
 
@@ -12,6 +13,7 @@
 #define TENSORCOMPUTE_CORE_CUDA_WORK_UNITS_H_
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/host_device.h"
 
@@ -54,6 +56,34 @@ TC_HOST_DEVICE inline void LowerFlag(unsigned long long* flag, unsigned long lon
   atomicMin(flag, position);
 #else
   if (position < *flag) *flag = position;
+#endif
+}
+
+// The widest access (16, 8, 4, 2 or 1 bytes) that divides `slice_bytes`: the width of a
+// kernel's copies, so that every access of a 256-byte aligned buffer's rows is aligned.
+TC_HOST_DEVICE inline uint32_t VectorBytes(int64_t slice_bytes) {
+  uint32_t w = 16;
+  while (w > 1 && slice_bytes % w != 0) w >>= 1;
+  return w;
+}
+
+// Copies W bytes, as one W-byte access on the device. REQUIRES: both addresses W-aligned.
+template <int W>
+TC_HOST_DEVICE inline void CopyChunk(uint8_t* dst, const uint8_t* src) {
+#if defined(TC_DEVICE_CODE)
+  if constexpr (W == 16) {
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+  } else if constexpr (W == 8) {
+    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+  } else if constexpr (W == 4) {
+    *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src);
+  } else if constexpr (W == 2) {
+    *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(src);
+  } else {
+    *dst = *src;
+  }
+#else
+  std::memcpy(dst, src, W);
 #endif
 }
 

@@ -89,6 +89,7 @@ std::vector<std::pair<std::string, std::string>> CallRecord::TimingTrailers(
     out.emplace_back(kComputeMicrosKey, Micros(stages.compute));
   }
   out.emplace_back(kServerMicrosKey, Micros(stages.total));
+  if (table_sequence >= 0) out.emplace_back(kTableSequenceKey, absl::StrCat(table_sequence));
   return out;
 }
 

@@ -9,6 +9,9 @@
 //   computed      Submit's done was called (its output written, or its error known)
 //   sizes         the request's and the answer's bytes on the wire (message or HTTP body)
 //   model         whose statistics it joins: the resident table's, or the built-in op's
+//   table_sequence  the sequence of the resident table it read (core/live_rows.h): set by
+//                 Submit when it is submitted, then exactly by the batch that computes it
+//                 (batching::Task::table_sequence)
 //   request_id    the caller's W3C `traceparent` or `x-request-id`, for the logs
 //
 // ComputeEntry::Submit fills the compute part; CallGate::Answer reads all of it once (the
@@ -41,6 +44,9 @@ namespace tensorcompute::server {
 inline constexpr char kQueueMicrosKey[] = "tc-queue-us";
 inline constexpr char kComputeMicrosKey[] = "tc-compute-us";
 inline constexpr char kServerMicrosKey[] = "tc-server-us";
+// Trailing metadata key of the sequence (core/live_rows.h) of the resident table an answer was
+// computed on: the row updates it reflects.
+inline constexpr char kTableSequenceKey[] = "tc-table-sequence";
 
 // The request ids a caller may send (gRPC metadata or HTTP headers), echoed in error answers.
 inline constexpr char kTraceparentKey[] = "traceparent";
@@ -58,6 +64,7 @@ struct CallRecord {
   int64_t request_bytes = 0;
   int64_t response_bytes = 0;
   std::shared_ptr<core::RequestStats> model;  // set by Submit; null for other calls
+  int64_t table_sequence = -1;                // -1: no resident table
   // The caller's id as it is logged, "trace_id=4bf9...36" or "request_id=abc", and the header
   // it came in, to be echoed in an error answer. Empty: none (or an invalid one).
   std::string request_id;
@@ -73,7 +80,7 @@ struct CallRecord {
   // computed.
   std::string ServerTiming(absl::Time answered) const;
   // (key, value) pairs of trailing metadata: kQueueMicrosKey and kComputeMicrosKey when it was
-  // computed, and kServerMicrosKey.
+  // computed, kServerMicrosKey, and kTableSequenceKey when it read a resident table.
   std::vector<std::pair<std::string, std::string>> TimingTrailers(absl::Time answered) const;
 };
 

@@ -24,6 +24,10 @@ void ComputeEntry::Submit(ComputeRequest request, ByteBudget::Reservation* reser
     record->model = request.table != nullptr && request.table->stats != nullptr
                         ? request.table->stats
                         : metrics_->model_stats(request.builtin);
+    // At least what the answer reflects; the batch that computes it writes the exact one.
+    if (request.table != nullptr && request.table->live != nullptr) {
+      record->table_sequence = request.table->live->sequence();
+    }
     // `done` is wrapped before routing, so routed requests are stamped too.
     done = [record, done = std::move(done)](absl::Status status) mutable {
       record->computed = absl::Now();
@@ -63,7 +67,10 @@ void ComputeEntry::SubmitCharged(ComputeRequest request, Done done) {
   if (request.cancel != nullptr) task->cancel = std::move(request.cancel);
   task->make_output = std::move(request.make_output);
   // The executor stamps the record directly; the record outlives `done` (compute_entry.h).
-  if (request.record != nullptr) task->batch_start = &request.record->batch_start;
+  if (request.record != nullptr) {
+    task->batch_start = &request.record->batch_start;
+    task->table_sequence = &request.record->table_sequence;
+  }
   task->done = std::move(done);
   // Schedule takes the task only on OK (batcher.h); on a refusal `task` is still ours, and its
   // done answers.

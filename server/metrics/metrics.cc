@@ -47,6 +47,8 @@ const char* RpcName(Rpc rpc) {
       return "ModelConfig";
     case Rpc::kModelStatistics:
       return "ModelStatistics";
+    case Rpc::kUpdateRows:
+      return "UpdateRows";
   }
   return "?";
 }

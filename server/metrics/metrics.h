@@ -52,8 +52,9 @@ enum class Rpc {
   // Triton's extensions of KServe v2, over gRPC and HTTP.
   kModelConfig = 12,
   kModelStatistics = 13,
+  kUpdateRows = 14,
 };
-inline constexpr int kNumRpcs = 14;
+inline constexpr int kNumRpcs = 15;
 inline constexpr int kNumCodes = 17;  // absl::StatusCode 0..16
 
 const char* RpcName(Rpc rpc);

@@ -16,6 +16,7 @@
 
 #include "core/embedding_bag.h"
 #include "core/gather_plan.h"
+#include "core/live_rows.h"
 #include "core/status_macros.h"
 #include "proto/tensor_codec.h"
 #include "server/compute/shard_router.h"
@@ -126,6 +127,7 @@ class ComputeCall final : public UnaryReactor {
             absl::StrCat("params_name: no resident tensor named '", request_.params_name(),
                          "' (ListTensors lists them; PutTensor stores one)"));
       }
+      TC_RETURN_IF_ERROR(core::CheckMinSequence(*out->table, request_.min_sequence()));
       out->params = out->table->plan_view();
       // Only a call on a resident table can be a router's sub-call: the router names its table.
       out->from_router = context().client_metadata().count(kHopMetadata) > 0;
@@ -136,6 +138,11 @@ class ComputeCall final : public UnaryReactor {
           "set params (the tensor inline) or params_name (a resident tensor); the request has "
           "neither");
     } else {
+      if (request_.min_sequence() != 0) {
+        return absl::InvalidArgumentError(
+            "min_sequence is for a resident table (params_name); the request sends params "
+            "inline");
+      }
       TC_ASSIGN_OR_RETURN(out->params, proto::ViewTensor(request_.params(), "params"));
     }
     TC_RETURN_IF_ERROR(DecodeOp(request_, compute, out));

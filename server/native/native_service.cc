@@ -5,6 +5,7 @@
 #include "proto/method_index.h"
 #include "server/native/compute_rpcs.h"
 #include "server/native/resident_rpcs.h"
+#include "server/native/update_rows_call.h"
 
 namespace tensorcompute::server {
 namespace {
@@ -16,7 +17,7 @@ int Method(absl::string_view method) {
 
 }  // namespace
 
-NativeService::NativeService(CallGate* gate, ComputeEntry* compute, PutTensorEnv resident)
+NativeService::NativeService(CallGate* gate, ComputeEntry* compute, ResidentEnv resident)
     : gate_(gate), compute_(compute), resident_(std::move(resident)) {
   // Read after admission (unary_reactor.h): registered as streamed, answered as unary. The
   // service owns the handlers it is given; `this` outlives them, as a service outlives its
@@ -42,6 +43,12 @@ NativeService::NativeService(CallGate* gate, ComputeEntry* compute, PutTensorEnv
       new grpc::internal::CallbackClientStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
           [this](grpc::CallbackServerContext* context, grpc::ByteBuffer* reply) {
             return StartPutTensor(&resident_, context, reply);
+          }));
+  MarkMethodRawCallback(
+      Method("UpdateRows"),
+      new grpc::internal::CallbackClientStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this](grpc::CallbackServerContext* context, grpc::ByteBuffer* reply) {
+            return StartUpdateRows(&resident_, context, reply);
           }));
 }
 

@@ -28,7 +28,7 @@ class NativeService final : public v1::TensorCompute::CallbackService {
  public:
   // `gate` and `compute`, and what `resident` points to, are not owned and must outlive the
   // service. PutTensor charges its messages to resident.uploads (put_tensor_call.h).
-  NativeService(CallGate* gate, ComputeEntry* compute, PutTensorEnv resident);
+  NativeService(CallGate* gate, ComputeEntry* compute, ResidentEnv resident);
 
   grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
                                          const v1::DeleteTensorRequest* request,
@@ -40,7 +40,7 @@ class NativeService final : public v1::TensorCompute::CallbackService {
  private:
   CallGate* const gate_;
   ComputeEntry* const compute_;
-  const PutTensorEnv resident_;
+  const ResidentEnv resident_;
 };
 
 }  // namespace tensorcompute::server

@@ -34,132 +34,35 @@ bool HasDescription(const v1::PutTensorRequest& m) {
          !m.device().empty() || m.replace() || m.storage() != v1::AS_IS || m.has_shard();
 }
 
-// One per PutTensor call. Every path calls Finish once: Answer from a reaction, or OnIdle from
-// the idle timer while a read is pending (mu_ tells them apart: the timer answers only a read
-// still pending, and the read's OnReadDone, which must come, then only drops what it holds).
-// It deletes itself when gRPC is done with it (OnDone) and every idle timer it set has called
-// back (refs_).
-class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+// One per PutTensor call; upload_stream_call.h reads, admits and answers.
+class PutCall final : public UploadStreamCall {
  public:
-  PutCall(const PutTensorEnv& env, grpc::CallbackServerContext* context, grpc::ByteBuffer* reply)
-      : env_(env), context_(*context), reply_(*reply), start_(env.gate->Arrive()) {}
-
-  void Begin() {
-    if (env_.registry == nullptr) {
-      return Answer(absl::UnimplementedError("this server keeps no resident tensors"));
-    }
-    if (absl::Status admitted = env_.gate->Admit(context_, /*needs_admin=*/true); !admitted.ok()) {
-      return Answer(admitted);
-    }
-    if (env_.uploads != nullptr) {
-      absl::StatusOr<ByteBudget::Reservation> share = env_.uploads->Admit();
-      if (!share.ok()) return Answer(share.status());
-      share_ = *std::move(share);
-    }
-    ReadNext();
-  }
-
-  void OnReadDone(bool ok) override {
-    alarm_.reset();  // cancels the read's idle timer, which then only calls back to Unref
-    bool idled = false;
-    {
-      absl::MutexLock lock(&mu_);
-      reading_ = false;
-      idled = idled_;
-    }
-    if (idled) return Drop();  // OnIdle answered
-    // A failed read is either the end of the stream (the client half-closed: publish) or the
-    // call's cancellation (its client, its deadline): nothing is published then.
-    if (!ok) {
-      if (context_.IsCancelled()) {
-        return Answer(absl::CancelledError("the upload was cancelled; nothing was stored"));
-      }
-      return Answer(Publish());  // the client half-closed: the upload is complete
-    }
-    absl::Status status = Parse();
-    if (status.ok()) status = first_ ? Describe() : Append();
-    // One message in memory at a time: the chunk is copied (or its strings moved) into the
-    // tensor by now. A new message frees what parsing allocated, which Clear() would keep.
-    message_ = v1::PutTensorRequest();
-    if (env_.uploads != nullptr) env_.uploads->ReleaseMessage(&share_);
-    if (!status.ok()) return Answer(status);
-    ReadNext();
-  }
-
-  void OnDone() override {
-    alarm_.reset();
-    Unref();
-  }
-
-  // Nothing to do: a read is always pending until Answer, and a cancelled call's read
-  // completes with ok false, so OnReadDone answers it (Finish exactly once).
-  void OnCancel() override {}
+  PutCall(const ResidentEnv& env, grpc::CallbackServerContext* context, grpc::ByteBuffer* reply)
+      : UploadStreamCall(env, Rpc::kPutTensor, context, v1::PutTensorRequest::default_instance()),
+        env_(env),
+        reply_(*reply) {}
 
  private:
-  // Reads the next message, its idle timer set first (the timer needs to know a read is
-  // pending, and it may fire as soon as the read starts). StartRead runs no reaction inline
-  // (gRPC queues a read that completes at once), so holding mu_ across it cannot deadlock.
-  void ReadNext() {
-    absl::MutexLock lock(&mu_);
-    reading_ = true;
-    const uint64_t read = ++reads_;
-    if (env_.idle_timeout > absl::ZeroDuration()) {
-      refs_.fetch_add(1, std::memory_order_relaxed);
-      alarm_ = std::make_unique<grpc::Alarm>();
-      alarm_->Set(absl::ToChronoTime(absl::Now() + env_.idle_timeout),
-                  [this, read](bool fired) { OnIdle(read, fired); });
-    }
-    StartRead(&wire_);
-  }
-
-  // The idle timer of read number `read`: `fired` false when it was cancelled (its read
-  // completed, or the call ended). Answers the call if that read is still pending.
-  void OnIdle(uint64_t read, bool fired) {
-    bool answer = false;
-    {
-      absl::MutexLock lock(&mu_);
-      answer = fired && reading_ && read == reads_ && !idled_;
-      idled_ = idled_ || answer;
-    }
-    if (answer) {
-      // name_ was written before the read started (under mu_), and no reaction runs now.
-      const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
-          name_.empty() ? "the upload" : absl::StrCat("the upload of tensor '", name_, "'"),
-          " sent no message for ", absl::FormatDuration(env_.idle_timeout),
-          " (--upload_idle_timeout_s); nothing was stored"));
-      env_.gate->Answer(Rpc::kPutTensor, start_, status);
-      // With the read still pending: it then fails, and OnReadDone drops what the call holds.
-      Finish(proto::ToGrpcStatus(status));
-    }
-    Unref();
-  }
-
-  void Unref() {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-
-  // Parses the message read into message_ once its decoded cost is held in the uploads' share
-  // (put_tensor_call.h).
-  absl::Status Parse() {
-    const int64_t wire_bytes = static_cast<int64_t>(wire_.Length());
-    const absl::Status not_parsed = absl::InvalidArgumentError(
-        absl::StrCat("a PutTensor message (", wire_bytes, " bytes) does not parse as ",
-                     v1::PutTensorRequest::descriptor()->full_name()));
-    absl::StatusOr<proto::DecodedCost> cost =
-        proto::ScanDecodedCost(*v1::PutTensorRequest::descriptor(), &wire_);
-    if (!cost.ok()) return not_parsed;
-    if (env_.uploads != nullptr) {
-      TC_RETURN_IF_ERROR(env_.uploads->HoldMessage(cost->total(), cost->Summary(), &share_));
-    }
-    if (!grpc::SerializationTraits<v1::PutTensorRequest>::Deserialize(&wire_, &message_).ok()) {
-      return not_parsed;
+  absl::Status Ready() override {
+    if (env_.registry == nullptr) {
+      return absl::UnimplementedError("this server keeps no resident tensors");
     }
     return absl::OkStatus();
   }
 
+  absl::Status Take(bool first) override { return first ? Describe() : Append(); }
+
+  absl::Status Complete(int64_t /*messages*/) override { return Publish(); }
+
+  std::string Subject() const override {
+    return name_.empty() ? "the upload" : absl::StrCat("the upload of tensor '", name_, "'");
+  }
+  std::string Ending() const override { return "nothing was stored"; }
+
   // The first message: the name, dtype, shape, device and replace flag, then its chunk.
   absl::Status Describe() {
     first_ = false;
+    const v1::PutTensorRequest& message_ = message<v1::PutTensorRequest>();
     name_ = message_.name();
     dtype_ = proto::FromProtoDataType(message_.dtype());
     shape_.assign(message_.shape().begin(), message_.shape().end());
@@ -205,6 +108,7 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   // A chunk: `data` at `offset` bytes, or `strings` from element `offset`, in order.
   absl::Status Append() {
+    v1::PutTensorRequest& message_ = message<v1::PutTensorRequest>();
     // Its own flag, not first_: Describe clears first_ before it passes the first message's
     // chunk here, and that message alone may carry the description.
     if (!first_message_ && HasDescription(message_)) {
@@ -301,32 +205,19 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     return absl::OkStatus();
   }
 
-  void Answer(const absl::Status& status) {
-    env_.gate->Answer(Rpc::kPutTensor, start_, status);
-    Drop();
-    Finish(proto::ToGrpcStatus(status));
-  }
-
-  // Whatever was not published goes now, not when gRPC gets to OnDone: the half-built tensor,
-  // its reservation of max_resident_bytes, the upload's share of max_upload_bytes.
-  void Drop() {
+  // Whatever was not published goes now, not when gRPC gets to OnDone: the half-built tensor
+  // and its reservation of max_resident_bytes.
+  void Release() override {
     encoder_.reset();
     tensor_.reset();
     strings_.clear();
     reservation_ = core::TensorRegistry::Reservation();
-    share_.Reset();
-    wire_.Clear();
-    message_ = v1::PutTensorRequest();
   }
 
-  const PutTensorEnv& env_;
-  grpc::CallbackServerContext& context_;
+  const ResidentEnv& env_;
   grpc::ByteBuffer& reply_;
-  const absl::Time start_;
-  grpc::ByteBuffer wire_;         // the message read
-  v1::PutTensorRequest message_;  // ... parsed
-  bool first_ = true;             // no message has arrived yet
-  bool first_message_ = true;     // Append has not yet seen a message
+  bool first_ = true;          // no message has arrived yet
+  bool first_message_ = true;  // Append has not yet seen a message
   std::string name_;
   core::DataType dtype_ = core::DataType::kUnspecified;
   core::Shape shape_;
@@ -341,20 +232,11 @@ class PutCall final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::optional<core::TableEncoder> encoder_;  // compact kinds the server converts
   std::vector<std::string> strings_;
   core::TensorRegistry::Reservation reservation_;
-  ByteBudget::Reservation share_;  // of env_.uploads: the slot, and the message read beyond it
-  // The idle timer. alarm_ (the pending read's timer) is touched by reactions only; destroying
-  // it cancels it.
-  std::unique_ptr<grpc::Alarm> alarm_;
-  absl::Mutex mu_;
-  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a read is pending
-  uint64_t reads_ ABSL_GUARDED_BY(mu_) = 0;    // reads started
-  bool idled_ ABSL_GUARDED_BY(mu_) = false;    // OnIdle answered the call
-  std::atomic<int> refs_{1};                   // OnDone's, and one per timer set
 };
 
 }  // namespace
 
-grpc::ServerReadReactor<grpc::ByteBuffer>* StartPutTensor(const PutTensorEnv* env,
+grpc::ServerReadReactor<grpc::ByteBuffer>* StartPutTensor(const ResidentEnv* env,
                                                           grpc::CallbackServerContext* context,
                                                           grpc::ByteBuffer* reply) {
   auto* call = new PutCall(*env, context, reply);

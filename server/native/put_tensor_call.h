@@ -15,20 +15,13 @@
 // upload leaves nothing. Uploads take no lock that gathers take: the registry's mutex is held
 // only for the final swap. Admission: CallGate::Admit with an admin token when configured.
 //
-// Each message is read as bytes and parsed here, not by gRPC, so that what it costs decoded (a
-// chunk of empty strings costs ~30x its size parsed) is counted first, against the uploads' own
-// share (UploadBudget, max_upload_bytes), not the compute calls' max_inflight_bytes: charged to
-// that budget, uploads would compete with gathers for receive credits, which fill it under load
-// (a busy server would refuse every upload), and many slow uploads would hold memory the
-// gathers count on. An upload is admitted only with its slot in the share (else UNAVAILABLE,
-// before any message is read), holds it until it is answered, and grows it for a message that
-// costs more decoded (RESOURCE_EXHAUSTED, unparsed, beyond the whole share). A message that
-// does not parse is INVALID_ARGUMENT.
-//
-// An upload whose next message does not arrive within idle_timeout is answered
-// DEADLINE_EXCEEDED ("... sent no message for 2m (--upload_idle_timeout_s); nothing was
-// stored") and drops what it holds: a stalled client cannot keep its slot (or its reservation of
-// max_resident_bytes) for as long as its connection lives.
+// Reading, admission (the admin token; a slot in the uploads' own share, UploadBudget,
+// max_upload_bytes), the decoded cost of each message held before it is parsed, and the idle
+// timeout ("the upload of tensor 'T' sent no message for 2m (--upload_idle_timeout_s); nothing
+// was stored") are upload_stream_call.h's. The uploads' share is not the compute calls'
+// max_inflight_bytes: charged to that budget, uploads would compete with gathers for receive
+// credits, which fill it under load (a busy server would refuse every upload), and many slow
+// uploads would hold memory the gathers count on.
 //
 // Thread-safety: gRPC calls the reactor from its threads, one at a time.
 
@@ -39,16 +32,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
+#include "core/live_rows.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
-#include "server/admission/call_gate.h"
-#include "server/admission/upload_budget.h"
+#include "server/metrics/metrics.h"
+#include "server/native/upload_stream_call.h"
 
 namespace tensorcompute::server {
 
@@ -58,21 +51,21 @@ namespace tensorcompute::server {
 using TensorPlacer = std::function<absl::StatusOr<core::DeviceCopy>(const std::string& device,
                                                                     const core::Tensor& tensor)>;
 
-struct PutTensorEnv {
-  CallGate* gate = nullptr;                  // not owned
-  core::TensorRegistry* registry = nullptr;  // not owned; null: PutTensor is UNIMPLEMENTED
+// What the calls that change resident tables (PutTensor, UpdateRows) work with.
+struct ResidentEnv : UploadStreamEnv {
+  core::TensorRegistry* registry = nullptr;  // not owned; null: the calls are UNIMPLEMENTED
   TensorPlacer place;                        // empty: every tensor stays on the CPU
   int64_t max_rank = 32;                     // highest rank accepted (ServerOptions::max_rank)
-  UploadBudget* uploads = nullptr;           // not owned; null: uploads are not charged
-  // The longest wait for an upload's next message (ServerOptions::upload_idle_timeout);
-  // zero: no bound.
-  absl::Duration idle_timeout = absl::ZeroDuration();
+  // Writes updated rows into a table's device copy (core::ApplyRowUpdate); empty: no table
+  // has one.
+  core::DeviceRowWriter write_device;
+  Metrics* metrics = nullptr;  // not owned; null: updates are not counted
 };
 
 // A new call for a PutTensor RPC, begun; it deletes itself when done, having written its
 // serialized PutTensorResponse into `reply` when it is OK. What `env` points to must outlive
 // it.
-grpc::ServerReadReactor<grpc::ByteBuffer>* StartPutTensor(const PutTensorEnv* env,
+grpc::ServerReadReactor<grpc::ByteBuffer>* StartPutTensor(const ResidentEnv* env,
                                                           grpc::CallbackServerContext* context,
                                                           grpc::ByteBuffer* reply);
 

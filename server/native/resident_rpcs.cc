@@ -35,6 +35,7 @@ void ToInfo(const core::ResidentTensor& entry, v1::TensorInfo* info) {
   info->set_bytes(entry.bytes);
   info->set_device(entry.device);
   info->set_version(entry.version);
+  if (entry.live != nullptr) info->set_sequence(entry.live->sequence());
   *info->mutable_created() =
       google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(entry.created));
 }

@@ -8,12 +8,16 @@
 // batch makes: one per kind of task (gathers, pooled lookups), whatever the number of tasks.
 // And UploadTable: two pinned staging buffers, made on the first large table and kept, none
 // for a small one, a pageable copy when pinned memory runs out, a retry after trimming, and
-// a hung upload taking the device out.
+// a hung upload taking the device out. And UpdateRows: one launch per staging window through
+// the same two pinned buffers (their reuse waiting for slow copies), host staging when pinned
+// memory runs out, a failed copy (INTERNAL, the device stays), a retry after trimming, and a
+// sticky error or a hang taking the device out (UNAVAILABLE, "GPU 0 is out of service").
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -459,6 +463,165 @@ TEST_F(CudaExecutorFaultTest, AnUploadThatNeverFinishesTakesTheDeviceOut) {
   executor.reset();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   fake::Reset();
+}
+
+// A uint32 [rows, 64] table (256-byte rows) on the fake device, and what it should hold.
+struct UpdatedTable {
+  core::Tensor expected;
+  core::DeviceCopy copy;
+};
+
+UpdatedTable UploadRows(CudaExecutor& executor, int64_t rows) {
+  UpdatedTable t;
+  t.expected = *core::Tensor::Allocate(core::DataType::kUint32, {rows, 64});
+  const core::Tensor pattern = PatternTable(rows * 256);
+  std::memcpy(t.expected.mutable_bytes().data(), pattern.bytes().data(), rows * 256);
+  absl::StatusOr<core::DeviceCopy> copy = executor.UploadTable(0, t.expected);
+  EXPECT_THAT(copy, IsOk());
+  if (copy.ok()) t.copy = *std::move(copy);
+  return t;
+}
+
+// UpdateRows of rows [first, first + count) in reverse order with bytes from `seed`; the
+// mirror `t.expected` takes them only when the update succeeds.
+absl::Status UpdateRange(CudaExecutor& executor, UpdatedTable& t, int64_t first, int64_t count,
+                         uint8_t seed) {
+  std::vector<int64_t> rows(count);
+  std::iota(rows.rbegin(), rows.rend(), first);
+  std::vector<uint8_t> packed(count * 256);
+  for (size_t i = 0; i < packed.size(); ++i) packed[i] = static_cast<uint8_t>(seed + i * 7);
+  absl::Status status = executor.UpdateRows(t.copy, rows, 256, packed);
+  if (status.ok()) {
+    for (int64_t i = 0; i < count; ++i) {
+      std::memcpy(t.expected.mutable_bytes().data() + rows[i] * 256, packed.data() + i * 256, 256);
+    }
+  }
+  return status;
+}
+
+// Slow copies: the host would overwrite a staging buffer with the third window before the
+// first window's copy left it, were it not waiting for the buffer's event. Updates go through
+// the uploader's two pinned buffers (made by the first update of a small table, kept for the
+// next upload and updates) and make one launch per window: 63,550 rows of 256 bytes fill one.
+TEST_F(CudaExecutorFaultTest, AnUpdateMakesOneLaunchPerWindowThroughTheKeptPinnedBuffers) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  UpdatedTable small = UploadRows(*executor, 100);  // copied directly: no staging yet
+  int64_t allocations = fake::PinnedAllocations();
+  int64_t launches = fake::Launches();
+  ASSERT_THAT(UpdateRange(*executor, small, 3, 10, 1), IsOk());
+  EXPECT_TRUE(DeviceCopyHolds(small.copy, small.expected));
+  EXPECT_EQ(fake::PinnedAllocations() - allocations, 2);
+  EXPECT_EQ(fake::Launches() - launches, 1);
+
+  UpdatedTable t = UploadRows(*executor, 200000);
+  fake::DelayAsyncCopies(50'000);
+  struct Update {
+    int64_t rows;
+    int64_t launches;
+  };
+  allocations = fake::PinnedAllocations();
+  for (const Update u :
+       {Update{150000, 3}, Update{1, 1}, Update{63550, 1}, Update{63551, 2}, Update{200000, 4}}) {
+    launches = fake::Launches();
+    ASSERT_THAT(UpdateRange(*executor, t, 0, u.rows, static_cast<uint8_t>(u.rows)), IsOk());
+    EXPECT_TRUE(DeviceCopyHolds(t.copy, t.expected)) << u.rows << " rows";
+    EXPECT_EQ(fake::Launches() - launches, u.launches) << u.rows << " rows";
+  }
+  EXPECT_EQ(fake::PinnedAllocations(), allocations) << "an update allocated pinned memory";
+  EXPECT_TRUE(DeviceCopyHolds(small.copy, small.expected)) << "another table was written";
+}
+
+TEST_F(CudaExecutorFaultTest, AnUpdateStagesThroughHostMemoryWhenPinnedMemoryRunsOut) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  fake::FailPinnedAllocationsAfter(0);  // the upload, then the update, have none
+  UpdatedTable t = UploadRows(*executor, 150000);
+  fake::DelayAsyncCopies(50'000);
+  const int64_t allocations = fake::PinnedAllocations();
+  ASSERT_THAT(UpdateRange(*executor, t, 10, 140000, 3), IsOk());
+  EXPECT_TRUE(DeviceCopyHolds(t.copy, t.expected));
+  EXPECT_EQ(fake::PinnedAllocations(), allocations);
+}
+
+TEST_F(CudaExecutorFaultTest, AFailedUpdateCopyIsInternalTheDeviceStaysAndARetryApplies) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  UpdatedTable t = UploadRows(*executor, 150000);
+  fake::FailAsyncCopyAfter(1);  // the second window's copy
+  EXPECT_THAT(UpdateRange(*executor, t, 0, 150000, 9),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("cudaErrorInvalidValue: injected by the fake CUDA runtime "
+                                 "(updating rows of a table on device 0)")));
+  EXPECT_TRUE(executor->healthy());
+  ASSERT_THAT(UpdateRange(*executor, t, 0, 150000, 9), IsOk());  // values are absolute
+  EXPECT_TRUE(DeviceCopyHolds(t.copy, t.expected));
+  ExpectCorrect(RunBatch(*executor, 5));  // the device still computes
+}
+
+TEST_F(CudaExecutorFaultTest, AnUpdateOnAFullDeviceIsRetriedOnceAfterTrimming) {
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor();
+  ASSERT_NE(executor, nullptr);
+  UpdatedTable t = UploadRows(*executor, 1000);
+  const int64_t trims = fake::PoolTrims();
+  fake::FailNextAllocations(1);
+  ASSERT_THAT(UpdateRange(*executor, t, 5, 100, 1), IsOk());
+  EXPECT_TRUE(DeviceCopyHolds(t.copy, t.expected));
+  EXPECT_GE(fake::PoolTrims(), trims + 2) << "the tables' pool and the batch pool";
+  fake::FailNextAllocations(2);
+  EXPECT_THAT(UpdateRange(*executor, t, 5, 100, 2),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("CUDA device 0 has no room to stage an update")));
+  EXPECT_TRUE(DeviceCopyHolds(t.copy, t.expected)) << "a refused update wrote rows";
+  EXPECT_TRUE(executor->healthy());
+}
+
+TEST_F(CudaExecutorFaultTest, AStickyErrorInAnUpdateTakesTheDeviceOut) {
+  std::atomic<int> lost{0};
+  CudaExecutorOptions options;
+  options.on_device_lost = [&lost](int device, const absl::Status& error) {
+    EXPECT_EQ(device, 0);
+    EXPECT_THAT(error, StatusIs(absl::StatusCode::kInternal, HasSubstr("row scatter kernel")));
+    lost.fetch_add(1);
+  };
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  UpdatedTable t = UploadRows(*executor, 1000);
+  fake::FailLaunchAfter(0);
+  EXPECT_THAT(UpdateRange(*executor, t, 0, 10, 1),
+              StatusIs(absl::StatusCode::kUnavailable, AllOf(HasSubstr("GPU 0 is out of service"),
+                                                             HasSubstr("cudaErrorLaunchFailure"))));
+  EXPECT_EQ(lost.load(), 1);
+  EXPECT_FALSE(executor->healthy());
+  fake::Reset();  // even with the fault gone, the device stays out of service
+  EXPECT_THAT(UpdateRange(*executor, t, 0, 10, 1),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("GPU 0 is out of service")));
+  const int64_t launches = fake::Launches();
+  ExpectCorrect(RunBatch(*executor, 5));  // the CPU answers
+  EXPECT_EQ(fake::Launches(), launches);
+  EXPECT_EQ(lost.load(), 1);
+}
+
+TEST_F(CudaExecutorFaultTest, AnUpdateThatNeverFinishesTakesTheDeviceOut) {
+  std::atomic<int> lost{0};
+  CudaExecutorOptions options;
+  options.device_timeout = absl::Milliseconds(200);
+  options.on_device_lost = [&lost](int, const absl::Status&) { lost.fetch_add(1); };
+  std::unique_ptr<CudaExecutor> executor = MakeExecutor(options);
+  ASSERT_NE(executor, nullptr);
+  UpdatedTable t = UploadRows(*executor, 150000);
+  fake::HangDevice();
+  EXPECT_THAT(UpdateRange(*executor, t, 0, 150000, 4),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("GPU 0 is out of service"),
+                             HasSubstr("did not finish updating rows of a table on device 0"))));
+  EXPECT_EQ(lost.load(), 1);
+  EXPECT_FALSE(executor->healthy());
+  ExpectCorrect(RunBatch(*executor, 5));  // the CPU answers
+  const absl::Time start = absl::Now();
+  executor.reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "shutdown waited for the hung device";
+  fake::Reset();  // the hung work runs now, into the table's memory, which `t` still holds
 }
 
 }  // namespace

@@ -10,10 +10,11 @@
 // mark a point in a stream (and stamp when the stream reached it, for cudaEventElapsedTime);
 // pinned and device memory from the host heap (device memory filled with garbage); the
 // thread's last error, as the runtime keeps it (every failed call sets it, cudaGetLastError
-// returns and clears it, a sticky error never clears); and LaunchGatherBatch / LaunchBagBatch,
-// which run RunBatchOnHost (gather_batch.h) / RunBagBatchOnHost (bag_batch.h), the kernels'
-// per-unit code on the CPU, on the stream's timeline, and check the last error after the
-// launch as the real launchers do. Faults are injected through fake_cuda_runtime.h: a sticky
+// returns and clears it, a sticky error never clears); and LaunchGatherBatch / LaunchBagBatch /
+// LaunchScatterRows, which run RunBatchOnHost (gather_batch.h) / RunBagBatchOnHost
+// (bag_batch.h) / ScatterRowsOnHost (scatter_unit.h), the kernels' per-unit code on the CPU,
+// on the stream's timeline, and check the last error after the launch as the real launchers
+// do. Faults are injected through fake_cuda_runtime.h: a sticky
 // launch failure, device or pinned memory running out, a failed async copy, slow async copies,
 // a hung device, a failed timing query, kernels the device cannot run.
 //
@@ -51,6 +52,7 @@
 #include "core/cuda/cuda_status.h"
 #include "core/cuda/gather_batch.h"
 #include "core/cuda/gather_kernel.h"
+#include "core/cuda/scatter_kernel.h"
 #include "core/status_macros.h"
 
 namespace tensorcompute::cuda {
@@ -261,6 +263,7 @@ absl::Status Probe(const char* what) {
 
 absl::Status ProbeGatherKernels() { return Probe("probing the gather kernel"); }
 absl::Status ProbeBagKernels() { return Probe("probing the EmbeddingBag kernel"); }
+absl::Status ProbeScatterKernels() { return Probe("probing the row scatter kernel"); }
 
 // The kernels' stand-ins: their host twins over the buffers, in stream order. The twins read
 // the descriptor tables from `input`, as the kernels do; the layouts passed to them carry only
@@ -290,6 +293,13 @@ absl::Status LaunchBagBatch(const BagLaunchArgs& args, const uint8_t* input, uin
   layout.total_units = args.total_units;
   AsStream(stream)->Push(
       [layout = std::move(layout), input, output] { RunBagBatchOnHost(layout, input, output); });
+  return absl::OkStatus();
+}
+
+absl::Status LaunchScatterRows(const ScatterArgs& args, const uint8_t* staged, uint8_t* table,
+                               int /*sm_count*/, cudaStream_t stream) {
+  TC_RETURN_IF_ERROR(AcceptLaunch("launching the row scatter kernel"));
+  AsStream(stream)->Push([args, staged, table] { ScatterRowsOnHost(args, staged, table); });
   return absl::OkStatus();
 }
 

@@ -13,7 +13,7 @@
 
 namespace tensorcompute::cuda::fake {
 
-// After `n` more successful launches (of either kernel), the next launch fails with
+// After `n` more successful launches (of any kernel), the next launch fails with
 // cudaErrorLaunchFailure, a sticky error: from then on every stream synchronisation, copy and
 // allocation fails the same way (until Reset).
 void FailLaunchAfter(int n);
@@ -21,7 +21,8 @@ void FailLaunchAfter(int n);
 // The next `n` device allocations fail with cudaErrorMemoryAllocation (not sticky).
 void FailNextAllocations(int n);
 
-// Kernel launches (gather and EmbeddingBag) that were accepted since the process started.
+// Kernel launches (gather, EmbeddingBag and row scatter) that were accepted since the process
+// started.
 int64_t Launches();
 
 // After `n` more successful pinned host allocations (cudaMallocHost), every later one fails
@@ -50,8 +51,8 @@ void HangDevice();
 // the calling thread's last error.
 void FailNextElapsedTime();
 
-// ProbeGatherKernels and ProbeBagKernels fail with cudaErrorNoKernelImageForDevice (a binary
-// built for another architecture) until Reset.
+// ProbeGatherKernels, ProbeBagKernels and ProbeScatterKernels fail with
+// cudaErrorNoKernelImageForDevice (a binary built for another architecture) until Reset.
 void FailKernelProbes();
 
 // cudaMemPoolTrimTo calls since the process started.

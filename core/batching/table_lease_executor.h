@@ -1,0 +1,43 @@
+// File: core/batching/table_lease_executor.h
+//
+// Live tables (core/live_rows.h): the executor the batcher runs batches on, wrapped so that a
+// batch holds a read lease on every resident table its tasks read, from before the inner
+// executor starts it until its batch_done, whatever that executor is (the CPU pool, the CUDA
+// slots, the CPU fallback of a GPU batch). A row update waits for those leases to go and holds
+// newer batches back while it writes, so no task ever reads a row half written, or half of
+// one update's rows.
+//
+// Each task's `table_sequence` (when set) gets its table's sequence under the lease: the
+// updates its answer reflects, exactly.
+//
+// A task's done runs with its batch's leases held: it must not wait for a lease itself (no
+// path does: a shard router's pooling task, the one task submitted from a done, reads no
+// table).
+//
+// Thread-safety: as Executor.
+
+#ifndef TENSORCOMPUTE_CORE_BATCHING_TABLE_LEASE_EXECUTOR_H_
+#define TENSORCOMPUTE_CORE_BATCHING_TABLE_LEASE_EXECUTOR_H_
+
+#include "absl/functional/any_invocable.h"
+#include "absl/strings/string_view.h"
+
+#include "core/batching/executor.h"
+
+namespace tensorcompute::batching {
+
+class TableLeaseExecutor final : public Executor {
+ public:
+  // `inner` is not owned and must outlive this.
+  explicit TableLeaseExecutor(Executor* inner) : inner_(inner) {}
+
+  void Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) override;
+  absl::string_view name() const override { return inner_->name(); }
+
+ private:
+  Executor* const inner_;
+};
+
+}  // namespace tensorcompute::batching
+
+#endif  // TENSORCOMPUTE_CORE_BATCHING_TABLE_LEASE_EXECUTOR_H_

@@ -1,0 +1,157 @@
+// File: core/live_rows.h
+//
+// Live tables (issue 41): rows of a resident table replaced in place while lookups read it,
+// never torn. Each resident table has a LiveRows: a gate between the lookups reading its rows
+// and the one update writing them, and the table's sequence.
+//
+//   - A lookup holds a read lease (AcquireRead .. ReleaseRead) on every table its batch reads,
+//     from before the batch's first read until its last output byte is written, on every
+//     executor (batching::TableLeaseExecutor takes them around the executor the batcher runs:
+//     the CPU pool, the CUDA stream slots and their CPU fallback alike). A GPU batch holds it
+//     until its output is back on the host, so its kernels are done with the device copy.
+//   - An update (ApplyRowUpdate) waits for the leases held to be let go while newer readers
+//     wait for it (writers first, so a steady stream of lookups cannot starve updates), writes
+//     all of its rows (the device copy, then the host copy), advances the sequence, and lets
+//     the readers on. So a lookup sees every row, and every message, wholly before or wholly
+//     after an update. Readers wait at most one message's copy (about 0.1 ms a MiB on a CPU).
+//   - The sequence counts the changes applied to the name on this server: it starts at 0 for
+//     a name's first tensor, advances by one for each update applied, and a replacement
+//     continues from its predecessor's (Retire), so that it never goes back.
+//   - A tensor replaced or deleted is retired: a later update is refused (FAILED_PRECONDITION
+//     for a replaced one, NOT_FOUND for a deleted one), and an update under way when that
+//     happens finishes first (it is ordered before the replacement).
+// A lease may be let go by another thread than the one that took it (a GPU batch is answered
+// from its slot's thread), so the gate is built on a mutex held only to change its counts.
+//
+// Thread-safety: every method may be called from any thread.
+
+#ifndef TENSORCOMPUTE_CORE_LIVE_ROWS_H_
+#define TENSORCOMPUTE_CORE_LIVE_ROWS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+
+#include "core/tensor.h"
+
+namespace tensorcompute::core {
+
+struct ResidentTensor;
+struct DeviceCopy;
+
+class LiveRows {
+ public:
+  explicit LiveRows(int64_t sequence) : sequence_(sequence) {}
+
+  LiveRows(const LiveRows&) = delete;
+  LiveRows& operator=(const LiveRows&) = delete;
+
+  // The changes applied so far (see the file comment).
+  int64_t sequence() const { return sequence_.load(std::memory_order_acquire); }
+
+  // A read lease: waits while an update is applied or waiting for one.
+  void AcquireRead();
+  // Lets a lease go. REQUIRES: one was acquired and not yet let go (by any thread).
+  void ReleaseRead();
+
+  // What became of a retired tensor.
+  enum class Fate { kLive, kReplaced, kDeleted };
+
+  // Runs `write` with every read lease let go and none taken meanwhile, then advances the
+  // sequence if it returned OK, and returns the new sequence. Returns `write`'s error (the
+  // sequence unchanged), or, without running it, FAILED_PRECONDITION (`fate` kReplaced) or
+  // NOT_FOUND (kDeleted) for a retired tensor, with the caller's words: `retired(fate)`.
+  // Writes run one at a time.
+  absl::StatusOr<int64_t> Write(absl::FunctionRef<absl::Status()> write,
+                                absl::FunctionRef<absl::Status(Fate)> retired);
+
+  // Refuses later writes (`fate` is kReplaced or kDeleted), after the one under way if any,
+  // and returns the final sequence.
+  int64_t Retire(Fate fate);
+
+ private:
+  absl::Mutex mu_;
+  int64_t readers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writer_ ABSL_GUARDED_BY(mu_) = false;   // a write waits for readers or runs
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // the write has begun (readers are out)
+  Fate fate_ ABSL_GUARDED_BY(mu_) = Fate::kLive;
+  std::atomic<int64_t> sequence_;
+};
+
+// Read leases on the tables of a batch, taken in address order (so that batches reading
+// several tables never wait for each other in a circle) and let go together.
+class TableLeases {
+ public:
+  TableLeases() = default;
+  TableLeases(TableLeases&& other) noexcept : held_(std::move(other.held_)) { other.held_.clear(); }
+  TableLeases& operator=(TableLeases&&) = delete;
+  ~TableLeases() { Release(); }
+
+  // Takes a lease on each distinct gate of `gates` (null entries skipped).
+  void Acquire(std::vector<LiveRows*> gates);
+  void Release();
+
+ private:
+  std::vector<LiveRows*> held_;
+};
+
+// One checked update message, ready to apply: the rows it replaces (this tensor's own row
+// numbers, in the message's order) and their bytes in the table's stored form.
+struct RowUpdate {
+  std::vector<int64_t> rows;
+  int64_t row_bytes = 0;        // stored bytes of one row
+  std::vector<uint8_t> stored;  // rows.size() x row_bytes
+};
+
+// Checks an update message against `table` and converts its values to the stored form
+// (core/table_storage.h: float16 or 8-bit row-wise rows encoded as at upload). Nothing is
+// applied. INVALID_ARGUMENT, naming the table, for:
+//   a malformed tensor (ValidateTensor's words, "indices: ..." or "values: ...");
+//   a string table: "tensor 'T' holds strings; UpdateRows does not change string tables
+//     (replace it with PutTensor)";
+//   indices not int32/int64 of rank 1: "indices: UpdateRows takes int32 or int64 indices of
+//     rank 1, got float32 [2,3]";
+//   values of another dtype or shape than [len(indices), row shape...]: "values: table 'T'
+//     takes float32 [2,16] for these indices, got float32 [2,8]";
+//   an index outside [-rows, rows) (rows: the whole table's, for a shard): Gather's words,
+//     "indices[3] = 9 is not in [-8, 8)";
+//   a row named twice: "indices[4] = -1 names row 7 again (indices[1]); a message updates a
+//     row at most once";
+//   a value the storage cannot hold: the encoder's words (table_storage.h), e.g. a float16
+//     overflow or a prequantized row with a NaN scale, naming the row by its position in the
+//     message ("tensor 'T': row 3 has scale nan and bias 0; ...").
+// FAILED_PRECONDITION for a row of another shard of a sharded table: "row 12 of table 'T' is
+// held by shard 1 of 2; this server holds shard 0 (rows [0, 8))".
+absl::StatusOr<RowUpdate> PrepareRowUpdate(const ResidentTensor& table, const TensorView& indices,
+                                           const TensorView& values);
+
+// Writes `update`'s rows into `table` (its device copy, if it has one, by `device_write`,
+// then its host rows) with readers held off (LiveRows::Write), and returns the new sequence.
+// A `device_write` error leaves the host rows as they were and is returned, except
+// UNAVAILABLE, which means the device is out of service and its copy is never read again:
+// the host rows are then written. Errors for a retired table: FAILED_PRECONDITION "tensor 'T'
+// was replaced while rows were being updated; the update was not applied to the new version"
+// or NOT_FOUND "tensor 'T' was deleted".
+// REQUIRES: `update` was prepared for `table`; device_write is set if table has a device copy.
+using DeviceRowWriter =
+    std::function<absl::Status(const DeviceCopy& copy, absl::Span<const int64_t> rows,
+                               int64_t row_bytes, absl::Span<const uint8_t> stored)>;
+absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpdate& update,
+                                       const DeviceRowWriter& device_write);
+
+// OK when `table` has reached `min_sequence` (0: any), else FAILED_PRECONDITION: "table 'T' is
+// at sequence 41 on this server; the request needs min_sequence 42 (retry, or ask another
+// replica)". INVALID_ARGUMENT for a negative min_sequence.
+absl::Status CheckMinSequence(const ResidentTensor& table, int64_t min_sequence);
+
+}  // namespace tensorcompute::core
+
+#endif  // TENSORCOMPUTE_CORE_LIVE_ROWS_H_
