@@ -13,7 +13,9 @@
 // add up into a slower rate); a writer that cannot keep up sends back to back, and the report
 // says what it achieved. The messages (distinct random indices within each, random values in
 // the table's dtype) are built up front and sent in turn. A stream that fails is counted as an
-// error (by code, with its message) and a new one is opened after 100 ms, until Stop.
+// error (by code, with its message) and a new one is opened after 100 ms, until Stop. (So is
+// one the server ends for idleness: messages further apart than its --upload_idle_timeout_s,
+// 2 min, i.e. a rate below N / 120 rows per second.)
 //
 // Thread-safety: Start and Stop are called from one thread; the writing runs on a thread of
 // its own, started by Start and joined by Stop (or the destructor).
