@@ -16,6 +16,8 @@ must advance the table's sequence by one.
 """
 
 import asyncio
+import os
+import tempfile
 import unittest
 
 import grpc
@@ -165,6 +167,28 @@ class CompactTablesTest(unittest.TestCase):
         want = fused.copy()
         want[[0, 49]] = rows
         np.testing.assert_array_equal(whole("pq", 50), dequantize_rowwise8(want))
+
+
+class AdminTokenTest(unittest.TestCase):
+
+    def test_update_rows_needs_the_admin_token(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            reader_file, admin_file = os.path.join(tmp, "reader"), os.path.join(tmp, "admin")
+            with open(reader_file, "w") as f:
+                f.write("reader\n")
+            with open(admin_file, "w") as f:
+                f.write("admin\n")
+            with ServerProcess("--cpu_threads=2", f"--auth_token_file={reader_file}",
+                               f"--admin_token_file={admin_file}") as server, \
+                    Client(server.target, auth_token="reader") as reader, \
+                    Client(server.target, auth_token="reader", admin_token="admin") as admin:
+                admin.put_tensor("t", np.zeros((4, 2), np.float32))
+                with self.assertRaises(TensorComputeError) as e:
+                    reader.update_rows("t", [1], np.ones((1, 2), np.float32))
+                self.assertEqual(e.exception.code, grpc.StatusCode.PERMISSION_DENIED)
+                seq = admin.update_rows("t", [1], np.ones((1, 2), np.float32))
+                self.assertEqual(reader.gather(None, [1], params_name="t",
+                                               min_sequence=seq).tolist(), [[1.0, 1.0]])
 
 
 class AioTest(unittest.TestCase):
