@@ -84,9 +84,10 @@ void AddCommonFlags(CLI::App* app, CommonFlags* f) {
   app->add_option("--auth-token-file", f->auth_token_file,
                   "file whose first line is the bearer token sent on every call (default: "
                   "$TENSORCOMPUTE_TOKEN, if set)");
-  app->add_option("--admin-token-file", f->admin_token_file,
-                  "file whose first line is the bearer token that put and delete send instead "
-                  "(default: $TENSORCOMPUTE_ADMIN_TOKEN, if set)");
+  app->add_option(
+      "--admin-token-file", f->admin_token_file,
+      "file whose first line is the bearer token that put, update and delete send instead "
+      "(default: $TENSORCOMPUTE_ADMIN_TOKEN, if set)");
 }
 
 absl::StatusOr<std::string> AuthToken(const CommonFlags& f) {

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -19,6 +20,7 @@
 
 #include "client/load_sweep.h"
 #include "client/load_tester.h"
+#include "client/update_writer.h"
 #include "core/dtype.h"
 #include "core/shape.h"
 
@@ -138,7 +140,8 @@ int BuildSpec(const LoadFlags& f, LoadRequestSpec* spec) {
 // With --params-name: the resident table into `*spec`, with its dtype and shape (for the index
 // ranges) from the first target's list, except over HTTP, which cannot list (--dtype and
 // --rows/--slice or --params-shape describe it). Returns kOk or kRpcError, after saying why.
-int ResolveParamsName(Client& client, const LoadFlags& f, LoadRequestSpec* spec) {
+int ResolveParamsName(Client& client, const LoadFlags& f, LoadRequestSpec* spec,
+                      std::optional<TensorInfo>* table) {
   if (f.params_name.empty()) return kOk;
   if (spec->http) {
     spec->params_name = f.params_name;
@@ -156,6 +159,35 @@ int ResolveParamsName(Client& client, const LoadFlags& f, LoadRequestSpec* spec)
   spec->params_name = f.params_name;
   spec->dtype = it->dtype;
   spec->params_shape = it->shape;
+  *table = *it;
+  return kOk;
+}
+
+// With --update-rate: what the writer sends, from the table's description, and on which
+// channel (a client of its own: its connection is apart from the lookups'). Returns kOk, or
+// kUsage after saying why.
+int PrepareUpdates(const CommonFlags& common, const LoadFlags& f, const Client& client,
+                   const TensorInfo& table, UpdateLoadSpec* spec,
+                   std::unique_ptr<Client>* writer_client) {
+  spec->name = table.name;
+  spec->dtype = table.dtype;
+  spec->shape = table.shape;
+  spec->storage = table.storage;
+  spec->rows_per_second = f.update_rate;
+  spec->rows_per_message = f.update_rows;
+  const std::string& token = client.options().admin_token.empty() ? client.options().auth_token
+                                                                  : client.options().admin_token;
+  if (!token.empty()) spec->authorization = "Bearer " + token;
+  if (absl::Status ok = CheckUpdateLoadSpec(*spec); !ok.ok()) {
+    return ReportUsageError(
+        absl::InvalidArgumentError(absl::StrCat("--update-rows: ", ok.message())));
+  }
+  CommonFlags one = common;
+  one.target = client.targets()[0];
+  one.connections = 1;
+  absl::StatusOr<std::unique_ptr<Client>> made = MakeClient(one);
+  if (!made.ok()) return ReportUsageError(made.status());
+  *writer_client = *std::move(made);
   return kOk;
 }
 
@@ -243,7 +275,22 @@ int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
     std::fprintf(stderr, "error: --protocol kserve-http is plaintext HTTP: no TLS flags\n");
     return kUsage;
   }
-  if (int code = ResolveParamsName(**client, f, &spec); code != kOk) return code;
+  if (f.update_rate > 0 && (f.params_name.empty() || spec.http)) {
+    std::fprintf(stderr,
+                 "error: --update-rate updates the --params-name table over gRPC: give "
+                 "--params-name, with --protocol native or kserve\n");
+    return kUsage;
+  }
+  std::optional<TensorInfo> table;
+  if (int code = ResolveParamsName(**client, f, &spec, &table); code != kOk) return code;
+  UpdateLoadSpec updates;
+  std::unique_ptr<Client> writer_client;
+  if (f.update_rate > 0) {
+    if (int code = PrepareUpdates(common, f, **client, *table, &updates, &writer_client);
+        code != kOk) {
+      return code;
+    }
+  }
   absl::StatusOr<LoadRequests> requests = BuildLoadRequests(spec);
   if (!requests.ok()) return ReportUsageError(requests.status());
 
@@ -255,9 +302,22 @@ int RunLoadCommand(const CommonFlags& common, const LoadFlags& f) {
                static_cast<int>(requests->request_bytes));
   const int targets = static_cast<int>((*client)->targets().size());
   const RunPointFn run_point = [&](const LoadOptions& o) -> absl::StatusOr<LoadReport> {
+    // The writer runs through the whole point, its warmup included, so that the lookups
+    // measured all see updates streaming.
+    std::unique_ptr<UpdateWriter> writer;
+    if (writer_client != nullptr) {
+      absl::StatusOr<std::unique_ptr<UpdateWriter>> started =
+          UpdateWriter::Start(writer_client->channels()[0], updates);
+      if (!started.ok()) return started.status();
+      writer = *std::move(started);
+    }
     absl::StatusOr<LoadReport> report = spec.http ? RunHttpLoad((*client)->targets(), *requests, o)
                                                   : RunLoad((*client)->channels(), *requests, o);
     if (tty) std::fprintf(stderr, "\r\033[K");
+    if (writer != nullptr) {
+      const UpdateLoadReport written = writer->Stop();
+      if (report.ok()) report->updates = written;
+    }
     if (report.ok()) report->targets = targets;
     return report;
   };
@@ -354,6 +414,17 @@ void AddLoadFlags(CLI::App* app, LoadFlags* f) {
                   "and shape)")
       ->capture_default_str()
       ->check(CLI::IsMember({"native", "kserve", "kserve-http"}));
+  app->add_option("--update-rate", f->update_rate,
+                  "beside the lookups, replace random rows of the --params-name table at this "
+                  "many rows per second (UpdateRows on a connection of its own; 0: none); the "
+                  "report's updates line says what was applied")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--update-rows", f->update_rows,
+                  "with --update-rate: rows per UpdateRows message (distinct random rows, "
+                  "random values in the table's dtype)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 }
 
 }  // namespace tensorcompute::client

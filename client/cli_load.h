@@ -11,12 +11,17 @@
 //       [--warmup S] [--progress-interval S] [--params-name NAME]
 //       [--protocol native|kserve|kserve-http]
 //       [--sweep-concurrency 1,2,4,... | --sweep-rate R1,R2,...] [--csv FILE] [--json FILE]
+//       [--update-rate R [--update-rows N]]
 //
 // --params-name gathers from a resident tensor whose dtype and shape are read from the first
 // target's list (kserve-http cannot list: the flags describe it). Output: progress on stderr
 // (one rewritten line on a terminal, a line every --progress-interval otherwise), then the
 // report as text on stdout; --json FILE and --csv FILE ("-": stdout) write it as JSON and CSV
 // too (a sweep: one report and one row per point, a summary line per point as it ends).
+// --update-rate streams UpdateRows of random rows of the --params-name table beside the
+// lookups, --update-rows per message at R rows per second, on a connection of its own to the
+// first target (client/update_writer.h), during each run or point (its warmup included); the
+// report's "updates" line (and JSON object) says what was applied and the stream errors.
 // Thread-safety: single-threaded use, as in a CLI.
 
 #ifndef TENSORCOMPUTE_CLIENT_CLI_LOAD_H_
@@ -36,6 +41,8 @@ struct LoadFlags {
   std::string sweep_concurrency, sweep_rate, csv;  // client/load_sweep.h
   int64_t rows = 1024, slice = 64, indices = 16, index_depth = 1, bag_size = 8, requests = 0;
   int64_t distinct = 16, max_outstanding = 10000;
+  double update_rate = 0;      // --update-rate: rows per second; 0: no updates
+  int64_t update_rows = 1000;  // --update-rows: rows per UpdateRows message
   double invalid_fraction = 0, rate = 0, duration_s = 10, warmup_s = 1, progress_interval_s = 1;
   int concurrency = 1;
 };
@@ -46,9 +53,10 @@ void AddLoadFlags(CLI::App* app, LoadFlags* f);
 
 // Runs the load test that `common` and `f` describe and prints its report. Returns kOk;
 // kUsage after "error: message" for flags that cannot run together or describe no valid
-// request, a client that cannot be made, or a run that fails; kRpcError when the --params-name
-// table cannot be listed or is not on the first target; kIoError when --csv or --json cannot be
-// written.
+// request (--update-rate without --params-name, over kserve-http, or with --update-rows
+// beyond the table's rows), a client that cannot be made, or a run that fails; kRpcError
+// when the --params-name table cannot be listed or is not on the first target; kIoError when --csv
+// or --json cannot be written.
 int RunLoadCommand(const CommonFlags& common, const LoadFlags& f);
 
 }  // namespace tensorcompute::client

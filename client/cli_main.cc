@@ -11,6 +11,7 @@
 //   tensorcompute put       NAME --input FILE [--device D] [--replace] [--chunk-bytes N]
 //                           [--storage as-is|float16|int8-rowwise|int8-rowwise-prequantized]
 //                           [--all-targets] [--shards N --targets T0,T1,...]
+//   tensorcompute update    NAME --indices FILE --values FILE [--chunk-bytes N]
 //   tensorcompute delete    NAME [--all-targets]
 //   tensorcompute list      [--json]
 //   tensorcompute health    --target HOST:PORT [--service NAME]
@@ -22,11 +23,12 @@
 //
 // Every subcommand also takes --tls, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
 // --tls-server-name NAME (TLS and mTLS), --auth-token-file FILE (or $TENSORCOMPUTE_TOKEN) and
-// --admin-token-file FILE (or $TENSORCOMPUTE_ADMIN_TOKEN; sent by put and delete instead of
-// the auth token, for a server with --admin_token_file) and --compression none|gzip|deflate
-// (the messages the client sends; ClientOptions::compression): client/cli_common.h.
+// --admin-token-file FILE (or $TENSORCOMPUTE_ADMIN_TOKEN; sent by put, update and delete
+// instead of the auth token, for a server with --admin_token_file) and --compression
+// none|gzip|deflate (the messages the client sends; ClientOptions::compression):
+// client/cli_common.h.
 //
-// Resident tensors (put, delete, list; client/cli_tensors.h): every replica holds its own
+// Resident tensors (put, update, delete, list; client/cli_tensors.h): every replica holds its own
 // copy. put and delete reach the first target, or every target with --all-targets; list asks
 // every target. put reads a C-order .npy of numbers as it sends it (any size in a little
 // memory), draws a progress bar when stderr is a terminal, and without --timeout gives the
@@ -160,6 +162,28 @@ int Main(int argc, char** argv) {
       "store a tensor on the server(s) as a named resident tensor (each replica its own copy)");
   AddCommonFlags(put_cmd, &common);
   AddPutFlags(put_cmd, &put);
+  UpdateFlags update;
+  CLI::App* update_cmd = app.add_subcommand(
+      "update",
+      "replace rows of a resident table while it is served (UpdateRows); prints the table's "
+      "new sequence");
+  AddCommonFlags(update_cmd, &common);
+  update_cmd->add_option("name", update.name, "the table's name")->required();
+  update_cmd
+      ->add_option("--indices", update.indices,
+                   "the rows to replace: int32 or int64, rank 1, .npy or .json")
+      ->required();
+  update_cmd
+      ->add_option("--values", update.values,
+                   "the new rows, [len(indices), row shape...] in the table's dtype (float32 "
+                   "for float16 and int8-rowwise tables, uint8 [n, dim + 8] for "
+                   "int8-rowwise-prequantized), .npy or .json")
+      ->required();
+  update_cmd
+      ->add_option("--chunk-bytes", update.options.chunk_bytes,
+                   "bytes of rows per message (whole rows)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   std::string delete_name;
   bool delete_all = false;
   CLI::App* delete_cmd = app.add_subcommand("delete", "delete a resident tensor");
@@ -214,6 +238,10 @@ int Main(int argc, char** argv) {
       });
     }
     return WithClient(common, [&](Client& client) { return RunPut(client, put); });
+  }
+  if (update_cmd->parsed()) {
+    update.timeout_given = update_cmd->get_option("--timeout")->count() > 0;
+    return WithClient(common, [&](Client& client) { return RunUpdate(client, update); });
   }
   if (delete_cmd->parsed()) {
     return WithClient(common,

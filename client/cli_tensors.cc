@@ -19,6 +19,7 @@
 #include "client/progress_line.h"
 #include "client/tensor_io.h"
 #include "client/tensor_source.h"
+#include "client/update_chunker.h"
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "core/shard_spec.h"
@@ -98,13 +99,14 @@ struct PutInput {
   TensorSource AsSource() const { return source.has_value() ? *source : SourceOf(tensor->view()); }
 };
 
-// f.input opened for a put, or nullopt after printing "error: --input PATH: message".
-std::optional<PutInput> OpenPutInput(const std::string& path) {
+// `path` (flag `flag`'s) opened for a put or an update, or nullopt after printing
+// "error: FLAG PATH: message".
+std::optional<PutInput> OpenPutInput(const std::string& path, const char* flag = "--input") {
   PutInput input;
   if (FormatFromPath(path).value_or(TensorFormat::kJson) == TensorFormat::kNpy) {
     absl::StatusOr<std::optional<TensorSource>> source = OpenNpySource(path);
     if (!source.ok()) {
-      std::fprintf(stderr, "error: --input %s: %s\n", path.c_str(),
+      std::fprintf(stderr, "error: %s %s: %s\n", flag, path.c_str(),
                    std::string(source.status().message()).c_str());
       return std::nullopt;
     }
@@ -119,15 +121,16 @@ std::optional<PutInput> OpenPutInput(const std::string& path) {
       return input;
     }
   }
-  input.tensor = ReadFlagTensor("--input", path);
+  input.tensor = ReadFlagTensor(flag, path);
   if (!input.tensor.has_value()) return std::nullopt;
   return input;
 }
 
 // Prints an upload's failure; kIoError when reading the input failed, else kRpcError.
-int PutFailed(const PutInput& input, const std::string& path, const absl::Status& status) {
+int PutFailed(const PutInput& input, const std::string& path, const absl::Status& status,
+              const char* flag = "--input") {
   if (*input.read_failed) {
-    std::fprintf(stderr, "error: --input %s: %s\n", path.c_str(),
+    std::fprintf(stderr, "error: %s %s: %s\n", flag, path.c_str(),
                  std::string(status.message()).c_str());
     return kIoError;
   }
@@ -231,6 +234,37 @@ int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
   return kOk;
 }
 
+int RunUpdate(Client& client, const UpdateFlags& f) {
+  const std::optional<core::Tensor> indices = ReadFlagTensor("--indices", f.indices);
+  if (!indices.has_value()) return kIoError;
+  std::optional<PutInput> values = OpenPutInput(f.values, "--values");
+  if (!values.has_value()) return kIoError;
+  if (values->tensor.has_value() && values->tensor->dtype() == core::DataType::kString) {
+    std::fprintf(stderr,
+                 "error: --values %s: string tables are not updated in place (put them with "
+                 "--replace)\n",
+                 f.values.c_str());
+    return kUsage;
+  }
+  const TensorSource source = values->AsSource();
+  if (absl::Status fit = CheckUpdateRows(indices->view(), source); !fit.ok()) {
+    return ReportUsageError(fit);
+  }
+  ProgressLine progress(absl::StrCat("update ", f.name), StderrIsATerminal());
+  UpdateOptions options = f.options;
+  options.on_progress = [&progress](int64_t sent, int64_t total) { progress.Update(sent, total); };
+  const CallOptions call{
+      PutDeadline(client.options().timeout, InputBytes(*values), f.timeout_given)};
+  absl::StatusOr<UpdateRowsResult> result =
+      client.UpdateRows(f.name, indices->view(), source, options, call);
+  progress.Done();
+  if (!result.ok()) return PutFailed(*values, f.values, result.status(), "--values");
+  std::printf("updated %s: %lld rows in %lld messages, sequence %lld\n", f.name.c_str(),
+              static_cast<long long>(result->rows), static_cast<long long>(result->messages),
+              static_cast<long long>(result->sequence));
+  return kOk;
+}
+
 int RunDelete(Client& client, const std::string& name, bool all_targets) {
   absl::StatusOr<TensorInfo> info = client.DeleteTensor(name, all_targets);
   if (!info.ok()) return ReportRpcError(info.status());
@@ -248,8 +282,8 @@ int RunList(Client& client, bool json) {
     rows.push_back({"TARGET"});
   else
     rows.emplace_back();
-  for (const char* h :
-       {"NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION", "CREATED", "SHARD"}) {
+  for (const char* h : {"NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION",
+                        "CREATED", "SHARD", "SEQUENCE"}) {
     rows[0].push_back(h);
   }
   nlohmann::json array = nlohmann::json::array();
@@ -277,6 +311,7 @@ int RunList(Client& client, bool json) {
            {"device", t.device},
            {"version", t.version},
            {"created", Rfc3339(t.created)},
+           {"sequence", t.sequence},
            {"shard", t.shard.has_value() ? nlohmann::json{{"index", t.shard->index},
                                                           {"count", t.shard->count},
                                                           {"total_rows", t.shard->total_rows}}
@@ -288,7 +323,8 @@ int RunList(Client& client, bool json) {
             core::TableStorageFlagName(t.storage), absl::StrCat(t.bytes), t.device,
             absl::StrCat(t.version), Rfc3339(t.created),
             t.shard.has_value() ? absl::StrCat(t.shard->index, "/", t.shard->count)
-                                : std::string("-")}) {
+                                : std::string("-"),
+            absl::StrCat(t.sequence)}) {
         row.push_back(std::move(cell));
       }
       rows.push_back(std::move(row));

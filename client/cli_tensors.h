@@ -13,16 +13,20 @@
 //   put NAME --input FILE --shards N --targets T0,T1,... [--device D] [--replace] ...
 //       (a table split by row ranges, core/shard_spec.h: shard i's rows uploaded to target i,
 //       to each of its replicas when the entry lists several, "a:p|b:p")
+//   update NAME --indices FILE --values FILE [--chunk-bytes N]
+//       (rows of a resident table replaced while it is served, Client::UpdateRows: a C-order
+//       .npy of values is read as it is sent; a progress bar on a terminal, as put's)
 //   delete NAME [--all-targets]
 //   list [--json]
 //
 // Output: a computed tensor is printed to stdout as one line of JSON (client/json_format.h) or,
 // with --out, written to that .npy or .json file and nothing is printed. put and delete print
-// one line per call describing the tensor stored or deleted;
-// list prints a table (NAME DTYPE SHAPE STORAGE BYTES DEVICE VERSION CREATED SHARD, plus a
-// TARGET column in front when the client has several targets; SHARD is "I/N" or "-") or, with
-// --json, one JSON array of objects with those fields (lower-case; "created" in RFC 3339,
-// "shape" an array, "target" always there, "shard" null or {index, count, total_rows}).
+// one line per call describing the tensor stored or deleted; update prints
+// "updated NAME: R rows in M messages, sequence S" (S: what a lookup's min_sequence takes);
+// list prints a table (NAME DTYPE SHAPE STORAGE BYTES DEVICE VERSION CREATED SHARD SEQUENCE,
+// plus a TARGET column in front when the client has several targets; SHARD is "I/N" or "-")
+// or, with --json, one JSON array of objects with those fields (lower-case; "created" in RFC
+// 3339, "shape" an array, "target" always there, "shard" null or {index, count, total_rows}).
 // Each replica holds its own copies: list asks every target.
 //
 // Every function returns the process exit code (CliExitCode, client/cli_common.h) and prints a
@@ -88,6 +92,19 @@ using ClientFactory =
 // not list f.shards entries, a scalar, or a DT_STRING tensor; kIoError; kRpcError at the
 // first failed upload (those done stay).
 int RunPutSharded(const PutFlags& f, const ClientFactory& connect);
+
+struct UpdateFlags {
+  std::string name;
+  std::string indices;  // int32/int64 rank 1, .npy or .json
+  std::string values;   // [len(indices), row shape...] in the table's dtype, .npy or .json
+  UpdateOptions options;
+  bool timeout_given = false;  // as PutFlags::timeout_given (PutDeadline)
+};
+
+// Reads f.indices and f.values (kIoError when one cannot be), checks that they go together
+// (kUsage, CheckUpdateRows's message), and updates the rows on the first target; kRpcError on
+// a call error.
+int RunUpdate(Client& client, const UpdateFlags& f);
 
 // Deletes `name` from the first target, or every target with `all_targets`.
 int RunDelete(Client& client, const std::string& name, bool all_targets);

@@ -22,6 +22,7 @@
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
 #include "client/put_upload.h"
+#include "client/update_chunker.h"
 #include "core/status_macros.h"
 #include "proto/grpc_status.h"
 #include "proto/service_config.h"
@@ -49,6 +50,7 @@ TensorInfo FromProtoInfo(const v1::TensorInfo& info) {
   out.bytes = info.bytes();
   out.device = info.device();
   out.version = info.version();
+  out.sequence = info.sequence();
   out.storage = static_cast<core::TableStorage>(info.storage());
   if (info.has_shard()) {
     out.shard =
@@ -224,7 +226,8 @@ grpc::Status Client::WithRetries(int target, bool admin, const CallOptions& call
 }
 
 template <typename Request, typename Response>
-absl::StatusOr<core::Tensor> Client::Call(const Request& request, const CallOptions& call) {
+absl::StatusOr<core::Tensor> Client::Call(Request& request, const CallOptions& call) {
+  request.set_min_sequence(call.min_sequence);
   Response response;
   const grpc::Status status = WithRetries(
       /*target=*/-1, /*admin=*/false, call, [&](size_t channel, grpc::ClientContext* context) {
@@ -440,6 +443,61 @@ absl::StatusOr<TensorInfo> Client::PutOne(
   if (!read_error.ok()) return read_error;
   if (!status.ok()) return proto::FromGrpcStatus(status);
   return FromProtoInfo(response.tensor());
+}
+
+absl::StatusOr<UpdateRowsResult> Client::UpdateRows(const std::string& name,
+                                                    const core::TensorView& indices,
+                                                    const core::TensorView& values,
+                                                    const UpdateOptions& options,
+                                                    const CallOptions& call) {
+  if (values.dtype == core::DataType::kString) {
+    return absl::InvalidArgumentError(
+        "values: string tables are not updated in place (replace them with PutTensor)");
+  }
+  TC_RETURN_IF_ERROR(core::ValidateTensor(values, "values", INT64_MAX));
+  return UpdateRows(name, indices, SourceOf(values), options, call);
+}
+
+absl::StatusOr<UpdateRowsResult> Client::UpdateRows(const std::string& name,
+                                                    const core::TensorView& indices,
+                                                    const TensorSource& values,
+                                                    const UpdateOptions& options,
+                                                    const CallOptions& call) {
+  if (options.chunk_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_bytes must be > 0, got ", options.chunk_bytes));
+  }
+  TC_RETURN_IF_ERROR(CheckUpdateRows(indices, values));
+  const int64_t chunk_bytes =
+      std::min(options.chunk_bytes,
+               std::max<int64_t>(1, options_.max_message_bytes - kUpdateMessageOverhead));
+  v1::UpdateRowsResponse response;
+  absl::Status read_error;
+  const grpc::Status status =
+      WithRetries(0, /*admin=*/true, call, [&](size_t channel, grpc::ClientContext* context) {
+        response.Clear();
+        // A new chunker per attempt: a retried stream starts again from the first row.
+        UpdateChunker chunker(name, indices, values, chunk_bytes);
+        std::unique_ptr<grpc::ClientWriter<v1::UpdateRowsRequest>> writer =
+            stubs_[channel]->UpdateRows(context, &response);
+        v1::UpdateRowsRequest message;
+        while (chunker.Next(&message)) {
+          // A failed write means the call is over (the server answered early, or the
+          // connection broke): Finish says how.
+          if (!writer->Write(message)) break;
+          if (options.on_progress) options.on_progress(chunker.bytes_sent(), chunker.total_bytes());
+        }
+        read_error = chunker.status();
+        if (!read_error.ok()) {
+          context->TryCancel();  // the rows sent stay applied; the rest never leave
+        } else {
+          writer->WritesDone();
+        }
+        return writer->Finish();
+      });
+  if (!read_error.ok()) return read_error;
+  if (!status.ok()) return proto::FromGrpcStatus(status);
+  return UpdateRowsResult{response.sequence(), response.rows(), response.messages()};
 }
 
 absl::StatusOr<TensorInfo> Client::DeleteTensor(const std::string& name, bool all_targets,

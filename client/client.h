@@ -2,7 +2,8 @@
 //
 // The C++ client of tensorcompute: Gather, GatherNd and EmbeddingBag on core tensors, over one
 // or several server replicas, and the resident tensors (tables stored on the server once, then
-// gathered from by name) that PutTensor, DeleteTensor and ListTensors manage.
+// gathered from by name) that PutTensor, DeleteTensor and ListTensors manage and UpdateRows
+// changes row by row while they are served.
 //
 //   ClientOptions options;
 //   options.target = "10.0.0.7:50051,10.0.0.8:50051";   // or "dns:///tc.ns.svc:50051"
@@ -109,7 +110,7 @@ struct ClientOptions {
   // Sent on every call as "authorization: Bearer <auth_token>" (the server's
   // --auth_token_file); empty: none. Over plaintext it travels unencrypted: use TLS.
   std::string auth_token;
-  // Sent instead of auth_token on PutTensor and DeleteTensor, as "authorization: Bearer
+  // Sent instead of auth_token on PutTensor, DeleteTensor and UpdateRows, as "authorization: Bearer
   // <admin_token>" (the server's --admin_token_file); empty: those calls send auth_token.
   std::string admin_token;
   // How the messages sent are compressed: GRPC_COMPRESS_NONE (default), GRPC_COMPRESS_GZIP or
@@ -122,6 +123,12 @@ struct ClientOptions {
 // Per-call overrides.
 struct CallOptions {
   std::optional<absl::Duration> timeout;  // default: ClientOptions::timeout
+  // Lookups (Gather, GatherNd, EmbeddingBag and their ByName forms) only: the least sequence
+  // the resident table must have reached (GatherRequest.min_sequence), e.g. what UpdateRows
+  // returned, to read one's own writes. A replica that is behind answers FAILED_PRECONDITION
+  // naming both numbers. 0 (default): any. With inline params it must be 0 (the server says
+  // INVALID_ARGUMENT).
+  int64_t min_sequence = 0;
 };
 
 // The optional parts of an EmbeddingBag call (tensorcompute.proto, EmbeddingBagRequest).
@@ -165,6 +172,28 @@ struct PutOptions {
   std::function<void(int64_t sent, int64_t total)> on_progress;
 };
 
+// How UpdateRows sends rows.
+struct UpdateOptions {
+  // The most bytes of rows (values and indices) per message, in whole rows, at least one per
+  // message: 1 MiB keeps every message far below gRPC's and the server's limits, whatever the
+  // number of rows. Capped at the client's max_message_bytes less kUpdateMessageOverhead.
+  // Must be > 0 (else INVALID_ARGUMENT).
+  int64_t chunk_bytes = int64_t{1} << 20;
+  // Called on the sending thread after each message is sent, with the bytes of values sent so
+  // far and all of them; from 0 again when the stream is retried. Unset: not called.
+  std::function<void(int64_t sent, int64_t total)> on_progress;
+};
+
+// Room left in an UpdateRows message, beyond its rows, for the name and the tensors' headers.
+inline constexpr int64_t kUpdateMessageOverhead = 4096;
+
+// What UpdateRows answers (tensorcompute.proto, UpdateRowsResponse).
+struct UpdateRowsResult {
+  int64_t sequence = 0;  // the table's sequence once the last message was applied
+  int64_t rows = 0;      // rows applied
+  int64_t messages = 0;  // messages applied
+};
+
 // A resident tensor as the server describes it (tensorcompute.proto, TensorInfo).
 struct TensorInfo {
   std::string name;
@@ -179,6 +208,9 @@ struct TensorInfo {
   core::TableStorage storage = core::TableStorage::kAsIs;
   // Set for one shard of a table: `shape` is then the whole table's.
   std::optional<core::ShardSpec> shard = std::nullopt;
+  // The changes this server applied to the name's rows: UpdateRows messages and
+  // replacements (tensorcompute.proto, TensorInfo.sequence).
+  int64_t sequence = 0;
 };
 
 class Client {
@@ -250,6 +282,36 @@ class Client {
                                        const PutOptions& options = {},
                                        const CallOptions& call = {});
 
+  // Replaces rows of the resident table `name` on the first target while it is served: row
+  // indices[i] becomes values[i] (tensorcompute.proto, UpdateRowsRequest). The rows are
+  // streamed in messages of at most options.chunk_bytes (whole rows; client/update_chunker.h),
+  // applied in order, each message atomically. `values` is in the table's dtype: float32
+  // [n, dim] for a compact table (float16, int8-rowwise), uint8 [n, dim + 8] for an
+  // int8-rowwise-prequantized one, else the table's own. Sends admin_token when set. Values
+  // are absolute, so a stream retried on UNAVAILABLE (the retry policy) resends them harmlessly.
+  // Returns the server's answer (a lookup with CallOptions::min_sequence = sequence reads
+  // these rows), or:
+  //   INVALID_ARGUMENT  chunk_bytes <= 0, indices not int32/int64 of rank 1, or values not one
+  //                     row per index (CheckUpdateRows; before any call), or the server's: an
+  //                     index out of range, a repeated index in one message, a wrong dtype or
+  //                     row shape (that message and those after it change nothing);
+  //   NOT_FOUND, FAILED_PRECONDITION (the table was deleted or replaced meanwhile),
+  //   PERMISSION_DENIED, UNAVAILABLE, any call error. Messages applied before an error stay
+  //   applied.
+  absl::StatusOr<UpdateRowsResult> UpdateRows(const std::string& name,
+                                              const core::TensorView& indices,
+                                              const core::TensorView& values,
+                                              const UpdateOptions& options = {},
+                                              const CallOptions& call = {});
+  // The same, reading the values from `source` as it sends (a large .npy file in little
+  // memory). A read's error ends the stream (cancelled: the messages sent before it stay
+  // applied) and is returned as it is; it is not retried.
+  absl::StatusOr<UpdateRowsResult> UpdateRows(const std::string& name,
+                                              const core::TensorView& indices,
+                                              const TensorSource& values,
+                                              const UpdateOptions& options = {},
+                                              const CallOptions& call = {});
+
   // Deletes the resident tensor `name` from the first target or, with all_targets, from every
   // target (failures reported as PutTensor does). Sends admin_token when set. Returns the
   // deleted tensor's description (the first target's), or NOT_FOUND when there is none of that
@@ -290,8 +352,9 @@ class Client {
   template <typename Attempt>
   grpc::Status WithRetries(int target, bool admin, const CallOptions& call, Attempt&& attempt);
 
+  // Sends a lookup, its min_sequence set from `call`, and decodes the output.
   template <typename Request, typename Response>
-  absl::StatusOr<core::Tensor> Call(const Request& request, const CallOptions& call);
+  absl::StatusOr<core::Tensor> Call(Request& request, const CallOptions& call);
 
   // One upload / deletion on target `target`.
   // `make_chunker` makes each attempt's messages.

@@ -410,16 +410,26 @@ std::string LoadReport::ToText() const {
     absl::StrAppendFormat(&codes, "  %-22s %d\n", code, count);
     answered += count;
   }
+  std::string update_line;
+  if (updates.has_value()) {
+    const UpdateLoadReport& u = *updates;
+    update_line = absl::StrFormat(
+        "updates       %.1f rows/s applied (target %g), %d rows in %d messages sent, %d "
+        "applied, %d stream errors%s, sequence %d\n",
+        u.rows_per_s, u.target_rows_per_s, u.rows_sent, u.messages_sent, u.rows_applied, u.errors,
+        u.last_error.empty() ? "" : absl::StrCat(" (last: ", u.last_error, ")"), u.sequence);
+  }
   return absl::StrFormat(
       "mode          %s; %d target(s), %d channel(s)\n"
       "requests      %d sent, %d answered, %d errors, %d unexpected, %d not sent, %d retries\n"
       "duration      %.3f s\n"
       "throughput    %.1f QPS, %.2f MB/s sent, %.2f MB/s received\n"
       "latency (us)  min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n"
+      "%s"
       "status codes\n%s",
       mode, targets, channels, sent, answered, errors, unexpected, not_sent, retries, seconds, qps,
       sent_mb_per_s, received_mb_per_s, latency_us_min, latency_us_p50, latency_us_p90,
-      latency_us_p99, latency_us_p999, latency_us_max, latency_us_mean, codes);
+      latency_us_p99, latency_us_p999, latency_us_max, latency_us_mean, update_line, codes);
 }
 
 std::string LoadReport::ToJson() const {
@@ -446,6 +456,21 @@ std::string LoadReport::ToJson() const {
   j["latency_us_p999"] = latency_us_p999;
   j["latency_us_max"] = latency_us_max;
   j["latency_us_mean"] = latency_us_mean;
+  if (updates.has_value()) {
+    const UpdateLoadReport& u = *updates;
+    j["updates"] = {{"target_rows_per_s", u.target_rows_per_s},
+                    {"rows_per_s", u.rows_per_s},
+                    {"rows_sent", u.rows_sent},
+                    {"messages_sent", u.messages_sent},
+                    {"rows_applied", u.rows_applied},
+                    {"messages_applied", u.messages_applied},
+                    {"sequence", u.sequence},
+                    {"streams", u.streams},
+                    {"errors", u.errors},
+                    {"error_codes", u.error_codes},
+                    {"last_error", u.last_error},
+                    {"seconds", u.seconds}};
+  }
   return j.dump();
 }
 

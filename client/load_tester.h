@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@
 #include "grpcpp/channel.h"
 
 #include "client/load_requests.h"
+#include "client/update_writer.h"
 
 namespace tensorcompute::client {
 
@@ -86,9 +88,13 @@ struct LoadReport {
   std::string mode;  // "closed (concurrency 16)" / "open (1000 QPS)"
   int targets = 0;   // RunLoad sets it to `channels`; the CLI to the number of targets
   int channels = 0;
+  // The writer's report when updates streamed beside the lookups (`load --update-rate`,
+  // client/update_writer.h); RunLoad leaves it unset, the CLI sets it.
+  std::optional<UpdateLoadReport> updates;
 
-  std::string ToText() const;  // a few aligned lines for people
-  std::string ToJson() const;  // one JSON object with every field above
+  std::string ToText() const;  // a few aligned lines for people (an "updates" line with them)
+  // One JSON object with every field above; `updates`, when set, is an object of its fields.
+  std::string ToJson() const;
 };
 
 // Runs the load and returns the report, or INVALID_ARGUMENT for bad options / no channels.

@@ -1107,7 +1107,7 @@ class ResidentTensorsTest(CliCase):
         table_text = self.run_ok("list", "--target", self.a.target).stdout.splitlines()
         self.assertEqual(table_text[0].split(),
                          ["NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION",
-                          "CREATED", "SHARD"])
+                          "CREATED", "SHARD", "SEQUENCE"])
         self.assertEqual(table_text[1].split()[:7], ["emb", "float32", "[50,6]", "as-is", "1200",
                                                      "cpu", "1"])
 
@@ -1437,6 +1437,132 @@ class EmbeddingBagTest(CliCase):
         proc = run_cli(*base, "--params", p, "--indices", i, "--offsets", tmp_path("none.npy"))
         self.assertExit(proc, EXIT_IO)
         self.assertErrorLine(proc, r"^error: --offsets .*none\.npy")
+
+
+class UpdateTest(CliCase):
+    """`update` (UpdateRows) and `load --update-rate` against a server of their own, with the
+    least message limit it takes (128 KiB), which the client's messages must respect."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = ServerProcess("--cpu_threads=2", "--max_message_bytes=131072")
+        cls.server.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.__exit__(None, None, None)
+
+    def setUp(self):
+        self.table = np.random.default_rng(5).standard_normal((300, 16)).astype(np.float32)
+        np.save(tmp_path("u_table.npy"), self.table)
+        self.run_ok("put", "emb", "--input", tmp_path("u_table.npy"), "--replace",
+                    "--target", self.server.target, "--max-message-bytes", 131072)
+
+    def sequence(self):
+        listed = json.loads(self.run_ok("list", "--target", self.server.target,
+                                        "--json").stdout)
+        return {t["name"]: t["sequence"] for t in listed}["emb"]
+
+    def gather_all(self):
+        np.save(tmp_path("u_all.npy"), np.arange(300, dtype=np.int64))
+        self.run_ok("gather", "--target", self.server.target, "--params-name", "emb",
+                    "--indices", tmp_path("u_all.npy"), "--out", tmp_path("u_out.npy"),
+                    "--max-message-bytes", 131072)
+        return np.load(tmp_path("u_out.npy"))
+
+    def test_update_round_trip(self):
+        before = self.sequence()
+        ids = np.array([7, -1, 0], dtype=np.int32)
+        rows = np.full((3, 16), 2.5, dtype=np.float32)
+        rows[1] = -1.0
+        np.save(tmp_path("u_ids.npy"), ids)
+        np.save(tmp_path("u_rows.npy"), rows)
+        proc = self.run_ok("update", "emb", "--indices", tmp_path("u_ids.npy"), "--values",
+                           tmp_path("u_rows.npy"), "--target", self.server.target)
+        m = re.fullmatch(r"updated emb: 3 rows in 1 messages, sequence (\d+)\n", proc.stdout)
+        self.assertIsNotNone(m, describe(proc))
+        self.assertEqual(int(m.group(1)), before + 1)
+        self.assertEqual(self.sequence(), before + 1)
+        want = self.table.copy()
+        want[[7, 299, 0]] = rows
+        np.testing.assert_array_equal(self.gather_all(), want)
+
+    def test_a_large_update_streams_in_many_messages(self):
+        before = self.sequence()
+        # 300 rows of 64 + 8 bytes in messages under the 128 KiB limit, chunked at 4 KiB: 56
+        # rows a message, so 6 messages (and the sequence moves by 6).
+        ids = np.arange(300, dtype=np.int64)[::-1].copy()
+        rows = np.random.default_rng(6).standard_normal((300, 16)).astype(np.float32)
+        np.save(tmp_path("u_ids.npy"), ids)
+        np.save(tmp_path("u_rows.npy"), rows)
+        proc = self.run_ok("update", "emb", "--indices", tmp_path("u_ids.npy"), "--values",
+                           tmp_path("u_rows.npy"), "--chunk-bytes", 4096, "--target",
+                           self.server.target, "--max-message-bytes", 131072)
+        self.assertEqual(proc.stdout,
+                         f"updated emb: 300 rows in 6 messages, sequence {before + 6}\n")
+        np.testing.assert_array_equal(self.gather_all(), rows[::-1])
+
+    def test_errors(self):
+        np.save(tmp_path("u_ids.npy"), np.array([1, 2], dtype=np.int64))
+        np.save(tmp_path("u_rows.npy"), np.zeros((3, 16), dtype=np.float32))
+        base = ["update", "emb", "--target", self.server.target]
+        proc = run_cli(*base, "--indices", tmp_path("u_ids.npy"), "--values",
+                       tmp_path("u_rows.npy"))
+        self.assertExit(proc, EXIT_USAGE)
+        self.assertErrorLine(proc, "values has 3 rows but indices has 2 entries")
+        before = self.sequence()
+        np.save(tmp_path("u_ids.npy"), np.array([1, 300], dtype=np.int64))
+        np.save(tmp_path("u_rows.npy"), np.zeros((2, 16), dtype=np.float32))
+        proc = run_cli(*base, "--indices", tmp_path("u_ids.npy"), "--values",
+                       tmp_path("u_rows.npy"))
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: .*300 is not in \[-300, 300\)")
+        self.assertEqual(self.sequence(), before)  # a bad message changes nothing
+        np.testing.assert_array_equal(self.gather_all(), self.table)
+        np.save(tmp_path("u_ids.npy"), np.array([1, 2], dtype=np.int64))
+        proc = run_cli("update", "nothing", "--target", self.server.target, "--indices",
+                       tmp_path("u_ids.npy"), "--values", tmp_path("u_rows.npy"))
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: NOT_FOUND: ")
+        proc = run_cli(*base, "--indices", tmp_path("u_ids.npy"), "--values",
+                       tmp_path("u_missing.npy"))
+        self.assertExit(proc, EXIT_IO)
+        self.assertErrorLine(proc, r"^error: --values .*u_missing\.npy")
+
+    def test_load_with_updates_reports_them(self):
+        before = self.sequence()
+        proc = self.run_ok("load", "--target", self.server.target, "--params-name", "emb",
+                           "--warmup", 0, "--duration", 1, "--concurrency", 2,
+                           "--update-rate", 2000, "--update-rows", 50, "--json", "-",
+                           timeout=120)
+        report = json.loads(proc.stdout)
+        self.assertEqual(report["errors"], 0, report)
+        updates = report["updates"]
+        self.assertEqual(updates["errors"], 0, updates)
+        self.assertEqual(updates["target_rows_per_s"], 2000)
+        # ~1 s at 2000 rows/s in messages of 50: about 40 messages, all acknowledged.
+        self.assertGreaterEqual(updates["messages_applied"], 20, updates)
+        self.assertEqual(updates["rows_applied"], updates["rows_sent"])
+        self.assertEqual(updates["rows_applied"], 50 * updates["messages_applied"])
+        self.assertTrue(1000 <= updates["rows_per_s"] <= 2600, updates)
+        self.assertEqual(self.sequence(), before + updates["messages_applied"])
+        self.assertEqual(updates["sequence"], before + updates["messages_applied"])
+        text = self.run_ok("load", "--target", self.server.target, "--params-name", "emb",
+                           "--warmup", 0, "--duration", 0.5, "--update-rate", 1000,
+                           "--update-rows", 10, timeout=120).stdout
+        self.assertRegex(text, r"updates +[0-9.]+ rows/s applied \(target 1000\), \d+ rows in "
+                               r"\d+ messages sent, \d+ applied, 0 stream errors")
+
+    def test_load_update_usage_errors(self):
+        for args, pattern in (
+                (["--update-rate", 100], "--update-rate updates the --params-name table"),
+                (["--params-name", "emb", "--update-rate", 100, "--update-rows", 301],
+                 r"--update-rows: .*\[1, 300\]")):
+            with self.subTest(args=args):
+                proc = run_cli("load", "--target", self.server.target, "--duration", 0.2,
+                               *args)
+                self.assertExit(proc, EXIT_USAGE)
+                self.assertErrorLine(proc, pattern)
 
 
 if __name__ == "__main__":

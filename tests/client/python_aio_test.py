@@ -111,7 +111,8 @@ class InterfaceTest(unittest.TestCase):
         sync, aio = tensorcompute.Client, tensorcompute.aio.Client
         public = [name for name in dir(sync) if not name.startswith("_")]
         self.assertEqual(sorted(public), ["close", "delete_tensor", "embedding_bag", "gather",
-                                          "gather_nd", "health", "list_tensors", "put_tensor"])
+                                          "gather_nd", "health", "list_tensors", "put_tensor",
+                                          "update_rows"])
         for name in public:
             with self.subTest(method=name):
                 self.assertTrue(inspect.iscoroutinefunction(getattr(aio, name)))

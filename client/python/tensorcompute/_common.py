@@ -30,8 +30,9 @@ DEFAULT_CHUNK_BYTES = 1 << 20
 
 TensorInfo = collections.namedtuple(
     "TensorInfo",
-    ["name", "dtype", "shape", "bytes", "device", "version", "created", "storage", "shard"],
-    defaults=["as-is", None], module="tensorcompute")
+    ["name", "dtype", "shape", "bytes", "device", "version", "created", "storage", "shard",
+     "sequence"],
+    defaults=["as-is", None, 0], module="tensorcompute")
 TensorInfo.__doc__ = """A resident tensor as the server describes it.
 
 name (str); dtype (str: "float32", "string", ... as numpy names it; "bfloat16": for a compact
@@ -40,7 +41,9 @@ bytes (int: what it holds, counted against the server's --max_resident_bytes); d
 "cpu" or "gpu:N"); version (int: 1 for a name's first tensor, one more per replacement);
 created (datetime.datetime, UTC: when this version became visible); storage (str: one of
 STORAGE_KINDS, how it is stored); shard (None, or a Shard: which rows of a table sharded by
-row ranges it holds; shape is then the whole table's).
+row ranges it holds; shape is then the whole table's); sequence (int: how many changes this
+server applied to the name's rows, one per update_rows message and per replacement; what
+min_sequence= on a lookup compares with).
 """
 
 Shard = collections.namedtuple("Shard", ["index", "count", "total_rows"], module="tensorcompute")
@@ -247,7 +250,8 @@ def tensor_info(info):
                       version=info.version, created=created,
                       storage=_STORAGE_NAMES.get(info.storage, str(info.storage)),
                       shard=Shard(info.shard.index, info.shard.count, info.shard.total_rows)
-                      if info.HasField("shard") else None)
+                      if info.HasField("shard") else None,
+                      sequence=info.sequence)
 
 
 # --- requests from a method's arguments -----------------------------------------------------
@@ -262,28 +266,36 @@ def _set_params(request, params, params_name):
         request.params.CopyFrom(to_tensor(params, "params"))
 
 
-def gather_request(params, indices, axis, batch_dims, params_name):
+def _set_min_sequence(request, min_sequence):
+    """Sets request.min_sequence (None: 0, any)."""
+    if min_sequence is not None:
+        request.min_sequence = operator.index(min_sequence)
+
+
+def gather_request(params, indices, axis, batch_dims, params_name, min_sequence=None):
     """Client.gather's GatherRequest."""
     request = pb.GatherRequest(
         indices=to_tensor(indices, "indices", default_dtype=np.int64),
         batch_dims=operator.index(batch_dims))
     _set_params(request, params, params_name)
+    _set_min_sequence(request, min_sequence)
     if axis is not None:
         request.axis = operator.index(axis)
     return request
 
 
-def gather_nd_request(params, indices, batch_dims, params_name):
+def gather_nd_request(params, indices, batch_dims, params_name, min_sequence=None):
     """Client.gather_nd's GatherNdRequest."""
     request = pb.GatherNdRequest(
         indices=to_tensor(indices, "indices", default_dtype=np.int64),
         batch_dims=operator.index(batch_dims))
     _set_params(request, params, params_name)
+    _set_min_sequence(request, min_sequence)
     return request
 
 
 def embedding_bag_request(params, indices, offsets, per_sample_weights, mode,
-                          include_last_offset, padding_idx, params_name):
+                          include_last_offset, padding_idx, params_name, min_sequence=None):
     """Client.embedding_bag's EmbeddingBagRequest."""
     wire_mode = _EMBEDDING_BAG_MODES.get(str(mode).lower()) if isinstance(mode, str) else None
     if wire_mode is None:
@@ -302,6 +314,7 @@ def embedding_bag_request(params, indices, offsets, per_sample_weights, mode,
             to_tensor(per_sample_weights, "per_sample_weights"))
     if padding_idx is not None:
         request.padding_idx = operator.index(padding_idx)
+    _set_min_sequence(request, min_sequence)
     return request
 
 
@@ -409,6 +422,71 @@ def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=N
     for begin in range(chunk, total, chunk):
         yield pb.PutTensorRequest(offset=begin,
                                   data=read(begin // element, min(total, begin + chunk) // element))
+
+
+# Room left in an update_rows message, beyond its rows, for the name and the tensors' headers.
+UPDATE_MESSAGE_OVERHEAD = 4096
+
+
+def update_uploads(name, indices, values, chunk_bytes, max_message_bytes):
+    """Client.update_rows's stream: a function that makes a fresh iterator over its
+    UpdateRowsRequests (one per attempt: a retried stream starts over). Argument errors are
+    raised here, before any RPC."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty str, got {name!r}")
+    chunk_bytes = operator.index(chunk_bytes)
+    if chunk_bytes <= 0:
+        raise ValueError(f"chunk_bytes must be > 0, got {chunk_bytes}")
+    chunk_bytes = min(chunk_bytes, max(1, int(max_message_bytes) - UPDATE_MESSAGE_OVERHEAD))
+    indices = np.asarray(indices)
+    if indices.size == 0 and indices.dtype.kind == "f":
+        indices = indices.astype(np.int64)  # np.asarray([]) is float64
+    if indices.ndim != 1 or indices.dtype.kind != "i" or indices.dtype.itemsize not in (4, 8):
+        raise ValueError(f"indices must be int32 or int64 of rank 1, got {indices.dtype} "
+                         f"{list(indices.shape)}")
+    indices = indices.astype(np.int32 if indices.dtype.itemsize == 4 else np.int64, copy=False)
+    values = np.asarray(values)
+    if values.ndim < 1 or values.shape[0] != indices.shape[0]:
+        raise ValueError(f"values must have one row per index: got shape {list(values.shape)} "
+                         f"for {indices.shape[0]} indices")
+    if values.dtype.kind in "SUO":
+        raise TypeError("values: string tables are not updated in place (replace them with "
+                        "put_tensor)")
+    reader = _fixed_size_reader(np.ascontiguousarray(values))
+    if reader is None:
+        raise TypeError(f"values: unsupported dtype {values.dtype}; supported: {_SUPPORTED}")
+    header, read = reader
+    row_elements = 1
+    for d in values.shape[1:]:
+        row_elements *= d
+    row_bytes = row_elements * _ELEMENT_SIZES[header.dtype]
+    rows_per_message = max(1, chunk_bytes // (row_bytes + indices.dtype.itemsize))
+    index_wire = _NUMERIC_TO_WIRE[(indices.dtype.kind, indices.dtype.itemsize)]
+    little_indices = indices.astype(indices.dtype.newbyteorder("<"), copy=False)
+
+    def requests():
+        total = indices.shape[0]
+        begin = 0
+        while True:
+            end = min(total, begin + rows_per_message)
+            message = pb.UpdateRowsRequest(
+                indices=pb.Tensor(dtype=index_wire, shape=[end - begin],
+                                  data=little_indices[begin:end].tobytes()),
+                values=pb.Tensor(dtype=header.dtype, shape=[end - begin, *values.shape[1:]],
+                                 data=read(begin * row_elements, end * row_elements)))
+            if begin == 0:
+                message.name = name
+            yield message
+            begin = end
+            if begin >= total:
+                return
+
+    return requests
+
+
+def update_sequence(response):
+    """UpdateRows' answer: the table's new sequence."""
+    return response.sequence
 
 
 def _varint_size(value):
@@ -566,6 +644,7 @@ class ClientBase:
                                 else self._metadata)
         self.target = target
         self.timeout = timeout
+        self._max_message_bytes = int(max_message_bytes)
         self.retries = int(retries)
         self.compression = compression
         options = [

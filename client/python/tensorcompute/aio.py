@@ -23,8 +23,8 @@ docstring describes them all. What differs:
     backoff (asyncio.sleep): the task gets asyncio.CancelledError, not TensorComputeError;
   - numpy arrays are converted to and from the wire on the event loop's thread (the sync client
     converts on the caller's), so a very large array holds the loop while it is copied;
-    put_tensor's upload is streamed in chunks as the sync client streams it, each one written
-    before the next is made.
+    put_tensor's upload and update_rows' rows are streamed in chunks as the sync client
+    streams them, each one written before the next is made.
 """
 
 import asyncio
@@ -57,22 +57,25 @@ class Client(_common.ClientBase):
 
     @_doc_of(client.Client.gather)
     async def gather(self, params, indices, axis=None, batch_dims=0, timeout=None,
-                     params_name=None):
-        request = _common.gather_request(params, indices, axis, batch_dims, params_name)
+                     params_name=None, min_sequence=None):
+        request = _common.gather_request(params, indices, axis, batch_dims, params_name,
+                                         min_sequence)
         return _common.output(await self._call(self._stub.Gather, request, timeout))
 
     @_doc_of(client.Client.gather_nd)
-    async def gather_nd(self, params, indices, batch_dims=0, timeout=None, params_name=None):
-        request = _common.gather_nd_request(params, indices, batch_dims, params_name)
+    async def gather_nd(self, params, indices, batch_dims=0, timeout=None, params_name=None,
+                        min_sequence=None):
+        request = _common.gather_nd_request(params, indices, batch_dims, params_name,
+                                            min_sequence)
         return _common.output(await self._call(self._stub.GatherNd, request, timeout))
 
     @_doc_of(client.Client.embedding_bag)
     async def embedding_bag(self, params, indices, offsets=None, per_sample_weights=None,
                             mode="sum", include_last_offset=False, padding_idx=None,
-                            timeout=None, params_name=None):
+                            timeout=None, params_name=None, min_sequence=None):
         request = _common.embedding_bag_request(params, indices, offsets, per_sample_weights,
                                                 mode, include_last_offset, padding_idx,
-                                                params_name)
+                                                params_name, min_sequence)
         return _common.output(await self._call(self._stub.EmbeddingBag, request, timeout))
 
     @_doc_of(client.Client.put_tensor)
@@ -89,6 +92,15 @@ class Client(_common.ClientBase):
             return _common.put_or_delete_info(response)
 
         return await self._on_targets("put", name, all_targets, put)
+
+    @_doc_of(client.Client.update_rows)
+    async def update_rows(self, name, indices, values, chunk_bytes=_common.DEFAULT_CHUNK_BYTES,
+                          timeout=None):
+        make_requests = _common.update_uploads(name, indices, values, chunk_bytes,
+                                               self._max_message_bytes)
+        response = await self._call(self._stub.UpdateRows, None, timeout,
+                                    metadata=self._admin_metadata, make_request=make_requests)
+        return _common.update_sequence(response)
 
     @_doc_of(client.Client.delete_tensor)
     async def delete_tensor(self, name, all_targets=False, timeout=None):

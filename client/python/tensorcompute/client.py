@@ -73,8 +73,8 @@ against the server's certificate (gRPC's ssl_target_name_override). auth_token (
 on every call as "authorization: Bearer <token>"; a missing or wrong one gets UNAUTHENTICATED.
 A TLS mismatch (plaintext to a TLS server, an untrusted server certificate, no client
 certificate for an mTLS server) shows as UNAVAILABLE. admin_token (str), when set, is sent
-instead of auth_token by put_tensor and delete_tensor (the server's --admin_token_file; without
-it they answer PERMISSION_DENIED).
+instead of auth_token by put_tensor, delete_tensor and update_rows (the server's
+--admin_token_file; without it they answer PERMISSION_DENIED).
 
 Resident tensors: a table stored on the server once, then gathered from by name, so that
 each call carries only its indices:
@@ -83,6 +83,8 @@ each call carries only its indices:
     client.gather(None, ids, params_name="emb")       # == client.gather(table, ids), bit for bit
     client.embedding_bag(None, bags, params_name="emb")   # the same for pooled lookups
     client.list_tensors()                             # [TensorInfo(name='emb', ...)]
+    seq = client.update_rows("emb", ids, new_rows)    # rows replaced while served
+    client.gather(None, ids, params_name="emb", min_sequence=seq)   # reads its own writes
     client.delete_tensor("emb")
 
 Every server replica holds its own copy; nothing is shared between replicas. With a target
@@ -111,27 +113,36 @@ class Client(_common.ClientBase):
     _grpc = grpc
     _repr_name = "Client"
 
-    def gather(self, params, indices, axis=None, batch_dims=0, timeout=None, params_name=None):
+    def gather(self, params, indices, axis=None, batch_dims=0, timeout=None, params_name=None,
+               min_sequence=None):
         """tf.gather(params, indices, axis, batch_dims) on the server; returns a numpy array.
 
         axis=None leaves it unset: the server then uses batch_dims, as TensorFlow does.
         params_name: gather from that resident tensor (see put_tensor) instead; pass
         params=None then. Exactly one of params and params_name (else ValueError).
+        min_sequence: with params_name, the least sequence the table must have reached on the
+        server that answers (what update_rows returned: read your own writes); one that is
+        behind raises TensorComputeError FAILED_PRECONDITION naming both numbers (try again or
+        another replica). None (the default) or 0: any. With inline params it must be None.
         """
-        request = _common.gather_request(params, indices, axis, batch_dims, params_name)
+        request = _common.gather_request(params, indices, axis, batch_dims, params_name,
+                                         min_sequence)
         return _common.output(self._call(self._stub.Gather, request, timeout))
 
-    def gather_nd(self, params, indices, batch_dims=0, timeout=None, params_name=None):
+    def gather_nd(self, params, indices, batch_dims=0, timeout=None, params_name=None,
+                  min_sequence=None):
         """tf.gather_nd(params, indices, batch_dims) on the server; returns a numpy array.
 
-        params_name: gather from that resident tensor instead of params (as in gather).
+        params_name, min_sequence: gather from that resident tensor instead of params, at
+        least at that sequence (as in gather).
         """
-        request = _common.gather_nd_request(params, indices, batch_dims, params_name)
+        request = _common.gather_nd_request(params, indices, batch_dims, params_name,
+                                            min_sequence)
         return _common.output(self._call(self._stub.GatherNd, request, timeout))
 
     def embedding_bag(self, params, indices, offsets=None, per_sample_weights=None, mode="sum",
                       include_last_offset=False, padding_idx=None, timeout=None,
-                      params_name=None):
+                      params_name=None, min_sequence=None):
         """torch.nn.functional.embedding_bag(indices, params, offsets, mode=mode,
         per_sample_weights=..., include_last_offset=..., padding_idx=...) on the server, with
         TensorFlow's "sqrtn" as a fourth mode; returns a numpy array [bags, dim] in the
@@ -153,10 +164,11 @@ class Client(_common.ClientBase):
         params=None then. Exactly one of params and params_name, and a known mode (else
         ValueError, before any RPC). The server's errors (an index out of range, a bad
         offset, ...) raise TensorComputeError, INVALID_ARGUMENT naming the field and position.
+        min_sequence: with params_name, as in gather.
         """
         request = _common.embedding_bag_request(params, indices, offsets, per_sample_weights,
                                                 mode, include_last_offset, padding_idx,
-                                                params_name)
+                                                params_name, min_sequence)
         return _common.output(self._call(self._stub.EmbeddingBag, request, timeout))
 
     def put_tensor(self, name, array, device="", replace=False,
@@ -196,6 +208,36 @@ class Client(_common.ClientBase):
             return _common.put_or_delete_info(response)
 
         return self._on_targets("put", name, all_targets, put)
+
+    def update_rows(self, name, indices, values, chunk_bytes=_common.DEFAULT_CHUNK_BYTES,
+                    timeout=None):
+        """Replaces rows of the resident table `name` while it is served: row indices[i]
+        becomes values[i]. Returns the table's new sequence (int): a lookup with
+        min_sequence= it reads these rows.
+
+        indices: int32 or int64, rank 1 (a list of ints is int64); a negative one counts from
+        the end, as in gather. values: [len(indices), row shape...] in the table's dtype:
+        float32 [n, dim] for a "float16" or "int8-rowwise" table (the server converts each row
+        as at upload), uint8 [n, dim + 8] for an "int8-rowwise-prequantized" one, else the
+        table's own dtype. The rows are streamed in messages of at most chunk_bytes (whole
+        rows, at least one per message; capped by max_message_bytes), applied in order, each
+        message at once (a lookup sees all of its rows or none). Values are absolute, so a
+        stream retried on UNAVAILABLE (retries=) resends them harmlessly. Sends admin_token
+        when set; reaches the one server the channel picks (one replica of a "dns:///" or
+        "ipv4:a,b" target; a sharded table's server forwards rows to their shards).
+
+        Raises ValueError or TypeError before any RPC (indices not int32/int64 of rank 1,
+        values not one row per index, a string or unsupported dtype, chunk_bytes <= 0), or
+        TensorComputeError: INVALID_ARGUMENT (an index out of range, a repeated index within
+        one message, a wrong dtype or row shape: that message changes nothing), NOT_FOUND,
+        FAILED_PRECONDITION (the table was replaced meanwhile), PERMISSION_DENIED, ...
+        Messages applied before an error stay applied.
+        """
+        make_requests = _common.update_uploads(name, indices, values, chunk_bytes,
+                                               self._max_message_bytes)
+        response = self._call(self._stub.UpdateRows, None, timeout,
+                              metadata=self._admin_metadata, make_request=make_requests)
+        return _common.update_sequence(response)
 
     def delete_tensor(self, name, all_targets=False, timeout=None):
         """Deletes the resident tensor `name` (from every address with all_targets, as
