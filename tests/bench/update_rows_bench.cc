@@ -497,8 +497,14 @@ int Freshness(server::Server& tc) {
   const int64_t table_rows = absl::GetFlag(FLAGS_table_rows);
   const int updates = absl::GetFlag(FLAGS_freshness_updates);
   if (updates < 1) return 2;
-  auto writer = v1::TensorCompute::NewStub(OwnChannel("fresh-writer", tc.port()));
-  auto reader = v1::TensorCompute::NewStub(OwnChannel("fresh-reader", tc.port()));
+  std::shared_ptr<grpc::Channel> writer_channel = OwnChannel("fresh-writer", tc.port());
+  std::shared_ptr<grpc::Channel> reader_channel = OwnChannel("fresh-reader", tc.port());
+  if (writer_channel == nullptr || reader_channel == nullptr) {
+    std::fprintf(stderr, "could not connect\n");
+    return 1;
+  }
+  auto writer = v1::TensorCompute::NewStub(writer_channel);
+  auto reader = v1::TensorCompute::NewStub(reader_channel);
   const core::ResidentTensor& table = *tc.registry().Find(kTableName);
   const core::Histogram& visible = table.stats->update_visible();
   std::mt19937_64 rng(5);
