@@ -178,7 +178,7 @@ absl::StatusOr<RowUpdate> PrepareRowUpdate(const ResidentTensor& table, const Te
         return rows;
       }
     }
-    update.stored.assign(values.data.begin(), values.data.end());
+    update.as_sent = values.data;
     return update;
   }
   // FLOAT16 and INT8_ROWWISE: float32 rows of `dim`, encoded one by one as at upload.
@@ -207,16 +207,17 @@ absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpd
                          ", whose copy this server cannot update"));
       }
       const absl::Status device =
-          device_write(table.device_copy, update.rows, update.row_bytes, update.stored);
+          device_write(table.device_copy, update.rows, update.row_bytes, update.bytes());
       // UNAVAILABLE: the device is out of service, its copy never read again (live_rows.h).
       if (!device.ok() && !absl::IsUnavailable(device)) return device;
     }
     // The one place a published tensor's bytes change: they were allocated writable, and the
     // gate keeps every reader out (the file comment).
     uint8_t* base = const_cast<uint8_t*>(table.tensor.view().data.data());
+    const uint8_t* from = update.bytes().data();
     for (size_t i = 0; i < update.rows.size(); ++i) {
       std::memcpy(base + update.rows[i] * update.row_bytes,
-                  update.stored.data() + static_cast<int64_t>(i) * update.row_bytes,
+                  from + static_cast<int64_t>(i) * update.row_bytes,
                   static_cast<size_t>(update.row_bytes));
     }
     return absl::OkStatus();

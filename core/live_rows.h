@@ -108,12 +108,19 @@ class TableLeases {
 struct RowUpdate {
   std::vector<int64_t> rows;
   int64_t row_bytes = 0;        // stored bytes of one row
-  std::vector<uint8_t> stored;  // rows.size() x row_bytes
+  std::vector<uint8_t> stored;  // rows.size() x row_bytes, converted (compact tables)
+  // The message's own values when they are the stored form already (as-is and prequantized
+  // tables): valid while the message lives. Empty when `stored` holds the rows.
+  absl::Span<const uint8_t> as_sent;
+  absl::Span<const uint8_t> bytes() const {
+    return as_sent.empty() ? absl::Span<const uint8_t>(stored) : as_sent;
+  }
 };
 
 // Checks an update message against `table` and converts its values to the stored form
-// (core/table_storage.h: float16 or 8-bit row-wise rows encoded as at upload). Nothing is
-// applied. INVALID_ARGUMENT, naming the table, for:
+// (core/table_storage.h: float16 or 8-bit row-wise rows encoded as at upload), or, when they
+// are that form already, views them (RowUpdate::as_sent: `values` must then outlive the
+// update's ApplyRowUpdate). Nothing is applied. INVALID_ARGUMENT, naming the table, for:
 //   a malformed tensor (ValidateTensor's words, "indices: ..." or "values: ...");
 //   a string table: "tensor 'T' holds strings; UpdateRows does not change string tables
 //     (replace it with PutTensor)";
