@@ -43,12 +43,7 @@ class PutCall final : public UploadStreamCall {
         reply_(*reply) {}
 
  private:
-  absl::Status Ready() override {
-    if (env_.registry == nullptr) {
-      return absl::UnimplementedError("this server keeps no resident tensors");
-    }
-    return absl::OkStatus();
-  }
+  absl::Status Ready() override { return KeepsTables(env_); }
 
   absl::Status Take(bool first) override { return first ? Describe() : Append(); }
 
@@ -235,6 +230,13 @@ class PutCall final : public UploadStreamCall {
 };
 
 }  // namespace
+
+absl::Status KeepsTables(const ResidentEnv& env) {
+  if (env.registry == nullptr) {
+    return absl::UnimplementedError("this server keeps no resident tensors");
+  }
+  return absl::OkStatus();
+}
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* StartPutTensor(const ResidentEnv* env,
                                                           grpc::CallbackServerContext* context,

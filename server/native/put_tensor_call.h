@@ -60,6 +60,10 @@ struct ResidentEnv : UploadStreamEnv {
   core::DeviceRowWriter write_device;
 };
 
+// OK when the server keeps resident tables (env.registry), else UNIMPLEMENTED "this server
+// keeps no resident tensors": what the calls that change them answer first.
+absl::Status KeepsTables(const ResidentEnv& env);
+
 // A new call for a PutTensor RPC, begun; it deletes itself when done, having written its
 // serialized PutTensorResponse into `reply` when it is OK. What `env` points to must outlive
 // it.

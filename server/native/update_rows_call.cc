@@ -27,12 +27,7 @@ class UpdateCall final : public UploadStreamCall {
         reply_(*reply) {}
 
  private:
-  absl::Status Ready() override {
-    if (env_.registry == nullptr) {
-      return absl::UnimplementedError("this server keeps no resident tensors");
-    }
-    return absl::OkStatus();
-  }
+  absl::Status Ready() override { return KeepsTables(env_); }
 
   absl::Status Take(bool first) override {
     const absl::Time arrived = absl::Now();
