@@ -143,6 +143,7 @@ absl::StatusOr<std::shared_ptr<ShardUpdate>> ShardUpdater::Begin(const core::Res
                      " targets; UpdateRows sends each shard's rows to the replicas of its target"));
   }
   std::shared_ptr<ShardUpdate> update(new ShardUpdate(table.name, spec.count));
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels;  // this call's
   for (int32_t s = 0; s < spec.count; ++s) {
     const std::string& target = options_.peers[static_cast<size_t>(s)];
     absl::StatusOr<std::vector<ReplicaAddress>> addresses = ReplicaAddresses(target);
@@ -151,8 +152,8 @@ absl::StatusOr<std::shared_ptr<ShardUpdate>> ShardUpdater::Begin(const core::Res
                                                  table.name, "': ", addresses.status().message()));
     }
     for (const ReplicaAddress& address : *addresses) {
-      auto replica =
-          std::make_unique<ShardUpdate::Replica>(update.get(), s, address.target, Channel(address));
+      auto replica = std::make_unique<ShardUpdate::Replica>(update.get(), s, address.target,
+                                                            Channel(address, &channels));
       replica->context.AddMetadata(kHopMetadata, "1");
       // Per-call metadata, as the router's sub-calls (shard_router.cc says why).
       if (options_.token != nullptr) {
@@ -164,21 +165,33 @@ absl::StatusOr<std::shared_ptr<ShardUpdate>> ShardUpdater::Begin(const core::Res
       update->replicas_.push_back(std::move(replica));
     }
   }
+  {
+    // The addresses every entry resolves to now are all the replicas: the channels of the
+    // others (pods gone, their addresses not reused) go, once the calls using them end.
+    absl::MutexLock lock(&mu_);
+    channels_ = std::move(channels);
+  }
   update->parts_.resize(static_cast<size_t>(spec.count));
   update->Start();
   return update;
 }
 
-std::shared_ptr<grpc::Channel> ShardUpdater::Channel(const ReplicaAddress& address) {
+std::shared_ptr<grpc::Channel> ShardUpdater::Channel(
+    const ReplicaAddress& address,
+    absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>>* used) {
   const std::string key = absl::StrCat(address.target, " ", address.tls_host);
-  absl::MutexLock lock(&mu_);
-  std::shared_ptr<grpc::Channel>& channel = channels_[key];
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = channels_.find(key); it != channels_.end()) channel = it->second;
+  }
   if (channel == nullptr) {
     PeerChannelOptions options = options_.channel;
     // An address resolved from a name is verified as that name, as the router's channel does.
     if (options.tls_server_name.empty()) options.tls_server_name = address.tls_host;
     channel = MakePeerChannel(address.target, options);
   }
+  (*used)[key] = channel;
   return channel;
 }
 

@@ -9,11 +9,12 @@
 //              DNS name (dns:///host:port, dns:host:port or host:port) every address
 //              getaddrinfo resolves it to, anything else (unix:) itself. Each replica gets its
 //              own client stream (not the entry's round-robin channel: every replica must apply
-//              every message), on a channel kept per address (MakePeerChannel, the router's
-//              credentials; a resolved DNS name's host is the name TLS verifies unless
-//              --shard_peer_tls_server_name says otherwise), marked as a sub-call
-//              (kHopMetadata: the replica applies it to its own rows and never forwards it),
-//              with the router's token (ShardRouterOptions.token) and the caller's deadline.
+//              every message), on a channel per address, kept while the address is resolved
+//              (MakePeerChannel, the router's credentials; a resolved DNS name's host is the
+//              name TLS verifies unless --shard_peer_tls_server_name says otherwise), marked
+//              as a sub-call (kHopMetadata: the replica applies it to its own rows and never
+//              forwards it), with the router's token (ShardRouterOptions.token) and the
+//              caller's deadline.
 //   self       this server does not apply the messages itself: its own shard's entry must list
 //              it too, and it applies them when they come back through the network, like any
 //              other replica. So each replica applies each message exactly once.
@@ -94,11 +95,15 @@ class ShardUpdater {
                                                      absl::Time deadline);
 
  private:
-  std::shared_ptr<grpc::Channel> Channel(const ReplicaAddress& address);
+  // The channel of `address`, the one kept or a new one, added to `used` (the call's).
+  std::shared_ptr<grpc::Channel> Channel(
+      const ReplicaAddress& address,
+      absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>>* used);
 
   const ShardRouterOptions options_;
   absl::Mutex mu_;
-  // By target and TLS host; channels are never dropped (a fleet has few replicas).
+  // By target and TLS host: those of the last call's replicas (each call resolves them all),
+  // reused by the next.
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
 };
 
