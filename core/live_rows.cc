@@ -11,6 +11,7 @@
 #include "core/index_math.h"
 #include "core/shape.h"
 #include "core/shard_spec.h"
+#include "core/status_macros.h"
 #include "core/table_storage.h"
 #include "core/tensor_registry.h"
 
@@ -106,8 +107,12 @@ ValuesLayout ExpectedValues(const ResidentTensor& table) {
 
 }  // namespace
 
-absl::StatusOr<RowUpdate> PrepareRowUpdate(const ResidentTensor& table, const TensorView& indices,
-                                           const TensorView& values) {
+namespace {
+
+// PrepareRowUpdate's work; `any_shard`: every row of the whole table is taken (rows numbered
+// as the whole table's), as for a router splitting the message (SplitRowUpdate).
+absl::StatusOr<RowUpdate> Prepare(const ResidentTensor& table, const TensorView& indices,
+                                  const TensorView& values, bool any_shard) {
   const std::string& name = table.name;
   if (table.tensor.dtype() == DataType::kString) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -139,7 +144,7 @@ absl::StatusOr<RowUpdate> PrepareRowUpdate(const ResidentTensor& table, const Te
   // The rows lookups index: the whole table's, for a shard.
   const int64_t total_rows = table.plan_view().shape[0];
   RowRange held{0, total_rows};
-  if (table.shard.has_value()) held = ShardRows(*table.shard);
+  if (table.shard.has_value() && !any_shard) held = ShardRows(*table.shard);
   RowUpdate update;
   update.rows.reserve(static_cast<size_t>(n));
   absl::flat_hash_map<int64_t, int64_t> first_position;
@@ -195,6 +200,33 @@ absl::StatusOr<RowUpdate> PrepareRowUpdate(const ResidentTensor& table, const Te
     if (!encoded.ok()) return encoded;
   }
   return update;
+}
+
+}  // namespace
+
+absl::StatusOr<RowUpdate> PrepareRowUpdate(const ResidentTensor& table, const TensorView& indices,
+                                           const TensorView& values) {
+  return Prepare(table, indices, values, /*any_shard=*/false);
+}
+
+absl::StatusOr<ShardedRowUpdate> SplitRowUpdate(const ResidentTensor& table,
+                                                const TensorView& indices,
+                                                const TensorView& values) {
+  // Checked (and converted, for the encoder's checks) whole; the conversion is dropped: each
+  // shard converts its own rows again.
+  TC_ASSIGN_OR_RETURN(RowUpdate whole, Prepare(table, indices, values, /*any_shard=*/true));
+  const int64_t total_rows = table.plan_view().shape[0];
+  const int32_t count = table.shard.has_value() ? table.shard->count : 1;
+  ShardedRowUpdate split;
+  split.shards.resize(static_cast<size_t>(count));
+  for (size_t i = 0; i < whole.rows.size(); ++i) {
+    const int64_t row = whole.rows[i];
+    ShardedRowUpdate::Part& part =
+        split.shards[static_cast<size_t>(ShardOfRow(total_rows, count, row))];
+    part.positions.push_back(static_cast<int64_t>(i));
+    part.rows.push_back(row);
+  }
+  return split;
 }
 
 absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpdate& update,

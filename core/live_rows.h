@@ -140,6 +140,23 @@ struct RowUpdate {
 absl::StatusOr<RowUpdate> PrepareRowUpdate(const ResidentTensor& table, const TensorView& indices,
                                            const TensorView& values);
 
+// One checked update message of a sharded table, split by the shard owning each row: for a
+// router that sends each shard its rows (server/compute/shard_updater.h).
+struct ShardedRowUpdate {
+  struct Part {
+    std::vector<int64_t> positions;  // the message's positions whose rows the shard holds
+    std::vector<int64_t> rows;       // their rows, as the whole table's (0 <= row < R)
+  };
+  std::vector<Part> shards;  // by shard index; one for an unsharded table
+};
+
+// Checks an update message against the whole of `table` (a shard's, or an unsharded one's),
+// with every INVALID_ARGUMENT of PrepareRowUpdate and its words, whatever shard holds each row,
+// and splits it by shard. Nothing is applied.
+absl::StatusOr<ShardedRowUpdate> SplitRowUpdate(const ResidentTensor& table,
+                                                const TensorView& indices,
+                                                const TensorView& values);
+
 // Writes `update`'s rows into `table` (its device copy, if it has one, by `device_write`,
 // then its host rows) with readers held off (LiveRows::Write), and returns the new sequence.
 // A `device_write` error leaves the host rows as they were and is returned, except

@@ -163,7 +163,8 @@ ABSL_FLAG(int32_t, shard_count, 1, "shards the --preload tables are split into b
 ABSL_FLAG(std::string, shard_peers, "",
           "TARGET[,TARGET...]: one gRPC target per shard index (e.g. "
           "dns:///tc-1.tc:50051; ipv4:A:P|B:P for several replicas): lookups on a sharded table "
-          "send the rows this server does not hold to their shard");
+          "send the rows this server does not hold to their shard; UpdateRows on one goes to "
+          "every replica of every shard (this server's own entry must list it)");
 ABSL_FLAG(std::string, shard_peer_token_file, "",
           "token file (--auth_token_file's format, may be the same file): its first token is "
           "sent to the --shard_peers as 'authorization: Bearer <token>'; re-read on SIGHUP");

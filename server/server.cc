@@ -36,6 +36,7 @@
 #include "server/builder_options.h"
 #include "server/compute/compute_entry.h"
 #include "server/compute/shard_router.h"
+#include "server/compute/shard_updater.h"
 #include "server/credentials.h"
 #include "server/grpc_acceptor.h"
 #include "server/health_listener.h"
@@ -165,6 +166,8 @@ absl::Status Server::SetUpCompute() {
   TC_ASSIGN_OR_RETURN(router_options.channel.credentials, MakePeerChannelCredentials(options_));
   router_options.channel.tls_server_name = options_.shard_peer_tls_server_name;
   router_options.token = peer_token_.get();
+  // Updates of a sharded table go to the same peers, with the same credentials.
+  updater_ = std::make_unique<ShardUpdater>(router_options);
   router_ = std::make_unique<ShardRouter>(compute_.get(), &metrics_, std::move(router_options));
   // The router submits through compute_ and compute_ routes through it: the setter breaks the
   // cycle.
@@ -181,6 +184,7 @@ absl::Status Server::SetUpCompute() {
       std::make_unique<UploadBudget>(options_.max_upload_bytes, 2 * options_.max_message_bytes);
   resident.uploads = uploads_.get();
   resident.idle_timeout = options_.upload_idle_timeout;
+  if (updater_->routes()) resident.shards = updater_.get();
   if (cuda_executor_ != nullptr) {
     resident.write_device = [gpu = cuda_executor_.get()](
                                 const core::DeviceCopy& copy, absl::Span<const int64_t> rows,

@@ -73,6 +73,7 @@ class HealthListener;   // health_listener.h
 class MemoryTrimmer;    // memory_trimmer.h
 class MeteredExecutor;  // server/metrics/metered_executor.h
 class ShardRouter;      // server/compute/shard_router.h
+class ShardUpdater;     // server/compute/shard_updater.h
 class NativeService;    // server/native/native_service.h
 class PeerToken;        // server/admission/peer_token.h
 class TokenAuth;        // server/admission/token_auth.h
@@ -196,7 +197,8 @@ class Server {
   std::unique_ptr<UploadBudget> uploads_;  // max_upload_bytes
   std::unique_ptr<CallGate> gate_;
   std::unique_ptr<ComputeEntry> compute_;
-  std::unique_ptr<ShardRouter> router_;  // lookups on sharded tables
+  std::unique_ptr<ShardRouter> router_;    // lookups on sharded tables
+  std::unique_ptr<ShardUpdater> updater_;  // updates of sharded tables
   std::unique_ptr<NativeService> service_;
   std::vector<std::unique_ptr<FrontEnd>> front_ends_;
   std::atomic<bool> ready_{false};  // what health says (SetHealth)

@@ -281,8 +281,10 @@ struct ServerOptions {
   int32_t shard_index = 0;
   int32_t shard_count = 1;
   // gRPC targets of a sharded table's shards, one per shard index (ParseShardPeers): a lookup
-  // on a table of which this server holds a shard sends the rows it does not hold to them.
-  // Empty (default): lookups reading other shards' rows are FAILED_PRECONDITION. With
+  // on a table of which this server holds a shard sends the rows it does not hold to them, and
+  // an UpdateRows on it goes to every replica of every entry, this server's own included
+  // (server/compute/shard_updater.h: its own entry must list it). Empty (default): lookups and
+  // updates of other shards' rows are FAILED_PRECONDITION. With
   // shard_count > 1, one target per shard (else Start fails, INVALID_ARGUMENT).
   std::string shard_peers;
   // --- Credentials of the sub-calls to shard_peers (docs/deploy.md "TLS and tokens"); each

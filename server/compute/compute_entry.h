@@ -63,6 +63,9 @@ struct ComputeRequest {
   absl::AnyInvocable<core::MutableTensorView() &&> make_output;
   // A shard router's sub-call (server/compute/shard_router.h): served from this server's rows only.
   bool from_router = false;
+  // The table sequence the caller needs (min_sequence; 0: any). Checked on this server's table
+  // by the front end; a router passes it on to its sub-calls, so that each shard checks its own.
+  int64_t min_sequence = 0;
   // The front end's account of the call (server/admission/call_record.h), or null: Submit stamps
   // `submitted`, has the batch stamp `batch_start` and its done stamp `computed`, and sets `model`
   // to the table's statistics, or else `builtin`'s. It must outlive `done`'s call.

@@ -292,6 +292,7 @@ void ShardRouter::Call::SendRemote(Part& part) {
   auto self = shared_from_this();
   if (nd_) {
     part.gather_nd.set_params_name(table().name);
+    part.gather_nd.set_min_sequence(request_.min_sequence);
     SetIndices(part.values, {part.rows, depth_}, part.gather_nd.mutable_indices());
     peer.stub->async()->GatherNd(part.context.get(), &part.gather_nd, &part.gather_nd_answer,
                                  [self, &part](grpc::Status status) {
@@ -302,6 +303,7 @@ void ShardRouter::Call::SendRemote(Part& part) {
                                  });
   } else {
     part.gather.set_params_name(table().name);
+    part.gather.set_min_sequence(request_.min_sequence);
     SetIndices(part.values, {part.rows}, part.gather.mutable_indices());
     peer.stub->async()->Gather(part.context.get(), &part.gather, &part.gather_answer,
                                [self, &part](grpc::Status status) {

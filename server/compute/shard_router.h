@@ -12,7 +12,9 @@
 //              request's deadline, cancelled with it, marked as a sub-call (kHopMetadata) so
 //              that the owner serves it from its own rows and never routes it again, with
 //              this server's credentials for its peers (a bearer token, TLS or mTLS:
-//              --shard_peer_token_file, --shard_peer_tls);
+//              --shard_peer_token_file, --shard_peer_tls), and the request's min_sequence
+//              (each shard checks its own table's sequence; this server's part was checked by
+//              the front end);
 //   assemble   the parts' rows are copied into the output in the request's order. A pooled
 //              lookup fetches each distinct row once (unpooled) and pools the fetched rows
 //              here with the request's own plan, so the answer is bit for bit the unsharded one.
@@ -30,9 +32,9 @@
 // shard and its target, "shard 2 of 3 of table 'T' (dns:///tc-2.tc:50051): ...";
 // DEADLINE_EXCEEDED, CANCELLED, RESOURCE_EXHAUSTED (a part over the shard's output cap) and
 // FAILED_PRECONDITION (a shard holding other rows than its index says: --shard_peers out of
-// order) with their own codes, named the same way. The parts' bytes (their rows, and a pooled
-// lookup's fetched table) count against the in-flight budget with the output (UNAVAILABLE,
-// ByteBudget::NeedsError, when they do not fit).
+// order; a shard behind the request's min_sequence) with their own codes, named the same way. The
+// parts' bytes (their rows, and a pooled lookup's fetched table) count against the in-flight budget
+// with the output (UNAVAILABLE, ByteBudget::NeedsError, when they do not fit).
 //
 // A server without --shard_peers serves a sharded table's lookups whose rows it holds; any
 // other is FAILED_PRECONDITION naming the shard that holds the row.

@@ -128,6 +128,7 @@ class ComputeCall final : public UnaryReactor {
                          "' (ListTensors lists them; PutTensor stores one)"));
       }
       TC_RETURN_IF_ERROR(core::CheckMinSequence(*out->table, request_.min_sequence()));
+      out->min_sequence = request_.min_sequence();
       out->params = out->table->plan_view();
       // Only a call on a resident table can be a router's sub-call: the router names its table.
       out->from_router = context().client_metadata().count(kHopMetadata) > 0;

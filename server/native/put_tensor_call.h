@@ -40,6 +40,7 @@
 #include "core/live_rows.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
+#include "server/compute/shard_updater.h"
 #include "server/native/upload_stream_call.h"
 
 namespace tensorcompute::server {
@@ -58,6 +59,9 @@ struct ResidentEnv : UploadStreamEnv {
   // Writes updated rows into a table's device copy (core::ApplyRowUpdate); empty: no table
   // has one.
   core::DeviceRowWriter write_device;
+  // Forwards UpdateRows on a sharded table to every replica of its shards (--shard_peers); null:
+  // such an update applies this server's rows only. Not owned.
+  ShardUpdater* shards = nullptr;
 };
 
 // OK when the server keeps resident tables (env.registry), else UNIMPLEMENTED "this server

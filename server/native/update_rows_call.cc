@@ -1,11 +1,13 @@
 #include "server/native/update_rows_call.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "tensorcompute/v1/tensorcompute.pb.h"
@@ -14,6 +16,8 @@
 #include "core/status_macros.h"
 #include "core/tensor_registry.h"
 #include "proto/tensor_codec.h"
+#include "server/compute/shard_router.h"
+#include "server/compute/shard_updater.h"
 #include "server/native/upload_stream_call.h"
 
 namespace tensorcompute::server {
@@ -29,8 +33,61 @@ class UpdateCall final : public UploadStreamCall {
  private:
   absl::Status Ready() override { return KeepsTables(env_); }
 
-  absl::Status Take(bool first) override {
-    const absl::Time arrived = absl::Now();
+  // A sharded table's messages, on a server with --shard_peers, go to every replica of every
+  // shard (server/compute/shard_updater.h) unless they come from one (a sub-call).
+  void StartTake(bool first, Then done) override {
+    if (absl::Status named = Name(first); !named.ok()) return std::move(done)(named);
+    if (first && table_->shard.has_value() && env_.shards != nullptr &&
+        context().client_metadata().count(kHopMetadata) == 0) {
+      const auto deadline = context().deadline();
+      absl::StatusOr<std::shared_ptr<ShardUpdate>> update =
+          env_.shards->Begin(*table_, deadline == std::chrono::system_clock::time_point::max()
+                                          ? absl::InfiniteFuture()
+                                          : absl::FromChrono(deadline));
+      if (!update.ok()) return std::move(done)(update.status());
+      absl::MutexLock lock(&mu_);
+      update_ = *std::move(update);
+    }
+    if (update_ == nullptr) return std::move(done)(Apply());
+    const v1::UpdateRowsRequest& m = message<v1::UpdateRowsRequest>();
+    absl::StatusOr<core::TensorView> indices = proto::ViewTensor(m.indices(), "indices");
+    if (!indices.ok()) return std::move(done)(indices.status());
+    absl::StatusOr<core::TensorView> values = proto::ViewTensor(m.values(), "values");
+    if (!values.ok()) return std::move(done)(values.status());
+    // Checked against the whole table before anything is sent: a bad message goes nowhere.
+    absl::StatusOr<core::ShardedRowUpdate> split = core::SplitRowUpdate(*table_, *indices, *values);
+    if (!split.ok()) return std::move(done)(split.status());
+    const int64_t rows = indices->shape[0];
+    update_->Send(*split, *values, [this, rows, done = std::move(done)](absl::Status sent) mutable {
+      if (sent.ok()) {
+        ++applied_messages_;
+        applied_rows_ += rows;
+      }
+      std::move(done)(sent);
+    });
+  }
+
+  void StartComplete(int64_t messages, Then done) override {
+    if (messages == 0 || update_ == nullptr) return std::move(done)(Complete(messages));
+    update_->Finish(
+        [this, messages, done = std::move(done)](absl::StatusOr<int64_t> sequence) mutable {
+          if (!sequence.ok()) return std::move(done)(sequence.status());
+          sequence_ = *sequence;
+          std::move(done)(Complete(messages));
+        });
+  }
+
+  void OnCancel() override {
+    std::shared_ptr<ShardUpdate> update;
+    {
+      absl::MutexLock lock(&mu_);
+      update = update_;
+    }
+    if (update != nullptr) update->Cancel();
+  }
+
+  // The first message names the table, which later ones may repeat.
+  absl::Status Name(bool first) {
     const v1::UpdateRowsRequest& m = message<v1::UpdateRowsRequest>();
     if (first) {
       if (m.name().empty()) {
@@ -47,6 +104,18 @@ class UpdateCall final : public UploadStreamCall {
           absl::StrCat("UpdateRows message ", applied_messages_ + 1, " names tensor '", m.name(),
                        "'; the stream updates '", name_, "' (later messages leave name empty)"));
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status Take(bool first) override {
+    TC_RETURN_IF_ERROR(Name(first));
+    return Apply();
+  }
+
+  // Applies the message to this server's rows.
+  absl::Status Apply() {
+    const absl::Time arrived = absl::Now();
+    const v1::UpdateRowsRequest& m = message<v1::UpdateRowsRequest>();
     TC_ASSIGN_OR_RETURN(const core::TensorView indices, proto::ViewTensor(m.indices(), "indices"));
     TC_ASSIGN_OR_RETURN(const core::TensorView values, proto::ViewTensor(m.values(), "values"));
     TC_ASSIGN_OR_RETURN(const core::RowUpdate update,
@@ -76,7 +145,16 @@ class UpdateCall final : public UploadStreamCall {
     return absl::OkStatus();
   }
 
-  void Release() override { table_.reset(); }
+  // Streams to the replicas still open (the call failed before their end) are cancelled.
+  void Release() override {
+    table_.reset();
+    std::shared_ptr<ShardUpdate> update;
+    {
+      absl::MutexLock lock(&mu_);
+      update = std::move(update_);
+    }
+    if (update != nullptr) update->Cancel();
+  }
 
   std::string Subject() const override {
     return name_.empty() ? "the update" : absl::StrCat("the update of tensor '", name_, "'");
@@ -93,6 +171,9 @@ class UpdateCall final : public UploadStreamCall {
   int64_t sequence_ = 0;
   int64_t applied_messages_ = 0;
   int64_t applied_rows_ = 0;
+  // Set by the first message when it is forwarded; read by OnCancel from another thread.
+  absl::Mutex mu_;
+  std::shared_ptr<ShardUpdate> update_;
 };
 
 }  // namespace

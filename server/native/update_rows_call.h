@@ -14,6 +14,13 @@
 // before it stay applied (they are absolute values: safe to send again). A table replaced or
 // deleted meanwhile is FAILED_PRECONDITION or NOT_FOUND (ApplyRowUpdate's words).
 //
+// A sharded table's update on a server with --shard_peers (not itself a forwarded one, marked
+// kHopMetadata) is not applied here: each message, checked against the whole table
+// (core::SplitRowUpdate), goes to every replica of every shard, this server included through
+// its own shard's entry (server/compute/shard_updater.h), and the next is read once it is
+// written to all of them; the answer waits for every replica's, and its sequence is the
+// largest of theirs. Without --shard_peers, rows of another shard are FAILED_PRECONDITION.
+//
 // Each message applied is counted in the table's statistics (core::RequestStats::RecordUpdate):
 // its rows, and the time from its arrival to its rows being visible.
 //

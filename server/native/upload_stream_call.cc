@@ -49,10 +49,15 @@ void UploadStreamCall::OnReadDone(bool ok) {
     if (context_.IsCancelled()) {
       return Answer(absl::CancelledError(absl::StrCat(Subject(), " was cancelled; ", Ending())));
     }
-    return Answer(Complete(messages_));
+    return StartComplete(messages_, [this](absl::Status status) { Answer(status); });
   }
-  absl::Status status = Parse();
-  if (status.ok()) status = Take(messages_++ == 0);
+  absl::Status parsed = Parse();
+  if (!parsed.ok()) return Taken(std::move(parsed));
+  StartTake(messages_++ == 0, [this](absl::Status status) { Taken(std::move(status)); });
+}
+
+// The message read was taken (or failed to parse): the next read, or the answer.
+void UploadStreamCall::Taken(absl::Status status) {
   // One message in memory at a time: what the call keeps of it is copied by now. A fresh
   // message frees what parsing allocated, which Clear() would keep.
   message_.reset(message_->New());

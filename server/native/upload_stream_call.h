@@ -34,8 +34,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -70,8 +72,10 @@ class UploadStreamCall : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
-  // Nothing to do: a read is always pending until the answer, and a cancelled call's read
-  // completes with ok false, so OnReadDone answers it (Finish exactly once).
+  // Nothing to do: a read is pending until the answer, except while a StartTake or
+  // StartComplete is, and a cancelled call's read completes with ok false, so OnReadDone
+  // answers it (Finish exactly once). A call whose StartTake or StartComplete waits on other
+  // calls overrides this to cancel them, so that its `done` comes.
   void OnCancel() override {}
 
  protected:
@@ -83,6 +87,14 @@ class UploadStreamCall : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   virtual absl::Status Take(bool first) = 0;
   // The client half-closed after `messages` messages: the answer.
   virtual absl::Status Complete(int64_t messages) = 0;
+  // Take and Complete for a call that finishes a message, or its answer, later (UpdateRows
+  // forwarding a sharded table's messages to its shards): `done` is called exactly once, from
+  // any thread, possibly before this returns. No message is read until it is, so what the call
+  // does with a message stays within its slot, one message at a time. The defaults call Take
+  // and Complete.
+  using Then = absl::AnyInvocable<void(absl::Status) &&>;
+  virtual void StartTake(bool first, Then done) { std::move(done)(Take(first)); }
+  virtual void StartComplete(int64_t messages, Then done) { std::move(done)(Complete(messages)); }
   // Drops whatever the call holds that was not published (on any answer but OK's, and after).
   virtual void Release() = 0;
   // For the idle and cancel errors: "the upload of tensor 'T'", and what became of it,
@@ -102,6 +114,7 @@ class UploadStreamCall : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
  private:
   void ReadNext();
+  void Taken(absl::Status status);
   void OnIdle(uint64_t read, bool fired);
   void Unref();
   absl::Status Parse();

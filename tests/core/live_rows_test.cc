@@ -227,6 +227,35 @@ TEST(LiveRows, RowsOfAnotherShardAreRefused) {
                                  "holds shard 1 (rows [4, 8))")));
 }
 
+TEST(LiveRows, SplitRowUpdateChecksTheWholeTableAndSplitsByShard) {
+  TensorRegistry registry(1 << 20);
+  absl::StatusOr<Tensor> tensor = Tensor::Allocate(DataType::kFloat32, {3, kDim});
+  ASSERT_THAT(tensor.status(), IsOk());
+  auto reservation = registry.Reserve("sh", 64);
+  // Shard 0 of 3 of a table of 8 rows: rows [0, 3); shard 1 holds [3, 6), shard 2 [6, 8).
+  auto table = registry.Put("sh", *std::move(tensor), DeviceCopy{}, false, *std::move(reservation),
+                            TableStorage::kAsIs, ShardSpec{0, 3, 8});
+  ASSERT_THAT(table.status(), IsOk());
+  const Tensor indices = Indices({7, 1, -4, 2});
+  const Tensor values = Rows({1, 2, 3, 4});
+  absl::StatusOr<ShardedRowUpdate> split = SplitRowUpdate(**table, indices.view(), values.view());
+  ASSERT_THAT(split.status(), IsOk());
+  ASSERT_EQ(split->shards.size(), 3u);
+  EXPECT_THAT(split->shards[0].positions, ElementsAre(1, 3));
+  EXPECT_THAT(split->shards[0].rows, ElementsAre(1, 2));
+  EXPECT_THAT(split->shards[1].positions, ElementsAre(2));
+  EXPECT_THAT(split->shards[1].rows, ElementsAre(4));  // -4 of 8 rows
+  EXPECT_THAT(split->shards[2].rows, ElementsAre(7));
+  // PrepareRowUpdate's words, against the whole table.
+  const Tensor past = Indices({1, 8});
+  EXPECT_THAT(
+      SplitRowUpdate(**table, past.view(), Rows({1, 2}).view()).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("indices[1] = 8 is not in [-8, 8)")));
+  const Tensor twice = Indices({7, -1});
+  EXPECT_THAT(SplitRowUpdate(**table, twice.view(), Rows({1, 2}).view()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("names row 7 again")));
+}
+
 TEST(LiveRows, TheSequenceNeverGoesBackAndRetiredTablesRefuseUpdates) {
   TensorRegistry registry(1 << 20);
   auto first = PutTable(registry, "t");
