@@ -60,18 +60,18 @@ int64_t LiveRows::Retire(Fate fate) {
   return sequence_.load(std::memory_order_acquire);
 }
 
-void TableLeases::Acquire(std::vector<LiveRows*> gates) {
+void TableLeases::Acquire(std::vector<std::shared_ptr<LiveRows>> gates) {
   gates.erase(std::remove(gates.begin(), gates.end(), nullptr), gates.end());
-  std::sort(gates.begin(), gates.end());
+  std::sort(gates.begin(), gates.end());  // by address
   gates.erase(std::unique(gates.begin(), gates.end()), gates.end());
-  for (LiveRows* gate : gates) {
+  for (std::shared_ptr<LiveRows>& gate : gates) {
     gate->AcquireRead();
-    held_.push_back(gate);
+    held_.push_back(std::move(gate));
   }
 }
 
 void TableLeases::Release() {
-  for (LiveRows* gate : held_) gate->ReleaseRead();
+  for (const std::shared_ptr<LiveRows>& gate : held_) gate->ReleaseRead();
   held_.clear();
 }
 

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -95,12 +96,13 @@ class TableLeases {
   TableLeases& operator=(TableLeases&&) = delete;
   ~TableLeases() { Release(); }
 
-  // Takes a lease on each distinct gate of `gates` (null entries skipped).
-  void Acquire(std::vector<LiveRows*> gates);
+  // Takes a lease on each distinct gate of `gates` (null entries skipped), and keeps the gates
+  // until Release: a batch's tasks, which hold its tables, may be gone before it lets go.
+  void Acquire(std::vector<std::shared_ptr<LiveRows>> gates);
   void Release();
 
  private:
-  std::vector<LiveRows*> held_;
+  std::vector<std::shared_ptr<LiveRows>> held_;
 };
 
 // One checked update message, ready to apply: the rows it replaces (this tensor's own row

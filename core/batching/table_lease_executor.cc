@@ -9,9 +9,9 @@
 namespace tensorcompute::batching {
 
 void TableLeaseExecutor::Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) {
-  std::vector<core::LiveRows*> gates;
+  std::vector<std::shared_ptr<core::LiveRows>> gates;
   for (const std::unique_ptr<Task>& task : batch) {
-    if (task->table != nullptr) gates.push_back(task->table->live.get());
+    if (task->table != nullptr) gates.push_back(task->table->live);
   }
   if (gates.empty()) return inner_->Run(std::move(batch), std::move(batch_done));
   auto leases = std::make_unique<core::TableLeases>();

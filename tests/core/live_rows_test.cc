@@ -324,6 +324,19 @@ TEST(LiveRows, ADeviceWriteErrorLeavesTheHostRowsAsTheyWere) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("lives on gpu:0")));
 }
 
+// A batch's tasks, which hold its tables, may be destroyed before the batch lets its leases go
+// (a replaced table then goes with its last task): the leases keep the gates (ASan caught the
+// use after free when they did not).
+TEST(LiveRows, LeasesOutliveTheTablesTheyGuard) {
+  TensorRegistry registry(1 << 20);
+  std::shared_ptr<const ResidentTensor> table = PutTable(registry, "t");
+  TableLeases leases;
+  leases.Acquire({table->live});
+  PutTable(registry, "t", TableStorage::kAsIs, /*replace=*/true);
+  table.reset();  // the replaced table is freed here
+  leases.Release();
+}
+
 // Torn-row detector: each message sets rows {g, g + kGroups, ...} (one group) to one version
 // in every element; readers holding a lease must find every row uniform and every group's
 // rows at one version.
@@ -345,7 +358,7 @@ TEST(LiveRows, ReadersNeverSeeATornRowOrHalfAMessage) {
     std::vector<float> copy(kTableRows * kWidth);
     while (!stop.load()) {
       TableLeases leases;
-      leases.Acquire({table->live.get()});
+      leases.Acquire({table->live});
       std::memcpy(copy.data(), table->tensor.view().data.data(), copy.size() * 4);
       leases.Release();
       for (int64_t r = 0; r < kTableRows; ++r) {
