@@ -36,7 +36,7 @@ class UpdateCall final : public UploadStreamCall {
   // A sharded table's messages, on a server with --shard_peers, go to every replica of every
   // shard (server/compute/shard_updater.h) unless they come from one (a sub-call).
   void StartTake(bool first, Then done) override {
-    if (absl::Status named = Name(first); !named.ok()) return std::move(done)(named);
+    if (absl::Status named = Name(first); !named.ok()) return Refuse(named, std::move(done));
     if (first && table_->shard.has_value() && env_.shards != nullptr &&
         context().client_metadata().count(kHopMetadata) == 0) {
       const auto deadline = context().deadline();
@@ -51,12 +51,12 @@ class UpdateCall final : public UploadStreamCall {
     if (update_ == nullptr) return std::move(done)(Apply());
     const v1::UpdateRowsRequest& m = message<v1::UpdateRowsRequest>();
     absl::StatusOr<core::TensorView> indices = proto::ViewTensor(m.indices(), "indices");
-    if (!indices.ok()) return std::move(done)(indices.status());
+    if (!indices.ok()) return Refuse(indices.status(), std::move(done));
     absl::StatusOr<core::TensorView> values = proto::ViewTensor(m.values(), "values");
-    if (!values.ok()) return std::move(done)(values.status());
+    if (!values.ok()) return Refuse(values.status(), std::move(done));
     // Checked against the whole table before anything is sent: a bad message goes nowhere.
     absl::StatusOr<core::ShardedRowUpdate> split = core::SplitRowUpdate(*table_, *indices, *values);
-    if (!split.ok()) return std::move(done)(split.status());
+    if (!split.ok()) return Refuse(split.status(), std::move(done));
     const int64_t rows = indices->shape[0];
     update_->Send(*split, *values, [this, rows, done = std::move(done)](absl::Status sent) mutable {
       if (sent.ok()) {
@@ -64,6 +64,17 @@ class UpdateCall final : public UploadStreamCall {
         applied_rows_ += rows;
       }
       std::move(done)(sent);
+    });
+  }
+
+  // A message refused here ends the call with `error`, but the messages before it stay applied
+  // on every replica, as on an unsharded table: the replicas' streams are half-closed and
+  // waited for (not cancelled, which could drop a message a replica has not read yet).
+  void Refuse(absl::Status error, Then done) {
+    if (update_ == nullptr) return std::move(done)(std::move(error));
+    update_->Finish([error = std::move(error),
+                     done = std::move(done)](absl::StatusOr<int64_t> /*sequence*/) mutable {
+      std::move(done)(std::move(error));
     });
   }
 
