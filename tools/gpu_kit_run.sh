@@ -15,14 +15,17 @@
 #   3. the server tests with TC_TEST_DEVICE=gpu (server_test, in parallel shards), same rule;
 #   4. CPU and GPU byte for byte on random requests (GpuServerTest.*, in step 3's binary);
 #   5. compute-sanitizer --tool memcheck over the CUDA tests (a refusal is reported, not fatal);
-#   6. the benchmarks: the kernels against a device-to-device copy (cuda_gather_bench); the
+#   6. live tables: UpdateRows on GPU tables (as-is, float16, int8-rowwise), read back from the
+#      GPU and from a CPU copy updated alike: the same bytes;
+#   7. the benchmarks: the kernels against a device-to-device copy (cuda_gather_bench); the
 #      server against a gRPC echo of the same bytes, resident tables by name with and without
 #      batching and inline (rpc_bench); batching on against --max_batch_size=1 at concurrency
-#      64 through the CLI's load tester; a 4 GiB table uploaded to the GPU against to the CPU.
+#      64 through the CLI's load tester; lookups while 100k rows/s are updated, against none;
+#      a 4 GiB table uploaded to the GPU against to the CPU.
 # Tests that can only pass without a device are left out by name (*WithoutADevice*,
 # *WithoutAUsableGpu*, *WithoutAGpu*); any other skip counts as a failure.
 #
-# TC_KIT_STEPS=tests runs steps 1 to 5 only (a rerun of the tests after a fix, in less time).
+# TC_KIT_STEPS=tests runs steps 1 to 6 only (a rerun of the tests after a fix, in less time).
 #
 # Exit codes: 0 every step passed; 1 a step failed (report.md says which); 2 a library is
 # missing (step 1); 3 no usable NVIDIA device (every GPU step says "no device").
@@ -111,12 +114,61 @@ took
 
 if [ $device = 0 ]; then
   for s in "2. CUDA tests" "3. Server tests on the GPU" "4. CPU and GPU byte for byte" \
-           "5. compute-sanitizer" "6. Benchmarks"; do
+           "5. compute-sanitizer" "6. Live tables" "7. Benchmarks"; do
     step "$s"; say "- no device"
   done
   say ""; say "Exit 3: no usable NVIDIA device ($((SECONDS - start)) s)."
   exit 3
 fi
+
+# ---- helpers of steps 6 and 7: servers, the load tester, .npy files ---------------------------
+cli="$kit/bin/tensorcompute"
+port=50071
+: > "$out/e2e.log"
+# start_server NAME FLAGS...: a server on the next port, healthy before it returns.
+start_server() {
+  local name=$1; shift
+  port=$((port + 1))
+  "$kit/bin/tensorcompute-server" --listen=127.0.0.1:$port "$@" > "$work/server-$name.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do "$cli" health --target 127.0.0.1:$port >/dev/null 2>&1 && return 0; sleep 0.1; done
+  say "- server $name did not become healthy"; failed=1
+}
+stop_server() {
+  kill -TERM $server_pid; wait $server_pid
+  { echo "==== server $1"; cat "$work/server-$1.log"; } >> "$out/e2e.log"
+}
+# load LABEL FLAGS...: three closed-loop runs at concurrency 64; one line each in the report.
+load() {
+  local label=$1; shift
+  for rep in 1 2 3; do
+    "$cli" load --target 127.0.0.1:$port --concurrency 64 --connections 4 --duration 3 \
+      --warmup 1 --json "$work/load.json" "$@" >> "$out/e2e.log" 2>&1 || failed=1
+    python3 - "$work/load.json" "$label" "$rep" <<'PY' | tee -a "$report"
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"- {sys.argv[2]} rep {sys.argv[3]}: {j['qps']:.0f} QPS, "
+      f"p50 {j['latency_us_p50']:.0f} us, p99 {j['latency_us_p99']:.0f} us, codes {j['by_code']}"
+      + (f"; updates {j['updates']['rows_per_s']:.0f} rows/s applied, errors "
+         f"{j['updates']['errors']}" if "updates" in j else ""))
+PY
+  done
+}
+# npy FILE ROWS COLS [random]: a float32 .npy, random bytes or (sparse) zeros.
+npy() {
+  python3 - "$@" <<'PY'
+import os, struct, sys
+path, rows, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols)
+header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+with open(path, "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+    if len(sys.argv) > 4:
+        f.write(os.urandom(rows * cols * 4))
+    else:
+        f.truncate(f.tell() + rows * cols * 4)
+PY
+}
 
 device_only_filter='-*WithoutADevice*:*WithoutAUsableGpu*:*WithoutAGpu*'
 
@@ -182,12 +234,83 @@ else
 fi
 took
 
-# ---- 6. benchmarks ---------------------------------------------------------------------------
-step "6. Benchmarks"
+# ---- 6. live tables on the GPU --------------------------------------------------------------
+step "6. Live tables on the GPU: UpdateRows on GPU tables, read back on the GPU and the CPU"
+# One GPU server holds each table twice, on the GPU and on the CPU; the same UpdateRows goes to
+# both, then the updated rows (and rows next to them) are read back by name from each. The two
+# answers must be the same bytes, and for as-is tables the bytes that were sent.
+python3 - "$work" <<'PY'
+import random, struct, sys
+work = sys.argv[1]
+rng = random.Random(41)
+idx = rng.sample(range(4096), 1000)
+def write(path, descr, shape, data):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else ""))
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+# finite values, so that float16 and int8-rowwise storage take them
+write(f"{work}/live.npy", "<f4", (4096, 64),
+      struct.pack("<262144f", *(rng.uniform(-4, 4) for _ in range(262144))))
+write(f"{work}/live_idx.npy", "<i8", (1000,), struct.pack("<1000q", *idx))
+write(f"{work}/live_vals.npy", "<f4", (1000, 64),
+      struct.pack("<64000f", *(rng.uniform(-4, 4) for _ in range(64000))))
+# the updated rows, their neighbours and a few never touched
+read = idx + [(i + 1) % 4096 for i in idx[:200]] + list(range(8))
+write(f"{work}/live_read.npy", "<i8", (len(read),), struct.pack("<%dq" % len(read), *read))
+PY
+# npy_data A B: whether the data of two .npy files (past their headers) are the same bytes.
+npy_data_equal() {
+  python3 - "$1" "$2" <<'PY'
+import struct, sys
+def data(p):
+    b = open(p, "rb").read()
+    return b[10 + struct.unpack("<H", b[8:10])[0]:]
+sys.exit(0 if data(sys.argv[1]) == data(sys.argv[2]) else 1)
+PY
+}
+start_server live --device=gpu
+for storage in as-is float16 int8-rowwise; do
+  ok=1
+  for device in gpu cpu; do
+    "$cli" put "live_$device" --target 127.0.0.1:$port --input "$work/live.npy" --device $device \
+      --storage $storage --replace >> "$out/e2e.log" 2>&1 || ok=0
+    for chunk in 1048576 4096; do  # one message, then many small ones
+      "$cli" update "live_$device" --target 127.0.0.1:$port --indices "$work/live_idx.npy" \
+        --values "$work/live_vals.npy" --chunk-bytes $chunk >> "$out/e2e.log" 2>&1 || ok=0
+    done
+    "$cli" gather --target 127.0.0.1:$port --params-name "live_$device" \
+      --indices "$work/live_read.npy" --out "$work/live_out_$device.npy" >> "$out/e2e.log" 2>&1 || ok=0
+  done
+  sequence=$("$cli" list --target 127.0.0.1:$port 2>> "$out/e2e.log" | grep -w live_gpu)
+  if [ $ok = 0 ]; then
+    say "- $storage: a put, update or gather failed (e2e.log)"; failed=1
+  elif ! npy_data_equal "$work/live_out_gpu.npy" "$work/live_out_cpu.npy"; then
+    say "- $storage: the GPU table's rows differ from the CPU table's after the same updates"; failed=1
+  elif [ $storage = as-is ] && ! python3 - "$work" <<'PY'
+import struct, sys
+w = sys.argv[1]
+def data(p):
+    b = open(p, "rb").read()
+    return b[10 + struct.unpack("<H", b[8:10])[0]:]
+sys.exit(0 if data(f"{w}/live_out_gpu.npy")[:1000 * 256] == data(f"{w}/live_vals.npy") else 1)
+PY
+  then
+    say "- $storage: the GPU table's updated rows are not the rows sent"; failed=1
+  else
+    say "- $storage: 1,000 rows updated twice (one message, then 4 KiB messages); 1,208 rows read back from the GPU equal the CPU's byte for byte ($(echo $sequence | tr -s ' '))"
+  fi
+done
+stop_server live
+took
+
+# ---- 7. benchmarks ---------------------------------------------------------------------------
+step "7. Benchmarks"
 if [ "${TC_KIT_STEPS:-all}" = tests ]; then
   say "- not run (TC_KIT_STEPS=tests)"
   say ""
-  say "Exit $failed: steps 1 to 5 $([ $failed = 0 ] && echo passed || echo failed) ($((SECONDS - start)) s)."
+  say "Exit $failed: steps 1 to 6 $([ $failed = 0 ] && echo passed || echo failed) ($((SECONDS - start)) s)."
   exit $failed
 fi
 say "### Kernels against a device-to-device copy (cuda_gather_bench)"
@@ -195,52 +318,6 @@ timeout -k 5 150 "$kit/bin/cuda_gather_bench" > "$out/bench.log" 2>&1
 rc=$?
 say '```'; cat "$out/bench.log" >> "$report"; say '```'
 [ $rc = 0 ] || { say "- cuda_gather_bench exit $rc"; failed=1; }
-
-cli="$kit/bin/tensorcompute"
-port=50071
-: > "$out/e2e.log"
-# start_server NAME FLAGS...: a server on the next port, healthy before it returns.
-start_server() {
-  local name=$1; shift
-  port=$((port + 1))
-  "$kit/bin/tensorcompute-server" --listen=127.0.0.1:$port "$@" > "$work/server-$name.log" 2>&1 &
-  server_pid=$!
-  for _ in $(seq 100); do "$cli" health --target 127.0.0.1:$port >/dev/null 2>&1 && return 0; sleep 0.1; done
-  say "- server $name did not become healthy"; failed=1
-}
-stop_server() {
-  kill -TERM $server_pid; wait $server_pid
-  { echo "==== server $1"; cat "$work/server-$1.log"; } >> "$out/e2e.log"
-}
-# load LABEL FLAGS...: three closed-loop runs at concurrency 64; one line each in the report.
-load() {
-  local label=$1; shift
-  for rep in 1 2 3; do
-    "$cli" load --target 127.0.0.1:$port --concurrency 64 --connections 4 --duration 3 \
-      --warmup 1 --json "$work/load.json" "$@" >> "$out/e2e.log" 2>&1 || failed=1
-    python3 - "$work/load.json" "$label" "$rep" <<'PY' | tee -a "$report"
-import json, sys
-j = json.load(open(sys.argv[1]))
-print(f"- {sys.argv[2]} rep {sys.argv[3]}: {j['qps']:.0f} QPS, "
-      f"p50 {j['latency_us_p50']:.0f} us, p99 {j['latency_us_p99']:.0f} us, codes {j['by_code']}")
-PY
-  done
-}
-# npy FILE ROWS COLS [random]: a float32 .npy, random bytes or (sparse) zeros.
-npy() {
-  python3 - "$@" <<'PY'
-import os, struct, sys
-path, rows, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols)
-header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-with open(path, "wb") as f:
-    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-    if len(sys.argv) > 4:
-        f.write(os.urandom(rows * cols * 4))
-    else:
-        f.truncate(f.tell() + rows * cols * 4)
-PY
-}
 
 say "### The server against a gRPC echo of the same bytes (rpc_bench --device=gpu, C = 64)"
 say "Inline requests (params travel), then a resident 1 GiB table of 256 B rows by name with"
@@ -263,6 +340,17 @@ for mbs in 32 1; do
   [ $mbs = 1 ] || load "max_batch_size=$mbs, inline" --rows 1024 --slice 64 --indices 16
   stop_server "mbs$mbs"
 done
+
+say "### Live tables: lookups while rows are updated, against none (C = 64, the same table)"
+say "16 rows a call by name from a resident float32 [1048576, 64] GPU table (256 MiB); beside"
+say "them, UpdateRows replaces 100,000 random rows a second in messages of 1,000."
+npy "$work/live_big.npy" 1048576 64 random
+start_server updates --device=gpu
+"$cli" put live --target 127.0.0.1:$port --input "$work/live_big.npy" >> "$out/e2e.log" 2>&1 || failed=1
+load "no updates" --params-name live --indices 16
+load "100k rows/s updated" --params-name live --indices 16 --update-rate 100000 --update-rows 1000
+stop_server updates
+rm -f "$work/live_big.npy"
 
 say "### A 4 GiB table uploaded: to the GPU (pinned chunks) against to the CPU, same server and wire"
 npy "$work/big.npy" 1048576 1024
