@@ -114,7 +114,7 @@ absl::StatusOr<TensorRegistry::Reservation> TensorRegistry::Reserve(absl::string
 
 absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
     std::string name, Tensor tensor, DeviceCopy device_copy, bool replace, Reservation reservation,
-    TableStorage storage, std::optional<ShardSpec> shard) {
+    TableStorage storage, std::optional<ShardSpec> shard, std::shared_ptr<KeyedRows> keyed) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
   if (absl::Status rows = CheckStoredRows(name, storage, tensor.view()); !rows.ok()) return rows;
   if (shard.has_value()) {
@@ -126,6 +126,7 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
   held->entry.tensor = std::move(tensor);
   held->entry.storage = storage;
   held->entry.shard = shard;
+  held->entry.keyed = std::move(keyed);
   held->entry.device =
       device_copy.gpu >= 0 ? absl::StrCat("gpu:", device_copy.gpu) : std::string("cpu");
   held->entry.device_copy = std::move(device_copy);

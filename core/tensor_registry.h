@@ -37,6 +37,7 @@
 #include "absl/types/span.h"
 
 #include "core/dtype.h"
+#include "core/keyed_rows.h"
 #include "core/live_rows.h"
 #include "core/request_stats.h"
 #include "core/shard_spec.h"
@@ -79,6 +80,10 @@ struct ResidentTensor {
   // The gate between lookups and row updates, and the name's sequence (core/live_rows.h).
   // Never null in the registry.
   std::shared_ptr<LiveRows> live;
+  // Set for a keyed table (core/keyed_rows.h): its keys, whose slots are `tensor`'s first
+  // keyed->capacity() rows; `tensor` holds kKeyedHiddenRows more (the zero and default rows),
+  // which plan_view() and local_view() leave out and keyed_view() shows.
+  std::shared_ptr<KeyedRows> keyed;
 
   TableEncoding encoding() const { return EncodingOf(storage); }
   bool compact() const { return storage != TableStorage::kAsIs; }
@@ -89,7 +94,7 @@ struct ResidentTensor {
   // which planning checks but never reads. Its plans are split by shard (core/shard_split.h),
   // never executed as they are (a kernel that did would fault at once, not read wrong rows).
   TensorView plan_view() const {
-    TensorView view = tensor.view();
+    TensorView view = local_view();
     if (shard.has_value() && !view.shape.empty()) {
       size_t row_bytes = ElementSize(view.dtype);
       for (size_t d = 1; d < view.shape.size(); ++d)
@@ -100,8 +105,19 @@ struct ResidentTensor {
     }
     return view;
   }
-  // The shard's own rows, as a table of their own.
-  TensorView local_view() const { return tensor.view(); }
+  // The shard's own rows, as a table of their own; a keyed table's slots.
+  TensorView local_view() const {
+    TensorView view = tensor.view();
+    if (keyed != nullptr) {
+      const size_t row_bytes = view.data.size() / static_cast<size_t>(view.shape[0]);
+      view.shape[0] = keyed->capacity();
+      view.data = view.data.subspan(0, row_bytes * static_cast<size_t>(view.shape[0]));
+    }
+    return view;
+  }
+  // A keyed table's rows with the zero and default rows after its slots: what a lookup by keys
+  // is planned on (its keys resolve to slots, core/keyed_rows.h).
+  TensorView keyed_view() const { return tensor.view(); }
 };
 
 // The bytes a tensor of `dtype` and `shape` counts against the cap: its data, or for strings
@@ -173,10 +189,12 @@ class TensorRegistry {
   // `storage`: how `tensor` holds the table (core/table_storage.h; `tensor` is then the stored
   // form PlanTableLayout gave). `shard`: which rows of a table `tensor` holds
   // (ValidateShardSpec checks it against tensor's first dimension: INVALID_ARGUMENT).
+  // `keyed`: the keys of a keyed table, whose `tensor` is laid out as core/keyed_rows.h says
+  // (capacity + kKeyedHiddenRows rows).
   absl::StatusOr<std::shared_ptr<const ResidentTensor>> Put(
       std::string name, Tensor tensor, DeviceCopy device_copy, bool replace,
       Reservation reservation, TableStorage storage = TableStorage::kAsIs,
-      std::optional<ShardSpec> shard = std::nullopt);
+      std::optional<ShardSpec> shard = std::nullopt, std::shared_ptr<KeyedRows> keyed = nullptr);
 
   // The current entry of `name`, or null.
   std::shared_ptr<const ResidentTensor> Find(absl::string_view name) const;

@@ -179,6 +179,7 @@ absl::Status Server::SetUpCompute() {
     return PlaceTensor(device, tensor);
   };
   resident.max_rank = options_.max_rank;
+  resident.pool = pool_.get();
   // An upload reads with room for a message and its parsed copy, as a compute call does.
   uploads_ =
       std::make_unique<UploadBudget>(options_.max_upload_bytes, 2 * options_.max_message_bytes);

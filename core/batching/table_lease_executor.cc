@@ -10,10 +10,12 @@ namespace tensorcompute::batching {
 
 void TableLeaseExecutor::Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) {
   std::vector<std::shared_ptr<core::LiveRows>> gates;
+  bool resolves = false;
   for (const std::unique_ptr<Task>& task : batch) {
     if (task->table != nullptr) gates.push_back(task->table->live);
+    resolves = resolves || static_cast<bool>(task->resolve);
   }
-  if (gates.empty()) return inner_->Run(std::move(batch), std::move(batch_done));
+  if (gates.empty() && !resolves) return inner_->Run(std::move(batch), std::move(batch_done));
   auto leases = std::make_unique<core::TableLeases>();
   leases->Acquire(std::move(gates));
   for (const std::unique_ptr<Task>& task : batch) {
@@ -21,7 +23,26 @@ void TableLeaseExecutor::Run(Batch batch, absl::AnyInvocable<void() &&> batch_do
       *task->table_sequence = task->table->live->sequence();
     }
   }
-  inner_->Run(std::move(batch),
+  // Keys become slots now that no update can move them; a task whose keys fail is answered
+  // here and left out.
+  Batch kept;
+  kept.reserve(batch.size());
+  for (std::unique_ptr<Task>& task : batch) {
+    if (task->resolve) {
+      absl::Status resolved = std::move(task->resolve)();
+      task->resolve = nullptr;
+      if (!resolved.ok()) {
+        std::move(task->done)(std::move(resolved));
+        continue;
+      }
+    }
+    kept.push_back(std::move(task));
+  }
+  if (kept.empty()) {
+    leases->Release();
+    return std::move(batch_done)();
+  }
+  inner_->Run(std::move(kept),
               [leases = std::move(leases), batch_done = std::move(batch_done)]() mutable {
                 leases->Release();
                 std::move(batch_done)();

@@ -8,7 +8,9 @@
 // one update's rows.
 //
 // Each task's `table_sequence` (when set) gets its table's sequence under the lease: the
-// updates its answer reflects, exactly.
+// updates its answer reflects, exactly. Then each task's `resolve` (when set) runs, under the
+// lease too: a lookup by keys turns its keys into rows there; a task it fails is answered with
+// that error and not passed on (a batch left with none is done at once).
 //
 // A task's done runs with its batch's leases held: it must not wait for a lease itself (no
 // path does: a shard router's pooling task, the one task submitted from a done, reads no

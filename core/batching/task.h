@@ -101,6 +101,12 @@ struct Task {
   // batch_start.
   int64_t* table_sequence = nullptr;
 
+  // Optional: run once under the batch's read leases (table_lease_executor.h), before compute
+  // and before make_output. A lookup by keys turns its keys into its table's slots here
+  // (core/keyed_rows.h), filling the buffer `indices` views: until the lease is held an update
+  // may move keys between slots. An error answers the task with it, and it is not computed.
+  absl::AnyInvocable<absl::Status() &&> resolve;
+
   // Called exactly once with the outcome: OK after `output` was written, or the error.
   absl::AnyInvocable<void(absl::Status) &&> done;
 

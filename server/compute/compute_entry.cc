@@ -66,6 +66,7 @@ void ComputeEntry::SubmitCharged(ComputeRequest request, Done done) {
   task->deadline = request.deadline;
   if (request.cancel != nullptr) task->cancel = std::move(request.cancel);
   task->make_output = std::move(request.make_output);
+  task->resolve = std::move(request.resolve);
   // The executor stamps the record directly; the record outlives `done` (compute_entry.h).
   if (request.record != nullptr) {
     task->batch_start = &request.record->batch_start;

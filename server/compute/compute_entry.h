@@ -61,6 +61,9 @@ struct ComputeRequest {
   // Where the output goes: called once, on the executor's thread, just before compute, so that
   // a refused or dropped request allocates nothing (batching::Task::make_output).
   absl::AnyInvocable<core::MutableTensorView() &&> make_output;
+  // A lookup by keys (server/compute/keyed_lookup.h): turns its keys into `indices` under the
+  // batch's read lease (batching::Task::resolve); null otherwise.
+  absl::AnyInvocable<absl::Status() &&> resolve;
   // A shard router's sub-call (server/compute/shard_router.h): served from this server's rows only.
   bool from_router = false;
   // The table sequence the caller needs (min_sequence; 0: any). Checked on this server's table

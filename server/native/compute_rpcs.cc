@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -19,6 +20,7 @@
 #include "core/live_rows.h"
 #include "core/status_macros.h"
 #include "proto/tensor_codec.h"
+#include "server/compute/keyed_lookup.h"
 #include "server/compute/shard_router.h"
 #include "server/compute/table_plans.h"
 #include "server/native/unary_reactor.h"
@@ -26,10 +28,47 @@
 namespace tensorcompute::server {
 namespace {
 
+// Keys in place of indices (keyed tables, keyed_lookup.h): `keyed` prepared, and the plan's
+// params and indices set to the table's keyed view and the keys' slots. OK and nothing done
+// for a request without keys, which must then leave the keyed-only fields unset.
+template <typename Request>
+absl::Status DecodeKeys(const Request& request, const ComputeEntry& compute, bool pooled,
+                        ComputeRequest* out, KeyedLookup* keyed, bool* by_keys) {
+  *by_keys = request.has_keys();
+  if (!*by_keys) {
+    if (request.missing() != v1::MISSING_TABLE || request.return_found()) {
+      return absl::InvalidArgumentError(
+          "missing and return_found are for lookups by keys; the request sends indices");
+    }
+    return absl::OkStatus();
+  }
+  if (request.has_indices()) {
+    return absl::InvalidArgumentError("set either indices or keys, not both");
+  }
+  TC_ASSIGN_OR_RETURN(const core::TensorView keys, proto::ViewTensor(request.keys(), "keys"));
+  TC_RETURN_IF_ERROR(keyed->Prepare(out->table.get(), keys,
+                                    static_cast<core::MissingKeys>(request.missing()), pooled,
+                                    compute.plan_options().max_rank));
+  out->params = out->table->keyed_view();
+  out->indices = keyed->slots();
+  return absl::OkStatus();
+}
+
 // The views (params already in `out`) and the plan each request asks for.
 absl::Status DecodeOp(const v1::GatherRequest& request, const ComputeEntry& compute,
-                      ComputeRequest* out) {
+                      ComputeRequest* out, KeyedLookup* keyed) {
   out->builtin = BuiltinModel::kGather;
+  bool by_keys = false;
+  TC_RETURN_IF_ERROR(DecodeKeys(request, compute, /*pooled=*/false, out, keyed, &by_keys));
+  if (by_keys) {
+    if ((request.has_axis() && request.axis() != 0) || request.batch_dims() != 0) {
+      return absl::InvalidArgumentError(
+          "a Gather by keys is along axis 0 without batch_dims (a key names a whole row)");
+    }
+    TC_ASSIGN_OR_RETURN(out->plan, PlanGatherOn(out->table.get(), out->params, out->indices, 0, 0,
+                                                compute.plan_options()));
+    return absl::OkStatus();
+  }
   TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
   const std::optional<int64_t> axis =
       request.has_axis() ? std::optional<int64_t>(request.axis()) : std::nullopt;
@@ -39,7 +78,7 @@ absl::Status DecodeOp(const v1::GatherRequest& request, const ComputeEntry& comp
 }
 
 absl::Status DecodeOp(const v1::GatherNdRequest& request, const ComputeEntry& compute,
-                      ComputeRequest* out) {
+                      ComputeRequest* out, KeyedLookup* /*keyed*/) {
   out->builtin = BuiltinModel::kGatherNd;
   TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
   TC_ASSIGN_OR_RETURN(out->plan, PlanGatherNdOn(out->table.get(), out->params, out->indices,
@@ -48,9 +87,17 @@ absl::Status DecodeOp(const v1::GatherNdRequest& request, const ComputeEntry& co
 }
 
 absl::Status DecodeOp(const v1::EmbeddingBagRequest& request, const ComputeEntry& compute,
-                      ComputeRequest* out) {
+                      ComputeRequest* out, KeyedLookup* keyed) {
   out->builtin = BuiltinModel::kEmbeddingBag;
-  TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
+  bool by_keys = false;
+  TC_RETURN_IF_ERROR(DecodeKeys(request, compute, /*pooled=*/true, out, keyed, &by_keys));
+  if (by_keys && request.has_padding_idx()) {
+    return absl::InvalidArgumentError(
+        "padding_idx is for indices; with keys, missing=SKIP leaves out the keys a table lacks");
+  }
+  if (!by_keys) {
+    TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
+  }
   if (request.has_offsets()) {
     TC_ASSIGN_OR_RETURN(out->offsets, proto::ViewTensor(request.offsets(), "offsets"));
   }
@@ -64,6 +111,9 @@ absl::Status DecodeOp(const v1::EmbeddingBagRequest& request, const ComputeEntry
   options.mode = static_cast<core::EmbeddingBagMode>(request.mode());
   options.include_last_offset = request.include_last_offset();
   if (request.has_padding_idx()) options.padding_idx = request.padding_idx();
+  if (by_keys && keyed->policy() == core::MissingKeys::kSkip) {
+    options.padding_idx = keyed->zero_slot();
+  }
   TC_ASSIGN_OR_RETURN(
       out->plan,
       PlanEmbeddingBagOn(out->table.get(), out->params, out->indices,
@@ -71,6 +121,14 @@ absl::Status DecodeOp(const v1::EmbeddingBagRequest& request, const ComputeEntry
                          request.has_per_sample_weights() ? &out->weights : nullptr, options));
   return absl::OkStatus();
 }
+
+// Where a response's found mask goes: GatherNd has none.
+v1::Tensor* FoundOf(v1::GatherResponse* response) { return response->mutable_found(); }
+v1::Tensor* FoundOf(v1::EmbeddingBagResponse* response) { return response->mutable_found(); }
+v1::Tensor* FoundOf(v1::GatherNdResponse* /*response*/) { return nullptr; }
+bool ReturnFound(const v1::GatherRequest& request) { return request.return_found(); }
+bool ReturnFound(const v1::EmbeddingBagRequest& request) { return request.return_found(); }
+bool ReturnFound(const v1::GatherNdRequest& /*request*/) { return false; }
 
 // What the output of a plan needs: its dtype, shape, element count and bytes.
 struct OutputSpec {
@@ -146,13 +204,27 @@ class ComputeCall final : public UnaryReactor {
       }
       TC_ASSIGN_OR_RETURN(out->params, proto::ViewTensor(request_.params(), "params"));
     }
-    TC_RETURN_IF_ERROR(DecodeOp(request_, compute, out));
+    TC_RETURN_IF_ERROR(DecodeOp(request_, compute, out, &keyed_));
     // What make_output needs of the plan, kept here so that its closure holds only `this` and
     // fits AnyInvocable's inline storage (no allocation per call).
     output_ = OutputOf(out->plan);
+    bool found = false;
+    if (KeyedRequest()) {
+      found = ReturnFound(request_);
+      uint8_t* mask = nullptr;
+      if (found) {
+        // DT_BOOL of the keys' shape, one byte a key, written by Resolve.
+        v1::Tensor* tensor = FoundOf(&response_);
+        tensor->set_dtype(v1::DT_BOOL);
+        for (int64_t d : out->indices.shape) tensor->add_shape(d);
+        tensor->mutable_data()->resize(out->indices.data.size() / sizeof(int64_t));
+        mask = reinterpret_cast<uint8_t*>(tensor->mutable_data()->data());
+      }
+      out->resolve = [this, mask] { return keyed_.Resolve(mask); };
+    }
     // Strings cannot be written in place (each is its own protobuf field), and an empty output
-    // has nothing to write.
-    if (output_.dtype != core::DataType::kString && output_.bytes > 0) {
+    // has nothing to write; an answer with a found mask is serialized whole.
+    if (output_.dtype != core::DataType::kString && output_.bytes > 0 && !found) {
       out->make_output = [this] { return OutputInPlace(); };
     } else {
       out->make_output = [this] {
@@ -198,8 +270,18 @@ class ComputeCall final : public UnaryReactor {
     return serialized;
   }
 
+  // Whether the request looks its table up by keys.
+  bool KeyedRequest() const {
+    if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
+      return false;
+    } else {
+      return request_.has_keys();
+    }
+  }
+
   Request request_;
   Response response_;
+  KeyedLookup keyed_;         // a lookup by keys
   grpc::Slice direct_reply_;  // the whole reply, the output written in place
   OutputSpec output_;
 };

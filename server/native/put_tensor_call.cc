@@ -17,6 +17,7 @@
 #include "grpcpp/impl/codegen/proto_utils.h"
 
 #include "core/dtype.h"
+#include "core/keyed_rows.h"
 #include "core/shape.h"
 #include "core/shard_spec.h"
 #include "core/status_macros.h"
@@ -31,7 +32,8 @@ namespace {
 
 bool HasDescription(const v1::PutTensorRequest& m) {
   return !m.name().empty() || m.dtype() != v1::DT_UNSPECIFIED || m.shape_size() > 0 ||
-         !m.device().empty() || m.replace() || m.storage() != v1::AS_IS || m.has_shard();
+         !m.device().empty() || m.replace() || m.storage() != v1::AS_IS || m.has_shard() ||
+         m.has_keyed();
 }
 
 // One per PutTensor call; upload_stream_call.h reads, admits and answers.
@@ -78,15 +80,25 @@ class PutCall final : public UploadStreamCall {
     }
     // Fails a doomed upload before its bytes are sent; Put checks again when it publishes,
     // since another upload may take the name meanwhile.
+    if (message_.has_keyed()) {
+      keyed_ = message_.keyed();
+      TC_ASSIGN_OR_RETURN(
+          capacity_,
+          core::CheckKeyedDescription(name_, dtype_, shape_, keyed_->capacity(), shard_.has_value(),
+                                      static_cast<core::MissingKeys>(keyed_->missing())));
+      layout_ = core::KeyedLayout(layout_, capacity_);
+    }
     if (!message_.replace()) TC_RETURN_IF_ERROR(env_.registry->CheckAbsent(name_));
     replace_ = message_.replace();
     device_ = message_.device();
     // The bytes it will hold, reserved before anything is allocated: for strings the
     // per-element overhead now and each payload as it arrives; for a compact table its stored
     // bytes (the float32 rows sent are converted as they arrive, never held whole).
-    const int64_t reserve = dtype_ == core::DataType::kString
-                                ? core::ResidentBytes(dtype_, elements_, /*string_payload_bytes=*/0)
-                                : layout_.stored_bytes;
+    // A keyed table adds its key index's bound.
+    const int64_t reserve =
+        dtype_ == core::DataType::kString
+            ? core::ResidentBytes(dtype_, elements_, /*string_payload_bytes=*/0)
+            : layout_.stored_bytes + (keyed_ ? core::KeyIndexBytes(capacity_) : 0);
     TC_ASSIGN_OR_RETURN(reservation_, env_.registry->Reserve(name_, reserve));
     if (dtype_ == core::DataType::kString) {
       strings_.reserve(static_cast<size_t>(elements_));
@@ -97,8 +109,28 @@ class PutCall final : public UploadStreamCall {
       if (layout_.encodes()) {
         encoder_.emplace(name_, layout_, tensor_->mutable_bytes().data());
       }
+      if (keyed_) TC_RETURN_IF_ERROR(LayOutKeyed());
     }
     return Append();
+  }
+
+  // A keyed table's rows past the ones sent: free slots and the zero row (zeros, which every
+  // storage reads as 0.0), and the default row (core/keyed_rows.h).
+  absl::Status LayOutKeyed() {
+    const int64_t rows = shape_[0];
+    const size_t row_bytes = static_cast<size_t>(layout_.stored_bytes / layout_.stored_shape[0]);
+    uint8_t* data = tensor_->mutable_bytes().data();
+    std::memset(data + rows * row_bytes, 0,
+                static_cast<size_t>(layout_.stored_shape[0] - rows) * row_bytes);
+    keys_.reserve(static_cast<size_t>(rows));
+    if (!keyed_->has_default_row()) return absl::OkStatus();
+    TC_ASSIGN_OR_RETURN(const core::TensorView row,
+                        proto::ViewTensor(keyed_->default_row(), "default_row"));
+    core::MutableTensorView stored;
+    stored.dtype = layout_.stored_dtype;
+    stored.shape = layout_.stored_shape;
+    stored.data = tensor_->mutable_bytes();
+    return core::WriteDefaultRow(name_, layout_.storage, capacity_, row, stored);
   }
 
   // A chunk: `data` at `offset` bytes, or `strings` from element `offset`, in order.
@@ -113,6 +145,7 @@ class PutCall final : public UploadStreamCall {
           "storage or shard"));
     }
     first_message_ = false;
+    TC_RETURN_IF_ERROR(AppendKeys(message_.keys()));
     if (dtype_ == core::DataType::kString) {
       if (!message_.data().empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -165,6 +198,31 @@ class PutCall final : public UploadStreamCall {
     return absl::OkStatus();
   }
 
+  // A keyed table's next keys, whole int64s, no more than its rows.
+  absl::Status AppendKeys(const std::string& bytes) {
+    if (bytes.empty()) return absl::OkStatus();
+    if (!keyed_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name_,
+                       "' is not keyed (set keyed in the first message): keys are for keyed "
+                       "tables"));
+    }
+    if (bytes.size() % sizeof(int64_t) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': a message carries ",
+                                                     bytes.size(),
+                                                     " bytes of keys; keys are whole int64s"));
+    }
+    const int64_t n = static_cast<int64_t>(bytes.size() / sizeof(int64_t));
+    const int64_t have = static_cast<int64_t>(keys_.size());
+    if (n > shape_[0] - have) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name_, "': ", have + n,
+                                                     " keys sent; it has ", shape_[0], " rows"));
+    }
+    keys_.resize(static_cast<size_t>(have + n));
+    std::memcpy(keys_.data() + have, bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
+
   // The client half-closed: check the count, place the tensor, publish it.
   absl::Status Publish() {
     if (first_) {
@@ -183,14 +241,28 @@ class PutCall final : public UploadStreamCall {
           absl::StrCat("tensor '", name_, "': the upload ended after ", received_, " of ",
                        total_bytes_, " bytes; nothing was stored"));
     }
+    std::shared_ptr<core::KeyedRows> keyed;
+    if (keyed_) {
+      if (static_cast<int64_t>(keys_.size()) != shape_[0]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name_, "': the upload ended after ", keys_.size(), " of ",
+                         shape_[0], " keys; nothing was stored"));
+      }
+      TC_ASSIGN_OR_RETURN(keyed,
+                          core::KeyedRows::Build(name_, keys_, capacity_,
+                                                 static_cast<core::MissingKeys>(keyed_->missing()),
+                                                 keyed_->has_default_row(), env_.pool));
+      keys_ = std::vector<int64_t>();
+    }
     // Placed before Put: a device that refuses the tensor leaves nothing published.
     core::DeviceCopy copy;
     if (env_.place) {
       TC_ASSIGN_OR_RETURN(copy, env_.place(device_, *tensor_));
     }
-    TC_ASSIGN_OR_RETURN(const std::shared_ptr<const core::ResidentTensor> entry,
-                        env_.registry->Put(name_, *std::move(tensor_), std::move(copy), replace_,
-                                           std::move(reservation_), layout_.storage, shard_));
+    TC_ASSIGN_OR_RETURN(
+        const std::shared_ptr<const core::ResidentTensor> entry,
+        env_.registry->Put(name_, *std::move(tensor_), std::move(copy), replace_,
+                           std::move(reservation_), layout_.storage, shard_, std::move(keyed)));
     v1::PutTensorResponse response;
     ToInfo(*entry, response.mutable_tensor());
     bool own_buffer = false;
@@ -206,6 +278,7 @@ class PutCall final : public UploadStreamCall {
     encoder_.reset();
     tensor_.reset();
     strings_.clear();
+    keys_ = std::vector<int64_t>();
     reservation_ = core::TensorRegistry::Reservation();
   }
 
@@ -226,6 +299,9 @@ class PutCall final : public UploadStreamCall {
   std::optional<core::Tensor> tensor_;
   std::optional<core::TableEncoder> encoder_;  // compact kinds the server converts
   std::vector<std::string> strings_;
+  std::optional<v1::KeyedTable> keyed_;  // a keyed table's description
+  int64_t capacity_ = 0;                 // its slots
+  std::vector<int64_t> keys_;            // its keys so far
   core::TensorRegistry::Reservation reservation_;
 };
 

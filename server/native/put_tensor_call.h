@@ -40,6 +40,7 @@
 #include "core/live_rows.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
+#include "core/thread_pool.h"
 #include "server/compute/shard_updater.h"
 #include "server/native/upload_stream_call.h"
 
@@ -62,6 +63,9 @@ struct ResidentEnv : UploadStreamEnv {
   // Forwards UpdateRows on a sharded table to every replica of its shards (--shard_peers); null:
   // such an update applies this server's rows only. Not owned.
   ShardUpdater* shards = nullptr;
+  // Builds the key indexes of keyed tables with every core; null: on the call's thread. Not
+  // owned.
+  core::ThreadPool* pool = nullptr;
 };
 
 // OK when the server keeps resident tables (env.registry), else UNIMPLEMENTED "this server

@@ -36,6 +36,13 @@ void ToInfo(const core::ResidentTensor& entry, v1::TensorInfo* info) {
   info->set_device(entry.device);
   info->set_version(entry.version);
   if (entry.live != nullptr) info->set_sequence(entry.live->sequence());
+  if (entry.keyed != nullptr) {
+    v1::KeyedInfo* keyed = info->mutable_keyed();
+    keyed->set_missing(static_cast<v1::MissingKeys>(entry.keyed->missing()));
+    keyed->set_has_default_row(entry.keyed->has_default_row());
+    keyed->set_capacity(entry.keyed->capacity());
+    keyed->set_keys(entry.keyed->size());
+  }
   *info->mutable_created() =
       google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(entry.created));
 }
