@@ -64,22 +64,20 @@ TEST(KeyedDescription, CapacityDefaultsToTheRowsAndIsChecked) {
       CheckKeyedDescription("t", DataType::kString, {5}, 0, false, MissingKeys::kError).status(),
       StatusIs(absl::StatusCode::kInvalidArgument, "tensor 't': DT_STRING tables are not keyed"));
   EXPECT_THAT(
-      CheckKeyedDescription("t", DataType::kFloat32, {5, 4}, 0, true, MissingKeys::kError)
-          .status(),
+      CheckKeyedDescription("t", DataType::kFloat32, {5, 4}, 0, true, MissingKeys::kError).status(),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not sharded by row ranges")));
   EXPECT_THAT(
-      CheckKeyedDescription("t", DataType::kFloat32, {5, 4}, 0, false, MissingKeys::kSkip)
-          .status(),
+      CheckKeyedDescription("t", DataType::kFloat32, {5, 4}, 0, false, MissingKeys::kSkip).status(),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a table's policy")));
-  EXPECT_THAT(CheckKeyedDescription("t", DataType::kFloat32, {5, 4}, 0, false,
-                                    static_cast<MissingKeys>(9))
-                  .status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown missing-keys")));
+  EXPECT_THAT(
+      CheckKeyedDescription("t", DataType::kFloat32, {5, 4}, 0, false, static_cast<MissingKeys>(9))
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown missing-keys")));
 }
 
 TEST(KeyedDescription, TheLayoutAddsTheHiddenRowsAfterTheCapacity) {
-  for (TableStorage storage : {TableStorage::kAsIs, TableStorage::kFloat16,
-                               TableStorage::kInt8Rowwise}) {
+  for (TableStorage storage :
+       {TableStorage::kAsIs, TableStorage::kFloat16, TableStorage::kInt8Rowwise}) {
     absl::StatusOr<TableLayout> layout = PlanTableLayout("t", storage, DataType::kFloat32, {5, 4});
     ASSERT_THAT(layout.status(), IsOk());
     const TableLayout keyed = KeyedLayout(*layout, 7);
@@ -110,10 +108,9 @@ TEST(KeyedNames, MissingKeysSpellings) {
 
 // A stored table of `storage` with capacity `capacity` and room for the hidden rows.
 Tensor StoredTable(TableStorage storage, int64_t capacity, int64_t dim) {
-  const DataType dtype =
-      storage == TableStorage::kFloat16 ? DataType::kFloat16
-      : storage == TableStorage::kAsIs  ? DataType::kFloat32
-                                        : DataType::kUint8;
+  const DataType dtype = storage == TableStorage::kFloat16 ? DataType::kFloat16
+                         : storage == TableStorage::kAsIs  ? DataType::kFloat32
+                                                           : DataType::kUint8;
   const int64_t cols = storage == TableStorage::kFloat16 || storage == TableStorage::kAsIs
                            ? dim
                            : dim + kRowwise8Trailer;
@@ -193,11 +190,10 @@ TEST(KeyedDefaultRow, RefusesAnotherShapeOrAValueTheStorageCannotHold) {
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("tensor 't': default_row: element [0, 2] = 1e+09 is beyond float16's")));
   Tensor q = StoredTable(TableStorage::kInt8RowwisePrequantized, 2, 4);
-  EXPECT_THAT(
-      WriteDefaultRow("t", TableStorage::kInt8RowwisePrequantized, 2, FloatRow({1, 2, 3, 4}),
-                      Mutable(q)),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               "tensor 't': default_row must be uint8 [12], got float32 [4]"));
+  EXPECT_THAT(WriteDefaultRow("t", TableStorage::kInt8RowwisePrequantized, 2,
+                              FloatRow({1, 2, 3, 4}), Mutable(q)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "tensor 't': default_row must be uint8 [12], got float32 [4]"));
 }
 
 TEST(KeyedRowsBuild, ADuplicateKeyNamesBothPositions) {
@@ -212,17 +208,16 @@ TEST(KeyedRowsBuild, ADuplicateKeyNamesBothPositions) {
 }
 
 TEST(KeyedRowsEffective, PolicyRules) {
-  auto with_default = KeyedRows::Build("t", std::vector<int64_t>{1}, 1, MissingKeys::kZero, true,
-                                       nullptr);
-  auto without = KeyedRows::Build("t", std::vector<int64_t>{1}, 1, MissingKeys::kTable, false,
-                                  nullptr);
+  auto with_default =
+      KeyedRows::Build("t", std::vector<int64_t>{1}, 1, MissingKeys::kZero, true, nullptr);
+  auto without =
+      KeyedRows::Build("t", std::vector<int64_t>{1}, 1, MissingKeys::kTable, false, nullptr);
   ASSERT_THAT(with_default.status(), IsOk());
   ASSERT_THAT(without.status(), IsOk());
   EXPECT_EQ((*without)->missing(), MissingKeys::kError);  // kTable at put means kError
   EXPECT_EQ(*(*with_default)->Effective(MissingKeys::kTable, false), MissingKeys::kZero);
   EXPECT_EQ(*(*without)->Effective(MissingKeys::kTable, false), MissingKeys::kError);
-  EXPECT_EQ(*(*with_default)->Effective(MissingKeys::kDefaultRow, false),
-            MissingKeys::kDefaultRow);
+  EXPECT_EQ(*(*with_default)->Effective(MissingKeys::kDefaultRow, false), MissingKeys::kDefaultRow);
   EXPECT_EQ(*(*without)->Effective(MissingKeys::kSkip, true), MissingKeys::kSkip);
   EXPECT_THAT((*without)->Effective(MissingKeys::kDefaultRow, true).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -278,18 +273,17 @@ TEST(KeyedRowsResolve, RandomKeysAgainstAMapUnderEveryPolicy) {
     if (first_missing < 0) {
       EXPECT_THAT(error, IsOk());
     } else {
-      EXPECT_THAT(error, StatusIs(absl::StatusCode::kInvalidArgument,
-                                  absl::StrCat("keys[", first_missing,
-                                               "] = ", request[first_missing],
-                                               " is not a key of table 't'")));
+      EXPECT_THAT(error,
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           absl::StrCat("keys[", first_missing, "] = ", request[first_missing],
+                                        " is not a key of table 't'")));
     }
   }
 }
 
 TEST(KeyedRowsResolve, ErrorsNameTheKeysPositionInTheirShape) {
-  auto table =
-      KeyedRows::Build("users", std::vector<int64_t>{4, 5, 6}, 3, MissingKeys::kError, false,
-                       nullptr);
+  auto table = KeyedRows::Build("users", std::vector<int64_t>{4, 5, 6}, 3, MissingKeys::kError,
+                                false, nullptr);
   ASSERT_THAT(table.status(), IsOk());
   const std::vector<int64_t> request = {4, 5, 6, 6, 90210, 4};
   std::vector<int64_t> slots(request.size());
@@ -301,8 +295,8 @@ TEST(KeyedRowsResolve, ErrorsNameTheKeysPositionInTheirShape) {
 TEST(KeyedRegistry, ViewsHideTheHiddenRowsFromLookupsByPosition) {
   TensorRegistry registry(1 << 20);
   Tensor t = StoredTable(TableStorage::kAsIs, 6, 4);
-  auto keyed = KeyedRows::Build("k", std::vector<int64_t>{3, 1, 2}, 6, MissingKeys::kZero, false,
-                                nullptr);
+  auto keyed =
+      KeyedRows::Build("k", std::vector<int64_t>{3, 1, 2}, 6, MissingKeys::kZero, false, nullptr);
   ASSERT_THAT(keyed.status(), IsOk());
   auto reservation = registry.Reserve("k", t.bytes().size());
   ASSERT_THAT(reservation.status(), IsOk());
