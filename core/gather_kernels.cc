@@ -264,31 +264,33 @@ int64_t GatherRows(const GatherPlan& plan, const TensorView& params, const Tenso
   }
   const uint8_t* src = params.data.data();
   uint8_t* dst = output.data.data();
-  if (plan.slice == 1) {
-    switch (plan.element_size) {
-      case 1: {
-        ElementCopier<1> c{src, dst};
-        return WalkAnyIndex(plan, indices, begin, end, c);
-      }
-      case 2: {
-        ElementCopier<2> c{src, dst};
-        return WalkAnyIndex(plan, indices, begin, end, c);
-      }
-      case 4: {
-        ElementCopier<4> c{src, dst};
-        return WalkAnyIndex(plan, indices, begin, end, c);
-      }
-      case 8: {
-        ElementCopier<8> c{src, dst};
-        return WalkAnyIndex(plan, indices, begin, end, c);
-      }
-      default: {
+  const int64_t slice_bytes = plan.slice_bytes();
+  // A slice of 1, 2, 4 or 8 bytes is one element's load and store, whatever its dtype and
+  // element count ([rows, 2] float32 as much as [rows] float64): it costs one random line, as a
+  // single element does, so it takes the single element's copier and prefetch, not memcpy's.
+  switch (slice_bytes) {
+    case 1: {
+      ElementCopier<1> c{src, dst};
+      return WalkAnyIndex(plan, indices, begin, end, c);
+    }
+    case 2: {
+      ElementCopier<2> c{src, dst};
+      return WalkAnyIndex(plan, indices, begin, end, c);
+    }
+    case 4: {
+      ElementCopier<4> c{src, dst};
+      return WalkAnyIndex(plan, indices, begin, end, c);
+    }
+    case 8: {
+      ElementCopier<8> c{src, dst};
+      return WalkAnyIndex(plan, indices, begin, end, c);
+    }
+    default:
+      if (plan.slice == 1) {
         ElementCopier<16> c{src, dst};
         return WalkAnyIndex(plan, indices, begin, end, c);
       }
-    }
   }
-  const int64_t slice_bytes = plan.slice_bytes();
   int64_t bad = -1;
 #if defined(__SSE2__)
   if (streaming && slice_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {

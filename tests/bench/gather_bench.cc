@@ -179,6 +179,7 @@ void Args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_Gather, rows_8B, RowsCase(8))->Apply(Args);
 BENCHMARK_CAPTURE(BM_Gather, rows_64B, RowsCase(64))->Apply(Args);
 BENCHMARK_CAPTURE(BM_Gather, rows_128B, RowsCase(128))->Apply(Args);
 BENCHMARK_CAPTURE(BM_Gather, rows_256B, RowsCase(256))->Apply(Args);

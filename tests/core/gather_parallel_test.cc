@@ -345,6 +345,40 @@ TEST(GatherParallel, FixedSizeSlicesMatchTheReferenceEveryWayTheyAreCopied) {
   }
 }
 
+// Slices of 1, 2, 4 and 8 bytes take the single element's copier whatever their element count
+// ([rows, 2] float32 as [rows] float64); their neighbours of 3, 6, 12 and 16 bytes the others.
+// Every way, from params aligned and 1 byte off, with the lowest bad position reported.
+TEST(GatherParallel, SmallSlicesMatchTheReferenceEveryWayTheyAreCopied) {
+  Rng rng(14);
+  for (int64_t slice_bytes : {1, 2, 3, 4, 6, 8, 12, 16}) {
+    for (DataType dtype : {DataType::kInt8, DataType::kFloat16, DataType::kFloat32}) {
+      const int64_t esize = static_cast<int64_t>(ElementSize(dtype));
+      if (slice_bytes % esize != 0) continue;
+      const DataType index_dtype = slice_bytes % 2 ? DataType::kInt32 : DataType::kInt64;
+      GatherRequest req = Gather2d(dtype, index_dtype, 700, slice_bytes / esize, 3000, rng);
+      for (size_t offset : {size_t{0}, size_t{1}}) {
+        std::vector<uint8_t> params_bytes(req.params.bytes().size() + offset);
+        std::memcpy(params_bytes.data() + offset, req.params.bytes().data(),
+                    req.params.bytes().size());
+        TensorView params = req.params.view();
+        params.data = absl::MakeConstSpan(params_bytes).subspan(offset);
+        const GatherPlan plan = *PlanGather(params, req.indices.view(), 0, 0);
+        for (const ExecuteOptions& base : {Inline(), Pooled(1)}) {
+          for (int64_t streaming : {int64_t{0}, int64_t{1}}) {
+            ExecuteOptions o = base;
+            o.streaming_store_bytes = streaming;
+            Tensor out = *Tensor::Allocate(dtype, plan.output_shape);
+            ASSERT_THAT(ExecuteGather(plan, params, req.indices.view(), out.mutable_view(), o),
+                        IsOk());
+            ExpectRowsGathered(req.params, req.indices, 1, out);
+          }
+        }
+      }
+      ExpectLowestBadPosition(std::move(req), {2999, 1234, 1500}, 700);
+    }
+  }
+}
+
 TEST(GatherParallel, ConcurrentCallersShareOnePool) {
   Rng rng(12);
   const GatherRequest req = Gather2d(DataType::kUint64, DataType::kInt32, 2048, 32, 4000, rng);

@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 CASES = [
+    ("rows_8B", "gather axis 0, rows of 8 B"),
     ("rows_64B", "gather axis 0, rows of 64 B"),
     ("rows_128B", "gather axis 0, rows of 128 B"),
     ("rows_256B", "gather axis 0, rows of 256 B"),
