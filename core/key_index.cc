@@ -36,6 +36,19 @@ inline int64_t HomeOf(uint64_t hash, int64_t n) {
                               64);
 }
 
+// The overflow count a key's probe reads and raises: one of four, by two low bits of its hash
+// (the home bucket comes from the high bits), so an absent key goes on past a full bucket only
+// if a key of its quarter went on. A count that reaches kStickyOverflow stays there (it still
+// says "go on", so lookups stay right; it is reset by a rehash).
+constexpr uint8_t kStickyOverflow = 255;
+inline int QuarterOf(uint64_t hash) { return static_cast<int>(hash & 3); }
+inline void RaiseOverflow(KeyIndex::Bucket& bucket, int quarter) {
+  bucket.overflow[quarter] += bucket.overflow[quarter] != kStickyOverflow;
+}
+inline void LowerOverflow(KeyIndex::Bucket& bucket, int quarter) {
+  bucket.overflow[quarter] -= bucket.overflow[quarter] != kStickyOverflow;
+}
+
 // Bit s set when slot s holds `key`.
 inline uint32_t MatchMask(const KeyIndex::Bucket& bucket, int64_t key) {
   uint32_t mask = 0;
@@ -57,7 +70,7 @@ inline int FreeSlot(const KeyIndex::Bucket& bucket) {
 void ClearBuckets(KeyIndex::Bucket* buckets, int64_t begin, int64_t end) {
   for (int64_t b = begin; b < end; ++b) {
     std::memset(buckets[b].rows, 0xFF, sizeof(buckets[b].rows));
-    buckets[b].overflow = 0;
+    std::memset(buckets[b].overflow, 0, sizeof(buckets[b].overflow));
   }
 }
 
@@ -186,7 +199,8 @@ class KeyIndex::Builder {
     for (int64_t k = part_begin_[part]; k < part_begin_[part + 1]; ++k) {
       const uint32_t position = order_[k];
       const int64_t key = keys_[position];
-      const int64_t home = index_.Home(key);
+      const uint64_t hash = Mix(key);
+      const int64_t home = HomeOf(hash, index_.num_buckets_);
       // Only keys are added here, so a key present is in the buckets from its home to the
       // first with a free slot, where this one goes.
       int64_t b = home;
@@ -204,7 +218,9 @@ class KeyIndex::Builder {
       }
       buckets[b].keys[slot] = key;
       buckets[b].rows[slot] = position;
-      for (int64_t passed = home; passed < b; ++passed) ++buckets[passed].overflow;
+      for (int64_t passed = home; passed < b; ++passed) {
+        RaiseOverflow(buckets[passed], QuarterOf(hash));
+      }
       ++result.placed;
     }
     return result;
@@ -242,14 +258,14 @@ int64_t KeyIndex::Home(int64_t key) const { return HomeOf(Mix(key), num_buckets_
 // Follows the chain from `bucket`, the key's home: a later bucket can hold the key only while
 // the overflow counts say that some key went on. The step bound ends the walk even if every
 // bucket's count were raised.
-int64_t KeyIndex::Probe(int64_t bucket, int64_t key) const {
+int64_t KeyIndex::Probe(int64_t bucket, int64_t key, int quarter) const {
   const Bucket* buckets = buckets_.get();
   for (int64_t steps = 0; steps < num_buckets_; ++steps) {
     const Bucket& here = buckets[bucket];
     if (const uint32_t match = MatchMask(here, key); match != 0) {
       return here.rows[absl::countr_zero(match)];
     }
-    if (here.overflow == 0) return -1;
+    if (here.overflow[quarter] == 0) return -1;
     bucket = Next(bucket);
   }
   return -1;
@@ -257,7 +273,8 @@ int64_t KeyIndex::Probe(int64_t bucket, int64_t key) const {
 
 int64_t KeyIndex::Find(int64_t key) const {
   if (num_buckets_ == 0) return -1;
-  return Probe(Home(key), key);
+  const uint64_t hash = Mix(key);
+  return Probe(HomeOf(hash, num_buckets_), key, QuarterOf(hash));
 }
 
 void KeyIndex::Find(absl::Span<const int64_t> keys, int64_t* rows) const {
@@ -269,33 +286,67 @@ void KeyIndex::Find(absl::Span<const int64_t> keys, int64_t* rows) const {
   // A ring of the home buckets of the next kAhead keys, prefetched as they are hashed: enough
   // misses in flight to cover DRAM latency on one core.
   constexpr int64_t kAhead = 16;
-  int64_t homes[kAhead];
+  // The home bucket is probed without a branch on what it holds: a branch on a bucket still on
+  // its way from memory mispredicts for absent and displaced keys, and a mispredict throws
+  // away the prefetches issued after it. The keys that must go on past their home bucket
+  // (absent keys whose home overflowed, displaced keys: about 1 in 8 at the working load) are
+  // listed and probed in a second pass, their next buckets prefetched together.
+  constexpr int64_t kLater = 64;
+  uint64_t hashes[kAhead];
+  int64_t later[kLater], later_next[kLater];
+  int64_t num_later = 0;
   const Bucket* buckets = buckets_.get();
+  auto probe_home = [&](int64_t i, uint64_t hash) {
+    const int64_t home = HomeOf(hash, num_buckets_);
+    const Bucket& bucket = buckets[home];
+    const uint32_t match = MatchMask(bucket, keys[i]);
+    const uint32_t row = bucket.rows[absl::countr_zero(match | (1u << (kSlots - 1)))];
+    rows[i] = match != 0 ? static_cast<int64_t>(row) : -1;
+    later[num_later] = i;
+    later_next[num_later] = home;
+    num_later += (match == 0) & (bucket.overflow[QuarterOf(hash)] != 0);
+  };
+  auto probe_later = [&] {
+    for (int64_t j = 0; j < num_later; ++j) {
+      later_next[j] = Next(later_next[j]);
+      __builtin_prefetch(&buckets[later_next[j]]);
+    }
+    for (int64_t j = 0; j < num_later; ++j) {
+      const int64_t key = keys[later[j]];
+      rows[later[j]] = Probe(later_next[j], key, QuarterOf(Mix(key)));
+    }
+    num_later = 0;
+  };
   const int64_t warm = std::min(n, kAhead);
   for (int64_t i = 0; i < warm; ++i) {
-    homes[i] = Home(keys[i]);
-    __builtin_prefetch(&buckets[homes[i]]);
+    hashes[i] = Mix(keys[i]);
+    __builtin_prefetch(&buckets[HomeOf(hashes[i], num_buckets_)]);
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t home = homes[i % kAhead];
-    if (i + kAhead < n) {
-      const int64_t ahead = Home(keys[i + kAhead]);
-      __builtin_prefetch(&buckets[ahead]);
-      homes[i % kAhead] = ahead;
+  for (int64_t start = 0; start < n; start += kLater) {
+    // kLater keys at a time, so that the list of those to go on cannot overflow.
+    const int64_t end = std::min(n, start + kLater);
+    for (int64_t i = start; i < end; ++i) {
+      const uint64_t hash = hashes[i % kAhead];
+      if (i + kAhead < n) {
+        hashes[i % kAhead] = Mix(keys[i + kAhead]);
+        __builtin_prefetch(&buckets[HomeOf(hashes[i % kAhead], num_buckets_)]);
+      }
+      probe_home(i, hash);
     }
-    rows[i] = Probe(home, keys[i]);
+    if (num_later > 0) probe_later();
   }
 }
 
 KeyIndex::Slot KeyIndex::Locate(int64_t key) const {
   if (num_buckets_ == 0) return {-1, 0};
-  int64_t bucket = Home(key);
+  const uint64_t hash = Mix(key);
+  int64_t bucket = HomeOf(hash, num_buckets_);
   for (int64_t steps = 0; steps < num_buckets_; ++steps) {
     const Bucket& here = buckets_[bucket];
     if (const uint32_t match = MatchMask(here, key); match != 0) {
       return {bucket, absl::countr_zero(match)};
     }
-    if (here.overflow == 0) break;
+    if (here.overflow[QuarterOf(hash)] == 0) break;
     bucket = Next(bucket);
   }
   return {-1, 0};
@@ -306,7 +357,8 @@ KeyIndex::Slot KeyIndex::Locate(int64_t key) const {
 // Puts an absent key in the first free slot from its home, raising the overflow count of
 // every full bucket it passes. REQUIRES: the key is absent; a free slot exists.
 void KeyIndex::Place(int64_t key, uint32_t row) {
-  int64_t bucket = Home(key);
+  const uint64_t hash = Mix(key);
+  int64_t bucket = HomeOf(hash, num_buckets_);
   for (;;) {
     Bucket& here = buckets_[bucket];
     if (const int slot = FreeSlot(here); slot >= 0) {
@@ -314,7 +366,7 @@ void KeyIndex::Place(int64_t key, uint32_t row) {
       here.rows[slot] = row;
       return;
     }
-    ++here.overflow;
+    RaiseOverflow(here, QuarterOf(hash));
     bucket = Next(bucket);
   }
 }
@@ -344,7 +396,10 @@ int64_t KeyIndex::Erase(int64_t key) {
   Bucket& here = buckets_[at.bucket];
   const int64_t row = here.rows[at.slot];
   here.rows[at.slot] = kEmpty;
-  for (int64_t b = Home(key); b != at.bucket; b = Next(b)) --buckets_[b].overflow;
+  const uint64_t hash = Mix(key);
+  for (int64_t b = HomeOf(hash, num_buckets_); b != at.bucket; b = Next(b)) {
+    LowerOverflow(buckets_[b], QuarterOf(hash));
+  }
   --size_;
   return row;
 }

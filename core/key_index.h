@@ -99,7 +99,9 @@ class KeyIndex {
   struct alignas(64) Bucket {
     int64_t keys[kSlots];
     uint32_t rows[kSlots];  // kEmpty: a free slot (its key is meaningless)
-    uint32_t overflow;      // keys stored past this bucket whose probe started at or before it
+    // By quarter of the hash: the keys stored past this bucket whose probe started at or
+    // before it (255 sticks: "some").
+    uint8_t overflow[4];
   };
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
 
@@ -119,7 +121,7 @@ class KeyIndex {
   static int64_t BucketsFor(int64_t keys);
   int64_t Home(int64_t key) const;
   int64_t Next(int64_t bucket) const { return bucket + 1 == num_buckets_ ? 0 : bucket + 1; }
-  int64_t Probe(int64_t bucket, int64_t key) const;
+  int64_t Probe(int64_t bucket, int64_t key, int quarter) const;
   Slot Locate(int64_t key) const;
   void Place(int64_t key, uint32_t row);
   void Rehash(int64_t num_buckets);
