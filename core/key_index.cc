@@ -141,6 +141,10 @@ class KeyIndex::Builder {
     int64_t later = -1;
     int64_t earlier = -1;
   };
+  struct Entry {
+    int64_t key;
+    uint32_t position;
+  };
   struct PartResult {
     int64_t placed = 0;
     Duplicate duplicate;            // the part's first, in position order
@@ -155,8 +159,9 @@ class KeyIndex::Builder {
   }
   int64_t ChunkBegin(int64_t chunk) const { return chunk * n_ / chunks_; }
 
-  // order_ = the positions grouped by part, in position order within a part; part_begin_[p]
-  // = where part p starts in order_.
+  // order_ = the keys with their positions, grouped by part, in position order within a part
+  // (so a part reads its keys in sequence, not scattered over the column); part_begin_[p] =
+  // where part p starts in order_.
   void SortByPart() {
     std::vector<int64_t> counts(chunks_ * parts_, 0);
     ForRange(pool_, chunks_, [&](int64_t begin, int64_t end) {
@@ -178,12 +183,13 @@ class KeyIndex::Builder {
       }
     }
     part_begin_[parts_] = offset;
-    order_.reset(new uint32_t[n_]);
+    order_.reset(new Entry[n_]);
     ForRange(pool_, chunks_, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         int64_t* next = &counts[c * parts_];
         for (int64_t i = ChunkBegin(c); i < ChunkBegin(c + 1); ++i) {
-          order_[next[PartOfBucket(index_.Home(keys_[i]))]++] = static_cast<uint32_t>(i);
+          order_[next[PartOfBucket(index_.Home(keys_[i]))]++] = {keys_[i],
+                                                                 static_cast<uint32_t>(i)};
         }
       }
     });
@@ -197,8 +203,8 @@ class KeyIndex::Builder {
     Bucket* buckets = index_.buckets_.get();
     ClearBuckets(buckets, first, last);
     for (int64_t k = part_begin_[part]; k < part_begin_[part + 1]; ++k) {
-      const uint32_t position = order_[k];
-      const int64_t key = keys_[position];
+      const uint32_t position = order_[k].position;
+      const int64_t key = order_[k].key;
       const uint64_t hash = Mix(key);
       const int64_t home = HomeOf(hash, index_.num_buckets_);
       // Only keys are added here, so a key present is in the buckets from its home to the
@@ -233,7 +239,7 @@ class KeyIndex::Builder {
   int64_t parts_ = 1;
   int64_t chunks_ = 1;
   std::vector<int64_t> part_begin_;
-  std::unique_ptr<uint32_t[]> order_;
+  std::unique_ptr<Entry[]> order_;
 };
 
 absl::StatusOr<KeyIndex> KeyIndex::Build(absl::Span<const int64_t> keys, ThreadPool* pool) {

@@ -167,13 +167,16 @@ void Register(bool with_100m) {
       const std::string name = "/keys:" + size + "/absent:" + std::to_string(absent) + "%";
       benchmark::RegisterBenchmark(("KeyIndexFind" + name).c_str(), BM_KeyIndexFind)
           ->Args({n, absent})
-          ->Unit(benchmark::kMillisecond);
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
       benchmark::RegisterBenchmark(("FlatHashMapFind" + name).c_str(), BM_FlatHashMapFind)
           ->Args({n, absent})
-          ->Unit(benchmark::kMillisecond);
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
       benchmark::RegisterBenchmark(("KeyIndexFindOneByOne" + name).c_str(), BM_KeyIndexFindOneByOne)
           ->Args({n, absent})
-          ->Unit(benchmark::kMillisecond);
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
   }
   std::vector<std::pair<int64_t, std::string>> builds = {{int64_t{1} << 20, "1M"},
@@ -183,7 +186,7 @@ void Register(bool with_100m) {
     for (int pool : {0, 1}) {
       auto* b = benchmark::RegisterBenchmark(
           ("Build/keys:" + size + (pool ? "/threads:pool" : "/threads:1")).c_str(), BM_Build);
-      b->Args({n, pool})->Unit(benchmark::kMillisecond);
+      b->Args({n, pool})->Unit(benchmark::kMillisecond)->UseRealTime();
       if (n > (int64_t{1} << 20)) b->Iterations(1);
     }
   }
