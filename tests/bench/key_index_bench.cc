@@ -7,7 +7,8 @@
 //     own cases are listed too, and KeyIndex's one-key Find for scale.
 //   - Build: the index of 1 M and 32 M keys from a key column, on this thread alone
 //     ("threads:1") and with a ThreadPool of one worker per core ("threads:pool"), with
-//     `bytes_per_key` (memory_bytes() / size()) and the load factor.
+//     `bytes_per_key` (memory_bytes() / size()), the load factor, and `process_cpu_s` (every
+//     thread's CPU time per build).
 //   - With --key_index_100m (opt-in: about 3 GB and a minute), the build of 100 M keys too.
 // Keys are KeyShardHash(i + 1) for i < n: unique (the finalizer is a bijection) and spread over
 // all of int64; absent keys are KeyShardHash(n + 1 + i).
@@ -28,6 +29,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "benchmark/benchmark.h"
+#include <sys/resource.h>
 
 #include "core/key_index.h"
 #include "core/thread_pool.h"
@@ -36,6 +38,14 @@ namespace tensorcompute::core {
 namespace {
 
 constexpr int64_t kQueries = int64_t{4} << 20;
+
+// CPU seconds used by every thread of this process so far.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return secs(usage.ru_utime) + secs(usage.ru_stime);
+}
 
 ThreadPool& Pool() {
   static ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) - 1);
@@ -143,9 +153,11 @@ void BM_Build(benchmark::State& state) {
   const int64_t n = state.range(0);
   const std::vector<int64_t> keys = Keys(n, 1);
   ThreadPool* pool = state.range(1) ? &Pool() : nullptr;
-  double bytes_per_key = 0, load = 0;
+  double bytes_per_key = 0, load = 0, cpu = 0;
   for (auto _ : state) {
+    const double cpu0 = ProcessCpuSeconds();
     auto index = KeyIndex::Build(keys, pool);
+    cpu += ProcessCpuSeconds() - cpu0;
     if (!index.ok()) std::abort();
     bytes_per_key = static_cast<double>(index->memory_bytes()) / static_cast<double>(n);
     load = index->load_factor();
@@ -158,6 +170,9 @@ void BM_Build(benchmark::State& state) {
   state.counters["bytes_per_key"] = bytes_per_key;
   state.counters["load_factor"] = load;
   state.counters["threads"] = pool == nullptr ? 1 : pool->size() + 1;
+  // All threads' CPU time per build: about the same on one thread and on the pool when the
+  // split costs nothing, whatever the machine's load does to the wall time.
+  state.counters["process_cpu_s"] = cpu / static_cast<double>(state.iterations());
 }
 
 void Register(bool with_100m) {
