@@ -295,7 +295,7 @@ void KeyIndex::Find(absl::Span<const int64_t> keys, int64_t* rows) const {
   // The home bucket is probed without a branch on what it holds: a branch on a bucket still on
   // its way from memory mispredicts for absent and displaced keys, and a mispredict throws
   // away the prefetches issued after it. The keys that must go on past their home bucket
-  // (absent keys whose home overflowed, displaced keys: about 1 in 8 at the working load) are
+  // (absent keys whose home's count is raised, keys stored past their home) are
   // listed and probed in a second pass, their next buckets prefetched together.
   constexpr int64_t kLater = 64;
   uint64_t hashes[kAhead];

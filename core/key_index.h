@@ -6,11 +6,12 @@
 //
 // Layout: open addressing over cache-line buckets. A bucket is 64 bytes, one cache line: 5
 // keys, their 5 rows (uint32; the row 0xFFFFFFFF marks an empty slot, since every key value
-// is legal) and an overflow count (the keys that passed this bucket, full when they came, to
-// be stored further on). A key's home bucket comes from a fast 64-bit mixer of the key; it is
-// stored in the first bucket from its home with a free slot (linear probing by bucket). A
-// lookup reads the home bucket's line and goes on only while the overflow count says a key
-// passed, so most lookups, present or absent, read one cache line.
+// is legal) and four overflow counts (the keys that passed this bucket, full when they came,
+// to be stored further on, counted by two bits of their hash). A key's home bucket comes from
+// a fast 64-bit mixer of the key; it is stored in the first bucket from its home with a free
+// slot (linear probing by bucket). A lookup reads the home bucket's line and goes on only
+// while the count of its hash's quarter says a key passed, so most lookups, present or
+// absent, read one cache line.
 //
 // Memory: 12.8 bytes a slot. Build and Reserve size the table to the working load factor
 // kWorkingLoad (0.85: 15.1 bytes a key, everything included: memory_bytes()); Insert grows it
@@ -19,7 +20,9 @@
 // hash * buckets (a multiply, no division), so the table can be sized to the load exactly
 // (a power of two would cost up to 2x, e.g. 25 bytes a key for 1 M keys).
 // Erase empties the slot and lowers the overflow counts it had raised: no tombstones, so
-// probes never degrade with churn.
+// probes do not degrade with churn. (A count that reached 255 sticks until the next rehash and
+// sends its quarter's absent keys one bucket further; 255 keys of one quarter passing one
+// bucket is far beyond what loads below kMaxLoad produce.)
 //
 // Thread-safety: const methods may run concurrently with each other; mutations (Insert,
 // Assign, Erase, Reserve, assignment) need exclusive access (the caller's write gate).
