@@ -152,6 +152,75 @@ absl::StatusOr<std::shared_ptr<KeyedRows>> KeyedRows::Build(std::string name,
       new KeyedRows(std::move(name), *std::move(index), capacity, missing, has_default_row));
 }
 
+KeyedRows::KeyedRows(std::string name, KeyIndex index, int64_t capacity, MissingKeys missing,
+                     bool has_default_row)
+    : name_(std::move(name)),
+      index_(std::move(index)),
+      capacity_(capacity),
+      missing_(missing),
+      has_default_row_(has_default_row),
+      size_(index_.size()),
+      used_(static_cast<size_t>((capacity + 63) / 64), 0) {
+  // The put's keys hold slots [0, size).
+  for (int64_t slot = 0; slot < index_.size(); ++slot) {
+    used_[slot >> 6] |= uint64_t{1} << (slot & 63);
+  }
+  cursor_ = capacity_ > 0 ? index_.size() % capacity_ : 0;
+}
+
+absl::StatusOr<KeyedRows::Upsert> KeyedRows::PlanUpsert(
+    absl::Span<const int64_t> keys, absl::Span<const int64_t> delete_keys) const {
+  Upsert plan;
+  plan.slots.resize(keys.size());
+  plan.added.resize(keys.size());
+  index_.Find(keys, plan.slots.data());
+  std::vector<int64_t> doomed(delete_keys.size());
+  index_.Find(delete_keys, doomed.data());
+  for (size_t i = 0; i < delete_keys.size(); ++i) {
+    if (doomed[i] < 0) continue;  // deleting an absent key changes nothing (a retry's)
+    plan.deleted.push_back(delete_keys[i]);
+    plan.freed.push_back(doomed[i]);
+  }
+  for (int64_t slot : plan.slots) plan.added_count += slot < 0 ? 1 : 0;
+  const int64_t free_slots = capacity_ - index_.size() + static_cast<int64_t>(plan.freed.size());
+  if (plan.added_count > free_slots) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("table '", name_, "' is full: the message adds ", plan.added_count,
+                     " keys and ", free_slots, " slots of its capacity ", capacity_,
+                     " are free (put it again with a larger capacity)"));
+  }
+  // New keys take the freed slots first, then free ones from the cursor on.
+  size_t next_freed = 0;
+  int64_t scan = cursor_;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (plan.slots[i] >= 0) continue;
+    plan.added[i] = 1;
+    if (next_freed < plan.freed.size()) {
+      plan.slots[i] = plan.freed[next_freed++];
+      continue;
+    }
+    while (Used(scan)) scan = scan + 1 == capacity_ ? 0 : scan + 1;  // one is free (above)
+    plan.slots[i] = scan;
+    scan = scan + 1 == capacity_ ? 0 : scan + 1;
+  }
+  return plan;
+}
+
+void KeyedRows::Commit(const Upsert& plan, absl::Span<const int64_t> keys) {
+  for (size_t i = 0; i < plan.deleted.size(); ++i) {
+    index_.Erase(plan.deleted[i]);
+    used_[plan.freed[i] >> 6] &= ~(uint64_t{1} << (plan.freed[i] & 63));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!plan.added[i]) continue;
+    const int64_t slot = plan.slots[i];
+    index_.Insert(keys[i], slot);
+    used_[slot >> 6] |= uint64_t{1} << (slot & 63);
+    cursor_ = slot + 1 == capacity_ ? 0 : slot + 1;
+  }
+  size_.store(index_.size(), std::memory_order_relaxed);
+}
+
 absl::StatusOr<MissingKeys> KeyedRows::Effective(MissingKeys requested, bool pooled) const {
   const MissingKeys policy = requested == MissingKeys::kTable ? missing_ : requested;
   switch (policy) {

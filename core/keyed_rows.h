@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -132,22 +133,40 @@ class KeyedRows {
   absl::Status Resolve(absl::Span<const int64_t> keys, const Shape& keys_shape, MissingKeys policy,
                        int64_t* slots, uint8_t* found) const;
 
+  // What an UpdateRows message by keys does (core/live_rows.h), planned before anything
+  // changes: the slot each of its keys writes (a key present keeps its slot; a new key takes a
+  // slot freed by the message's deletes, else a free one), and the keys it deletes.
+  struct Upsert {
+    std::vector<int64_t> slots;    // keys[i]'s slot
+    std::vector<uint8_t> added;    // 1 where keys[i] is new
+    std::vector<int64_t> deleted;  // the delete_keys present, in order
+    std::vector<int64_t> freed;    // their slots
+    int64_t added_count = 0;
+  };
+  // RESOURCE_EXHAUSTED when the message adds more keys than there are slots for: "table 'T' is
+  // full: the message adds 3 keys and 1 slots of its capacity 8 are free (put it again with a
+  // larger capacity)". REQUIRES: the table's write gate; `keys` and `delete_keys` each
+  // without repeats, and disjoint (PrepareKeyedRowUpdate checks that).
+  absl::StatusOr<Upsert> PlanUpsert(absl::Span<const int64_t> keys,
+                                    absl::Span<const int64_t> delete_keys) const;
+  // Makes `plan` so in the key index. REQUIRES: PlanUpsert made it for `keys`, under the same
+  // hold of the write gate, nothing changed since.
+  void Commit(const Upsert& plan, absl::Span<const int64_t> keys);
+
  private:
   KeyedRows(std::string name, KeyIndex index, int64_t capacity, MissingKeys missing,
-            bool has_default_row)
-      : name_(std::move(name)),
-        index_(std::move(index)),
-        capacity_(capacity),
-        missing_(missing),
-        has_default_row_(has_default_row),
-        size_(index_.size()) {}
+            bool has_default_row);
+
+  bool Used(int64_t slot) const { return (used_[slot >> 6] >> (slot & 63)) & 1; }
 
   const std::string name_;
   KeyIndex index_;
   const int64_t capacity_;
   const MissingKeys missing_;
   const bool has_default_row_;
-  std::atomic<int64_t> size_;  // index_.size(), for readers without a lease
+  std::atomic<int64_t> size_;   // index_.size(), for readers without a lease
+  std::vector<uint64_t> used_;  // a bit a slot: it holds a key
+  int64_t cursor_ = 0;          // where the search for a free slot starts
 };
 
 }  // namespace tensorcompute::core

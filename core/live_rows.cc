@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -109,6 +110,42 @@ ValuesLayout ExpectedValues(const ResidentTensor& table) {
 
 namespace {
 
+// The stored bytes of an update message's `n` rows of `values` (already checked against
+// `expected`): viewed as sent, or converted (compact tables).
+absl::Status PrepareValues(const ResidentTensor& table, int64_t n, const ValuesLayout& expected,
+                           const TensorView& values, RowUpdate* out) {
+  RowUpdate& update = *out;
+  const std::string& name = table.name;
+  const TensorView stored = table.local_view();
+  int64_t row_elements = 1;
+  for (size_t d = 1; d < stored.shape.size(); ++d) row_elements *= stored.shape[d];
+  update.row_bytes = row_elements * static_cast<int64_t>(ElementSize(stored.dtype));
+  if (table.storage == TableStorage::kAsIs ||
+      table.storage == TableStorage::kInt8RowwisePrequantized) {
+    if (table.storage == TableStorage::kInt8RowwisePrequantized) {
+      if (absl::Status rows = CheckStoredRows(name, table.storage, values); !rows.ok()) {
+        return rows;
+      }
+    }
+    update.as_sent = values.data;
+    return absl::OkStatus();
+  }
+  // FLOAT16 and INT8_ROWWISE: float32 rows of `dim`, encoded one by one as at upload.
+  const int64_t dim = expected.row_shape[0];
+  update.stored.resize(static_cast<size_t>(n * update.row_bytes));
+  std::vector<float> row_values(static_cast<size_t>(dim));
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(row_values.data(), values.data.data() + i * dim * sizeof(float),
+                dim * sizeof(float));
+    uint8_t* out = update.stored.data() + i * update.row_bytes;
+    const absl::Status encoded = table.storage == TableStorage::kFloat16
+                                     ? EncodeFloat16Row(name, i, row_values.data(), dim, out)
+                                     : EncodeRowwise8Row(name, i, row_values.data(), dim, out);
+    if (!encoded.ok()) return encoded;
+  }
+  return absl::OkStatus();
+}
+
 // PrepareRowUpdate's work; `any_shard`: every row of the whole table is taken (rows numbered
 // as the whole table's), as for a router splitting the message (SplitRowUpdate).
 absl::StatusOr<RowUpdate> Prepare(const ResidentTensor& table, const TensorView& indices,
@@ -172,33 +209,7 @@ absl::StatusOr<RowUpdate> Prepare(const ResidentTensor& table, const TensorView&
     update.rows.push_back(row - held.begin);
   }
 
-  const TensorView stored = table.local_view();
-  int64_t row_elements = 1;
-  for (size_t d = 1; d < stored.shape.size(); ++d) row_elements *= stored.shape[d];
-  update.row_bytes = row_elements * static_cast<int64_t>(ElementSize(stored.dtype));
-  if (table.storage == TableStorage::kAsIs ||
-      table.storage == TableStorage::kInt8RowwisePrequantized) {
-    if (table.storage == TableStorage::kInt8RowwisePrequantized) {
-      if (absl::Status rows = CheckStoredRows(name, table.storage, values); !rows.ok()) {
-        return rows;
-      }
-    }
-    update.as_sent = values.data;
-    return update;
-  }
-  // FLOAT16 and INT8_ROWWISE: float32 rows of `dim`, encoded one by one as at upload.
-  const int64_t dim = expected.row_shape[0];
-  update.stored.resize(static_cast<size_t>(n * update.row_bytes));
-  std::vector<float> row_values(static_cast<size_t>(dim));
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(row_values.data(), values.data.data() + i * dim * sizeof(float),
-                dim * sizeof(float));
-    uint8_t* out = update.stored.data() + i * update.row_bytes;
-    const absl::Status encoded = table.storage == TableStorage::kFloat16
-                                     ? EncodeFloat16Row(name, i, row_values.data(), dim, out)
-                                     : EncodeRowwise8Row(name, i, row_values.data(), dim, out);
-    if (!encoded.ok()) return encoded;
-  }
+  TC_RETURN_IF_ERROR(PrepareValues(table, n, expected, values, &update));
   return update;
 }
 
@@ -207,6 +218,87 @@ absl::StatusOr<RowUpdate> Prepare(const ResidentTensor& table, const TensorView&
 absl::StatusOr<RowUpdate> PrepareRowUpdate(const ResidentTensor& table, const TensorView& indices,
                                            const TensorView& values) {
   return Prepare(table, indices, values, /*any_shard=*/false);
+}
+
+namespace {
+
+// A rank-1 int64 tensor's values (any alignment); an unset tensor (kUnspecified, no shape) is
+// empty.
+absl::StatusOr<std::vector<int64_t>> KeyList(const TensorView& keys, absl::string_view field) {
+  if (keys.dtype == DataType::kUnspecified && keys.shape.empty() && keys.data.empty()) {
+    return std::vector<int64_t>();
+  }
+  TC_RETURN_IF_ERROR(ValidateTensor(keys, field, 1));
+  if (keys.dtype != DataType::kInt64 || keys.rank() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": UpdateRows takes int64 ", field,
+                                                   " of rank 1, got ", DataTypeName(keys.dtype),
+                                                   " ", ShapeToString(keys.shape)));
+  }
+  std::vector<int64_t> out(static_cast<size_t>(keys.shape[0]));
+  if (!out.empty()) std::memcpy(out.data(), keys.data.data(), keys.data.size());
+  return out;
+}
+
+// The first key of `keys` that repeats an earlier one, in `field`'s words.
+absl::Status CheckDistinct(absl::Span<const int64_t> keys, absl::string_view field) {
+  absl::flat_hash_map<int64_t, int64_t> first;
+  first.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto [it, inserted] = first.emplace(keys[i], static_cast<int64_t>(i));
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] = ", keys[i], " repeats ",
+                                                     field, "[", it->second,
+                                                     "]; a message writes a key at most once"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RowUpdate> PrepareKeyedRowUpdate(const ResidentTensor& table, const TensorView& keys,
+                                                const TensorView& values,
+                                                const TensorView& delete_keys) {
+  if (table.keyed == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", table.name, "' has no keys; update it by indices"));
+  }
+  RowUpdate update;
+  update.by_keys = true;
+  TC_ASSIGN_OR_RETURN(update.keys, KeyList(keys, "keys"));
+  TC_ASSIGN_OR_RETURN(update.delete_keys, KeyList(delete_keys, "delete_keys"));
+  TC_RETURN_IF_ERROR(CheckDistinct(update.keys, "keys"));
+  TC_RETURN_IF_ERROR(CheckDistinct(update.delete_keys, "delete_keys"));
+  if (!update.delete_keys.empty() && !update.keys.empty()) {
+    absl::flat_hash_map<int64_t, int64_t> written;
+    written.reserve(update.keys.size());
+    for (size_t i = 0; i < update.keys.size(); ++i) written.emplace(update.keys[i], i);
+    for (size_t i = 0; i < update.delete_keys.size(); ++i) {
+      if (auto it = written.find(update.delete_keys[i]); it != written.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("delete_keys[", i, "] = ", update.delete_keys[i], " is also in keys[",
+                         it->second, "]; a message writes or deletes a key, not both"));
+      }
+    }
+  }
+  const int64_t n = static_cast<int64_t>(update.keys.size());
+  const ValuesLayout expected = ExpectedValues(table);
+  Shape expected_shape = {n};
+  expected_shape.insert(expected_shape.end(), expected.row_shape.begin(), expected.row_shape.end());
+  const bool values_unset =
+      values.dtype == DataType::kUnspecified && values.shape.empty() && values.data.empty();
+  if (!(n == 0 && values_unset)) {
+    TC_RETURN_IF_ERROR(
+        ValidateTensor(values, "values", std::max<int64_t>(1, expected_shape.size())));
+    if (values.dtype != expected.dtype || values.shape != expected_shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("values: table '", table.name, "' takes ", DataTypeName(expected.dtype), " ",
+                       ShapeToString(expected_shape), " for these keys, got ",
+                       DataTypeName(values.dtype), " ", ShapeToString(values.shape)));
+    }
+    TC_RETURN_IF_ERROR(PrepareValues(table, n, expected, values, &update));
+  }
+  return update;
 }
 
 absl::StatusOr<ShardedRowUpdate> SplitRowUpdate(const ResidentTensor& table,
@@ -232,14 +324,22 @@ absl::StatusOr<ShardedRowUpdate> SplitRowUpdate(const ResidentTensor& table,
 absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpdate& update,
                                        const DeviceRowWriter& device_write) {
   auto write = [&]() -> absl::Status {
-    if (table.device_copy.gpu >= 0) {
+    // A message by keys: its slots, found now that no other writer can move keys; the key
+    // index changes last, once the rows are written.
+    std::optional<KeyedRows::Upsert> upsert;
+    absl::Span<const int64_t> rows = update.rows;
+    if (update.by_keys) {
+      TC_ASSIGN_OR_RETURN(upsert, table.keyed->PlanUpsert(update.keys, update.delete_keys));
+      rows = upsert->slots;
+    }
+    if (table.device_copy.gpu >= 0 && !rows.empty()) {
       if (!device_write) {
         return absl::FailedPreconditionError(
             absl::StrCat("tensor '", table.name, "' lives on gpu:", table.device_copy.gpu,
                          ", whose copy this server cannot update"));
       }
       const absl::Status device =
-          device_write(table.device_copy, update.rows, update.row_bytes, update.bytes());
+          device_write(table.device_copy, rows, update.row_bytes, update.bytes());
       // UNAVAILABLE: the device is out of service, its copy never read again (live_rows.h).
       if (!device.ok() && !absl::IsUnavailable(device)) return device;
     }
@@ -247,11 +347,12 @@ absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpd
     // gate keeps every reader out (the file comment).
     uint8_t* base = const_cast<uint8_t*>(table.tensor.view().data.data());
     const uint8_t* from = update.bytes().data();
-    for (size_t i = 0; i < update.rows.size(); ++i) {
-      std::memcpy(base + update.rows[i] * update.row_bytes,
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::memcpy(base + rows[i] * update.row_bytes,
                   from + static_cast<int64_t>(i) * update.row_bytes,
                   static_cast<size_t>(update.row_bytes));
     }
+    if (upsert.has_value()) table.keyed->Commit(*upsert, update.keys);
     return absl::OkStatus();
   };
   auto retired = [&](LiveRows::Fate fate) {

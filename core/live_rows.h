@@ -108,7 +108,12 @@ class TableLeases {
 // One checked update message, ready to apply: the rows it replaces (this tensor's own row
 // numbers, in the message's order) and their bytes in the table's stored form.
 struct RowUpdate {
-  std::vector<int64_t> rows;
+  std::vector<int64_t> rows;  // empty for a message by keys: its slots are found at apply
+  // A keyed table's message by keys (PrepareKeyedRowUpdate): the keys written, in the order of
+  // the rows' bytes, and the keys deleted.
+  bool by_keys = false;
+  std::vector<int64_t> keys;
+  std::vector<int64_t> delete_keys;
   int64_t row_bytes = 0;        // stored bytes of one row
   std::vector<uint8_t> stored;  // rows.size() x row_bytes, converted (compact tables)
   // The message's own values when they are the stored form already (as-is and prequantized
@@ -151,6 +156,25 @@ struct ShardedRowUpdate {
   };
   std::vector<Part> shards;  // by shard index; one for an unsharded table
 };
+
+// Checks an update message by keys against keyed `table` (core/keyed_rows.h) and converts its
+// values as PrepareRowUpdate does. Each key of `keys` gets the row of `values` at its position:
+// a key the table holds has its row replaced, a new key is added into a free slot; the keys of
+// `delete_keys` are removed (one the table lacks is no change, so a retried message is
+// harmless). Either may be empty (an unset tensor). Nothing is applied. INVALID_ARGUMENT:
+//   a table without keys: "table 'T' has no keys; update it by indices";
+//   keys or delete_keys not int64 of rank 1: "keys: UpdateRows takes int64 keys of rank 1, got
+//     int32 [3]";
+//   values not [len(keys), row shape...] (PrepareRowUpdate's words);
+//   a key twice: "keys[4] = 9 repeats keys[1]; a message writes a key at most once" (the same
+//     for delete_keys);
+//   a key in both: "delete_keys[0] = 9 is also in keys[2]; a message writes or deletes a key,
+//     not both".
+// ApplyRowUpdate finds the slots, with the table's writers held off: RESOURCE_EXHAUSTED
+// when the message adds more keys than the table has free slots (KeyedRows::PlanUpsert).
+absl::StatusOr<RowUpdate> PrepareKeyedRowUpdate(const ResidentTensor& table, const TensorView& keys,
+                                                const TensorView& values,
+                                                const TensorView& delete_keys);
 
 // Checks an update message against the whole of `table` (a shard's, or an unsharded one's),
 // with every INVALID_ARGUMENT of PrepareRowUpdate and its words, whatever shard holds each row,

@@ -50,6 +50,11 @@ class UpdateCall final : public UploadStreamCall {
     }
     if (update_ == nullptr) return std::move(done)(Apply());
     const v1::UpdateRowsRequest& m = message<v1::UpdateRowsRequest>();
+    if (m.has_keys() || m.has_delete_keys()) {  // a sharded table has no keys
+      return Refuse(absl::InvalidArgumentError(
+                        absl::StrCat("table '", name_, "' has no keys; update it by indices")),
+                    std::move(done));
+    }
     absl::StatusOr<core::TensorView> indices = proto::ViewTensor(m.indices(), "indices");
     if (!indices.ok()) return Refuse(indices.status(), std::move(done));
     absl::StatusOr<core::TensorView> values = proto::ViewTensor(m.values(), "values");
@@ -127,17 +132,39 @@ class UpdateCall final : public UploadStreamCall {
   absl::Status Apply() {
     const absl::Time arrived = absl::Now();
     const v1::UpdateRowsRequest& m = message<v1::UpdateRowsRequest>();
-    TC_ASSIGN_OR_RETURN(const core::TensorView indices, proto::ViewTensor(m.indices(), "indices"));
-    TC_ASSIGN_OR_RETURN(const core::TensorView values, proto::ViewTensor(m.values(), "values"));
-    TC_ASSIGN_OR_RETURN(const core::RowUpdate update,
-                        core::PrepareRowUpdate(*table_, indices, values));
+    TC_ASSIGN_OR_RETURN(const core::RowUpdate update, Prepare(m));
     TC_ASSIGN_OR_RETURN(sequence_, core::ApplyRowUpdate(*table_, update, env_.write_device));
+    const int64_t rows =
+        static_cast<int64_t>(update.by_keys ? update.keys.size() : update.rows.size());
     ++applied_messages_;
-    applied_rows_ += static_cast<int64_t>(update.rows.size());
-    if (table_->stats != nullptr) {
-      table_->stats->RecordUpdate(static_cast<int64_t>(update.rows.size()), absl::Now() - arrived);
-    }
+    applied_rows_ += rows;
+    if (table_->stats != nullptr) table_->stats->RecordUpdate(rows, absl::Now() - arrived);
     return absl::OkStatus();
+  }
+
+  // The message checked and converted: by indices, or by keys (keyed tables).
+  absl::StatusOr<core::RowUpdate> Prepare(const v1::UpdateRowsRequest& m) {
+    if (!m.has_keys() && !m.has_delete_keys()) {
+      TC_ASSIGN_OR_RETURN(const core::TensorView indices,
+                          proto::ViewTensor(m.indices(), "indices"));
+      TC_ASSIGN_OR_RETURN(const core::TensorView values, proto::ViewTensor(m.values(), "values"));
+      return core::PrepareRowUpdate(*table_, indices, values);
+    }
+    if (m.has_indices()) {
+      return absl::InvalidArgumentError("set either indices or keys (and delete_keys), not both");
+    }
+    // Unset fields are empty views.
+    core::TensorView keys, values, delete_keys;
+    if (m.has_keys()) {
+      TC_ASSIGN_OR_RETURN(keys, proto::ViewTensor(m.keys(), "keys"));
+    }
+    if (m.has_values()) {
+      TC_ASSIGN_OR_RETURN(values, proto::ViewTensor(m.values(), "values"));
+    }
+    if (m.has_delete_keys()) {
+      TC_ASSIGN_OR_RETURN(delete_keys, proto::ViewTensor(m.delete_keys(), "delete_keys"));
+    }
+    return core::PrepareKeyedRowUpdate(*table_, keys, values, delete_keys);
   }
 
   absl::Status Complete(int64_t messages) override {

@@ -5,12 +5,14 @@
 
 #include "core/keyed_rows.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -20,6 +22,7 @@
 
 #include "core/compact_row.h"
 #include "core/half_float.h"
+#include "core/live_rows.h"
 #include "core/table_storage.h"
 #include "core/tensor_registry.h"
 #include "core/thread_pool.h"
@@ -309,6 +312,223 @@ TEST(KeyedRegistry, ViewsHideTheHiddenRowsFromLookupsByPosition) {
   EXPECT_EQ((*entry)->logical_shape(), (Shape{6, 4}));
   EXPECT_EQ((*entry)->keyed_view().shape, (Shape{8, 4}));
   EXPECT_EQ((*entry)->keyed_view().data.size(), 8u * 16);
+}
+
+}  // namespace
+}  // namespace tensorcompute::core
+
+namespace tensorcompute::core {
+namespace {
+
+constexpr int64_t kDim = 16;
+
+// A row's every element: a tag of its key and of the write that put it there.
+float Tag(int64_t key, int64_t write) {
+  return static_cast<float>((static_cast<uint64_t>(key) % 100003) * 64 + write % 64);
+}
+int64_t KeyPartOf(float tag) { return static_cast<int64_t>(tag) / 64; }
+
+// A keyed float32 [rows, kDim] table of `capacity` slots in `registry`: row i is key keys[i]'s,
+// tagged with write 0.
+std::shared_ptr<const ResidentTensor> PutKeyed(TensorRegistry& registry,
+                                               const std::vector<int64_t>& keys, int64_t capacity) {
+  Tensor t = StoredTable(TableStorage::kAsIs, capacity, kDim);
+  float* rows = reinterpret_cast<float*>(t.mutable_bytes().data());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    for (int64_t d = 0; d < kDim; ++d) rows[i * kDim + d] = Tag(keys[i], 0);
+  }
+  auto keyed = KeyedRows::Build("live", keys, capacity, MissingKeys::kZero, false, nullptr);
+  EXPECT_THAT(keyed.status(), IsOk());
+  auto reservation = registry.Reserve("live", t.bytes().size());
+  EXPECT_THAT(reservation.status(), IsOk());
+  auto entry = registry.Put("live", std::move(t), DeviceCopy{}, false, *std::move(reservation),
+                            TableStorage::kAsIs, std::nullopt, *keyed);
+  EXPECT_THAT(entry.status(), IsOk());
+  return *entry;
+}
+
+TensorView Int64s(const std::vector<int64_t>& v) {
+  TensorView t;
+  t.dtype = DataType::kInt64;
+  t.shape = {static_cast<int64_t>(v.size())};
+  t.data = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
+                                     v.size() * sizeof(int64_t));
+  return t;
+}
+
+TensorView Floats(const std::vector<float>& v, int64_t rows) {
+  TensorView t;
+  t.dtype = DataType::kFloat32;
+  t.shape = {rows, kDim};
+  t.data = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
+                                     v.size() * sizeof(float));
+  return t;
+}
+
+const float* Row(const ResidentTensor& table, int64_t slot) {
+  return reinterpret_cast<const float*>(table.keyed_view().data.data()) + slot * kDim;
+}
+
+TEST(KeyedUpdates, UpsertsReplaceAddAndDeleteKeysMessageByMessage) {
+  TensorRegistry registry(1 << 20);
+  auto table = PutKeyed(registry, {10, 20, 30}, 5);
+  // Replace 20, add 40 and -7: the table holds 5 keys.
+  std::vector<int64_t> keys = {20, 40, -7};
+  std::vector<float> values;
+  for (int64_t k : keys) values.insert(values.end(), kDim, Tag(k, 1));
+  auto update = PrepareKeyedRowUpdate(*table, Int64s(keys), Floats(values, 3), TensorView{});
+  ASSERT_THAT(update.status(), IsOk());
+  EXPECT_EQ(*ApplyRowUpdate(*table, *update, nullptr), 1);
+  EXPECT_EQ(table->keyed->size(), 5);
+  std::vector<int64_t> slots(4);
+  ASSERT_THAT(table->keyed->Resolve(std::vector<int64_t>{10, 20, 40, -7}, {4}, MissingKeys::kError,
+                                    slots.data(), nullptr),
+              IsOk());
+  EXPECT_EQ(slots[0], 0);
+  EXPECT_EQ(slots[1], 1);
+  EXPECT_EQ(Row(*table, slots[0])[0], Tag(10, 0));
+  EXPECT_EQ(Row(*table, slots[1])[0], Tag(20, 1));
+  EXPECT_EQ(Row(*table, slots[2])[0], Tag(40, 1));
+  EXPECT_EQ(Row(*table, slots[3])[kDim - 1], Tag(-7, 1));
+  // Full: one more key is refused whole, the replacement beside it too.
+  std::vector<int64_t> more = {10, 50};
+  std::vector<float> more_values(2 * kDim, 1.0f);
+  auto full = PrepareKeyedRowUpdate(*table, Int64s(more), Floats(more_values, 2), TensorView{});
+  ASSERT_THAT(full.status(), IsOk());
+  EXPECT_THAT(ApplyRowUpdate(*table, *full, nullptr).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       "table 'live' is full: the message adds 1 keys and 0 slots of its "
+                       "capacity 5 are free (put it again with a larger capacity)"));
+  EXPECT_EQ(Row(*table, 0)[0], Tag(10, 0));
+  EXPECT_EQ(table->live->sequence(), 1);
+  // Deleting 30 (and 99, absent: no change) makes room for 50 in the same message.
+  std::vector<int64_t> doomed = {99, 30};
+  const std::vector<float> fifty(kDim, Tag(50, 2));  // viewed by the update until it is applied
+  auto swap = PrepareKeyedRowUpdate(*table, Int64s({50}), Floats(fifty, 1), Int64s(doomed));
+  ASSERT_THAT(swap.status(), IsOk());
+  EXPECT_EQ(*ApplyRowUpdate(*table, *swap, nullptr), 2);
+  EXPECT_EQ(table->keyed->size(), 5);
+  std::vector<uint8_t> found(2);
+  ASSERT_THAT(table->keyed->Resolve(std::vector<int64_t>{30, 50}, {2}, MissingKeys::kZero,
+                                    slots.data(), found.data()),
+              IsOk());
+  EXPECT_EQ(found[0], 0);
+  EXPECT_EQ(slots[0], table->keyed->zero_slot());
+  EXPECT_EQ(found[1], 1);
+  EXPECT_EQ(slots[1], 2);  // 30's slot, freed and taken in one message
+  EXPECT_EQ(Row(*table, 2)[0], Tag(50, 2));
+  // Deletes alone.
+  auto deletes = PrepareKeyedRowUpdate(*table, TensorView{}, TensorView{}, Int64s({10, 20}));
+  ASSERT_THAT(deletes.status(), IsOk());
+  EXPECT_EQ(*ApplyRowUpdate(*table, *deletes, nullptr), 3);
+  EXPECT_EQ(table->keyed->size(), 3);
+}
+
+TEST(KeyedUpdates, AMessageIsCheckedWholeBeforeAnythingIsApplied) {
+  TensorRegistry registry(1 << 20);
+  auto table = PutKeyed(registry, {1, 2}, 4);
+  std::vector<float> two(2 * kDim, 0.5f);
+  EXPECT_THAT(PrepareKeyedRowUpdate(*table, Int64s({5, 5}), Floats(two, 2), TensorView{}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "keys[1] = 5 repeats keys[0]; a message writes a key at most once"));
+  EXPECT_THAT(
+      PrepareKeyedRowUpdate(*table, Int64s({5, 6}), Floats(two, 2), Int64s({7, 6})).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "delete_keys[1] = 6 is also in keys[1]; a message writes or deletes a "
+               "key, not both"));
+  EXPECT_THAT(PrepareKeyedRowUpdate(*table, Int64s({5}), Floats(two, 2), TensorView{}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "values: table 'live' takes float32 [1,16] for these keys, got float32 "
+                       "[2,16]"));
+  TensorView int32_keys;
+  std::vector<int32_t> k32 = {1};
+  int32_keys.dtype = DataType::kInt32;
+  int32_keys.shape = {1};
+  int32_keys.data = absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(k32.data()), 4);
+  EXPECT_THAT(PrepareKeyedRowUpdate(*table, int32_keys, Floats(two, 1), TensorView{}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "keys: UpdateRows takes int64 keys of rank 1, got int32 [1]"));
+  // A table without keys.
+  TensorRegistry other(1 << 20);
+  Tensor plain = StoredTable(TableStorage::kAsIs, 2, kDim);
+  auto reservation = other.Reserve("plain", plain.bytes().size());
+  auto entry = other.Put("plain", std::move(plain), DeviceCopy{}, false, *std::move(reservation));
+  ASSERT_THAT(entry.status(), IsOk());
+  EXPECT_THAT(PrepareKeyedRowUpdate(**entry, Int64s({1}), Floats(two, 1), TensorView{}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "table 'plain' has no keys; update it by indices"));
+  EXPECT_EQ(table->live->sequence(), 0);
+}
+
+// Readers resolve keys and read their rows under a lease while a writer adds, replaces and
+// deletes keys in a table small enough that slots are reused all the time: a key found always
+// reads its own row (never another key's, which a slot resolved outside the lease could give),
+// and never half of one write.
+TEST(KeyedUpdates, ReadersUnderLeasesNeverSeeAWrongOrTornRow) {
+  TensorRegistry registry(1 << 22);
+  std::vector<int64_t> initial;
+  for (int64_t k = 0; k < 48; ++k) initial.push_back(k * 7919 - 100);
+  auto table = PutKeyed(registry, initial, 64);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> checked{0}, found_count{0}, failures{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&, r] {
+      std::mt19937_64 rng(100 + r);
+      std::vector<int64_t> keys(32), slots(32);
+      std::vector<uint8_t> found(32);
+      while (!stop.load()) {
+        for (int64_t& k : keys) k = static_cast<int64_t>(rng() % 96) * 7919 - 100;
+        table->live->AcquireRead();
+        if (!table->keyed->Resolve(keys, {32}, MissingKeys::kZero, slots.data(), found.data())
+                 .ok()) {
+          failures.fetch_add(1);
+        }
+        for (size_t i = 0; i < keys.size(); ++i) {
+          const float* row = Row(*table, slots[i]);
+          for (int64_t d = 1; d < kDim; ++d) {
+            if (row[d] != row[0]) failures.fetch_add(1);  // torn
+          }
+          if (found[i]) {
+            found_count.fetch_add(1);
+            if (KeyPartOf(row[0]) !=
+                static_cast<int64_t>(static_cast<uint64_t>(keys[i]) % 100003)) {
+              failures.fetch_add(1);  // another key's row
+            }
+          } else if (row[0] != 0.0f) {
+            failures.fetch_add(1);  // the zero row
+          }
+        }
+        table->live->ReleaseRead();
+        checked.fetch_add(1);
+      }
+    });
+  }
+  std::mt19937_64 rng(7);
+  for (int64_t write = 1; write <= 3000; ++write) {
+    // Up to 8 keys written and 8 deleted, from 96 candidates over 64 slots.
+    std::vector<int64_t> keys, doomed;
+    std::unordered_set<int64_t> used;
+    for (int i = 0; i < 8; ++i) {
+      const int64_t k = static_cast<int64_t>(rng() % 96) * 7919 - 100;
+      if (used.insert(k).second) (i % 2 ? doomed : keys).push_back(k);
+    }
+    std::vector<float> values;
+    for (int64_t k : keys) values.insert(values.end(), kDim, Tag(k, write));
+    auto update = PrepareKeyedRowUpdate(
+        *table, Int64s(keys), Floats(values, static_cast<int64_t>(keys.size())), Int64s(doomed));
+    ASSERT_THAT(update.status(), IsOk());
+    const absl::StatusOr<int64_t> applied = ApplyRowUpdate(*table, *update, nullptr);
+    // A full table refuses a message whole; anything else must apply.
+    if (!applied.ok()) {
+      ASSERT_THAT(applied.status(), StatusIs(absl::StatusCode::kResourceExhausted));
+    }
+  }
+  stop.store(true);
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(checked.load(), 0);
+  EXPECT_GT(found_count.load(), 0);
 }
 
 }  // namespace
