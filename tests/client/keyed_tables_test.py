@@ -151,7 +151,7 @@ class KeyedTest(unittest.TestCase):
         _client.put_tensor(name + ".ref", reference.extended, storage=storage)
         if logical is not None:
             logical_default = None if default_row is None else logical(
-                np.asarray(default_row, np.float32)[None])[0]
+                np.asarray(default_row, rows.dtype)[None])[0]
             reference = Reference(logical(rows), keys, logical_default)
         return reference
 
@@ -267,16 +267,21 @@ class KeyedTest(unittest.TestCase):
 
     def test_compact_storages_answer_the_by_index_bytes_of_the_keys_slots(self):
         rng = np.random.default_rng(4205)
-        kinds = [("float16", float16_meaning),
-                 ("int8-rowwise", lambda t: dequantize_rowwise8(quantize_rowwise8(t)))]
-        for storage, logical in kinds:
+        # (storage, what is sent for float32 rows, the float32 rows that it means)
+        kinds = [("float16", lambda t: t, float16_meaning),
+                 ("int8-rowwise", lambda t: t,
+                  lambda t: dequantize_rowwise8(quantize_rowwise8(t))),
+                 ("int8-rowwise-prequantized", quantize_rowwise8, dequantize_rowwise8)]
+        for storage, sent, logical in kinds:
             for dim in (1, 5, 32):
                 n = int(rng.integers(5, 50))
-                rows = (rng.standard_normal((n, dim)) * 4).astype(np.float32)
+                rows = sent((rng.standard_normal((n, dim)) * 4).astype(np.float32))
                 keys = random_keys(rng, n)
-                default_row = (rng.standard_normal(dim) * 4).astype(np.float32)
+                default_row = sent((rng.standard_normal((1, dim)) * 4).astype(np.float32))[0]
+                if storage != "int8-rowwise-prequantized":
+                    default_row = default_row.tolist()  # a list is sent as float32
                 reference = self.put_pair("c", rows, keys, storage=storage,
-                                          default_row=default_row.tolist(), logical=logical,
+                                          default_row=default_row, logical=logical,
                                           chunk_bytes=int(rng.integers(16, 300)))
                 info = {t.name: t for t in _client.list_tensors()}["c"]
                 self.assertEqual((info.storage, info.dtype, info.shape),
