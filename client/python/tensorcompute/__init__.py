@@ -19,12 +19,12 @@ tensorcompute.client for the details (dtypes, errors, retries, compression).
 """
 
 from tensorcompute import aio
-from tensorcompute.client import (STORAGE_KINDS, Client, Shard, TensorComputeError, TensorInfo,
-                                  shard_rows)
+from tensorcompute.client import (STORAGE_KINDS, Client, KeyedInfo, Shard, TensorComputeError,
+                                  TensorInfo, shard_rows)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo", "__version__", "aio",
-    "shard_rows"
+    "Client", "KeyedInfo", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo",
+    "__version__", "aio", "shard_rows"
 ]

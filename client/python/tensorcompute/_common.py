@@ -31,8 +31,8 @@ DEFAULT_CHUNK_BYTES = 1 << 20
 TensorInfo = collections.namedtuple(
     "TensorInfo",
     ["name", "dtype", "shape", "bytes", "device", "version", "created", "storage", "shard",
-     "sequence"],
-    defaults=["as-is", None, 0], module="tensorcompute")
+     "sequence", "keyed"],
+    defaults=["as-is", None, 0, None], module="tensorcompute")
 TensorInfo.__doc__ = """A resident tensor as the server describes it.
 
 name (str); dtype (str: "float32", "string", ... as numpy names it; "bfloat16": for a compact
@@ -43,7 +43,14 @@ created (datetime.datetime, UTC: when this version became visible); storage (str
 STORAGE_KINDS, how it is stored); shard (None, or a Shard: which rows of a table sharded by
 row ranges it holds; shape is then the whole table's); sequence (int: how many changes this
 server applied to the name's rows, one per update_rows message and per replacement; what
-min_sequence= on a lookup compares with).
+min_sequence= on a lookup compares with); keyed (None, or a KeyedInfo: a table put with keys).
+"""
+
+KeyedInfo = collections.namedtuple("KeyedInfo", ["missing", "has_default_row", "capacity", "keys"],
+                                   module="tensorcompute")
+KeyedInfo.__doc__ = """A keyed table's keys (put_tensor with keys=): missing (str: its policy for
+a key it lacks, "error", "zero" or "default"); has_default_row (bool); capacity (int: the rows
+it may hold); keys (int: how many keys it holds now).
 """
 
 Shard = collections.namedtuple("Shard", ["index", "count", "total_rows"], module="tensorcompute")
@@ -128,6 +135,23 @@ _EMBEDDING_BAG_MODES = {
     "mean": pb.EmbeddingBagRequest.MEAN,
     "max": pb.EmbeddingBagRequest.MAX,
     "sqrtn": pb.EmbeddingBagRequest.SQRTN,
+}
+
+# The missing= argument of put_tensor, gather and embedding_bag -> MissingKeys ("skip": bags
+# only; None or "table" in a lookup: the table's policy).
+_MISSING_KEYS = {
+    "table": pb.MISSING_TABLE,
+    "error": pb.MISSING_ERROR,
+    "zero": pb.MISSING_ZERO,
+    "default": pb.MISSING_DEFAULT_ROW,
+    "default_row": pb.MISSING_DEFAULT_ROW,
+    "skip": pb.MISSING_SKIP,
+}
+_MISSING_NAMES = {
+    pb.MISSING_ERROR: "error",
+    pb.MISSING_ZERO: "zero",
+    pb.MISSING_DEFAULT_ROW: "default",
+    pb.MISSING_SKIP: "skip",
 }
 
 _ELEMENT_SIZES = {wire: dtype.itemsize for wire, dtype in _WIRE_TO_NUMPY.items()}
@@ -251,7 +275,11 @@ def tensor_info(info):
                       storage=_STORAGE_NAMES.get(info.storage, str(info.storage)),
                       shard=Shard(info.shard.index, info.shard.count, info.shard.total_rows)
                       if info.HasField("shard") else None,
-                      sequence=info.sequence)
+                      sequence=info.sequence,
+                      keyed=KeyedInfo(_MISSING_NAMES.get(info.keyed.missing,
+                                                         str(info.keyed.missing)),
+                                      info.keyed.has_default_row, info.keyed.capacity,
+                                      info.keyed.keys) if info.HasField("keyed") else None)
 
 
 # --- requests from a method's arguments -----------------------------------------------------
@@ -272,11 +300,46 @@ def _set_min_sequence(request, min_sequence):
         request.min_sequence = operator.index(min_sequence)
 
 
-def gather_request(params, indices, axis, batch_dims, params_name, min_sequence=None):
+def _missing_keys(missing):
+    """The missing= argument as a MissingKeys: None is MISSING_TABLE; ValueError for an
+    unknown one."""
+    if missing is None:
+        return pb.MISSING_TABLE
+    wire = (_MISSING_KEYS.get(missing.lower().replace("-", "_"))
+            if isinstance(missing, str) else None)
+    if wire is None:
+        raise ValueError(f"missing must be None or one of error, zero, default, skip, got "
+                         f"{missing!r}")
+    return wire
+
+
+def _keys_tensor(keys):
+    """Lookup keys as a Tensor: signed integers are sent as int64 (a list of ints, an empty
+    list too); any other dtype as it is, for the server to refuse."""
+    array = np.asarray(keys)
+    if array.dtype.kind == "i" or (array.size == 0 and not isinstance(keys, np.ndarray)):
+        array = array.astype(np.int64, copy=False)
+    return to_tensor(array, "keys")
+
+
+def _set_lookup(request, indices, keys, missing, return_found):
+    """Sets request.indices, or request.keys (a lookup by keys on a keyed table); and
+    request.missing and request.return_found (the server refuses them with indices)."""
+    if (indices is None) == (keys is None):
+        raise ValueError("expected exactly one of indices and keys")
+    if keys is None:
+        request.indices.CopyFrom(to_tensor(indices, "indices", default_dtype=np.int64))
+    else:
+        request.keys.CopyFrom(_keys_tensor(keys))
+    request.missing = _missing_keys(missing)
+    request.return_found = bool(return_found)
+
+
+def gather_request(params, indices, axis, batch_dims, params_name, min_sequence=None,
+                   keys=None, missing=None, return_found=False):
     """Client.gather's GatherRequest."""
-    request = pb.GatherRequest(
-        indices=to_tensor(indices, "indices", default_dtype=np.int64),
-        batch_dims=operator.index(batch_dims))
+    request = pb.GatherRequest(batch_dims=operator.index(batch_dims))
+    _set_lookup(request, indices, keys, missing, return_found)
     _set_params(request, params, params_name)
     _set_min_sequence(request, min_sequence)
     if axis is not None:
@@ -295,15 +358,16 @@ def gather_nd_request(params, indices, batch_dims, params_name, min_sequence=Non
 
 
 def embedding_bag_request(params, indices, offsets, per_sample_weights, mode,
-                          include_last_offset, padding_idx, params_name, min_sequence=None):
+                          include_last_offset, padding_idx, params_name, min_sequence=None,
+                          keys=None, missing=None, return_found=False):
     """Client.embedding_bag's EmbeddingBagRequest."""
     wire_mode = _EMBEDDING_BAG_MODES.get(str(mode).lower()) if isinstance(mode, str) else None
     if wire_mode is None:
         raise ValueError(f"mode must be one of {', '.join(_EMBEDDING_BAG_MODES)}, "
                          f"got {mode!r}")
-    request = pb.EmbeddingBagRequest(
-        indices=to_tensor(indices, "indices", default_dtype=np.int64), mode=wire_mode,
-        include_last_offset=bool(include_last_offset))
+    request = pb.EmbeddingBagRequest(mode=wire_mode,
+                                     include_last_offset=bool(include_last_offset))
+    _set_lookup(request, indices, keys, missing, return_found)
     _set_params(request, params, params_name)
     if offsets is not None:
         request.offsets.CopyFrom(to_tensor(offsets, "offsets", default_dtype=np.int64))
@@ -323,9 +387,21 @@ def output(response):
     return from_tensor(response.output)
 
 
-def put_uploads(name, array, device, replace, chunk_bytes, storage, shard):
+def lookup_output(response, return_found):
+    """A Gather's or EmbeddingBag's answer: the output, or with return_found (output, found),
+    found the bool mask of the keys' shape."""
+    if not return_found:
+        return output(response)
+    return from_tensor(response.output), from_tensor(response.found)
+
+
+def put_uploads(name, array, device, replace, chunk_bytes, storage, shard, keys=None,
+                missing=None, default_row=None, capacity=None):
     """Client.put_tensor's upload: a function that makes a fresh iterator over its
     PutTensorRequests (one per attempt: a retried upload starts over)."""
+    if keys is None and (missing is not None or default_row is not None or
+                         capacity is not None):
+        raise ValueError("missing, default_row and capacity are for a keyed table: pass keys")
     if shard is not None:
         shard = Shard(*shard)
     wire_storage = STORAGE_KINDS.get(str(storage).lower().replace("_", "-"))
@@ -340,8 +416,43 @@ def put_uploads(name, array, device, replace, chunk_bytes, storage, shard):
     else:
         tensor = to_tensor(array, "array")
         read = None
+    keyed, key_bytes = None, None
+    if keys is not None:
+        keyed, key_bytes = _keyed_table(tensor, wire_storage, keys, missing, default_row,
+                                        capacity)
     return lambda: _put_requests(name, tensor, device, bool(replace), chunk_bytes, wire_storage,
-                                 shard, read)
+                                 shard, read, keyed, key_bytes)
+
+
+def _keyed_table(tensor, storage, keys, missing, default_row, capacity):
+    """put_tensor's KeyedTable for `tensor` (the table's Tensor, perhaps without its data) and
+    its keys as int64 little-endian bytes. ValueError for keys that are not signed integers of
+    rank 1, one per row, or an unknown missing."""
+    keys = np.asarray(keys)
+    if keys.size == 0 and keys.dtype.kind == "f":
+        keys = keys.astype(np.int64)  # np.asarray([]) is float64
+    if keys.ndim != 1 or keys.dtype.kind != "i":
+        raise ValueError(f"keys must be signed integers of rank 1, got {keys.dtype} "
+                         f"{list(keys.shape)}")
+    if not tensor.shape or tensor.shape[0] != keys.shape[0]:
+        raise ValueError(f"keys must be one per row: got {keys.shape[0]} keys for a table of "
+                         f"shape {list(tensor.shape)}")
+    keyed = pb.KeyedTable(missing=_missing_keys(missing),
+                          capacity=0 if capacity is None else operator.index(capacity))
+    if default_row is not None:
+        if not isinstance(default_row, np.ndarray):
+            # A list of numbers in the dtype lookups return: float32 for a converted table.
+            default_row = np.asarray(default_row, dtype=_default_row_dtype(tensor, storage))
+        keyed.default_row.CopyFrom(to_tensor(default_row, "default_row"))
+    return keyed, keys.astype("<i8", copy=False).tobytes()
+
+
+def _default_row_dtype(tensor, storage):
+    """The dtype a default row given as a list is sent in: float32 for the kinds the server
+    converts, else the table's (None, numpy's choice, for one numpy cannot name)."""
+    if storage in (STORAGE_KINDS["float16"], STORAGE_KINDS["int8-rowwise"]):
+        return np.float32
+    return _WIRE_TO_NUMPY.get(tensor.dtype)
 
 
 def _fixed_size_reader(array):
@@ -369,7 +480,8 @@ def _fixed_size_reader(array):
     return pb.Tensor(dtype=wire, shape=array.shape), read
 
 
-def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=None, read=None):
+def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=None, read=None,
+                  keyed=None, key_bytes=None):
     """The messages of a PutTensor upload of `tensor` (a tensorcompute.v1.Tensor), lazily.
 
     The first one describes the tensor; each carries the next chunk: at most chunk_bytes bytes
@@ -378,31 +490,33 @@ def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=N
     being the element index of the first. An empty tensor is the description alone. `read`
     (from _fixed_size_reader), when given, supplies the data's elements [begin, end) as bytes
     instead of tensor.data.
+
+    A keyed table (`keyed`, its KeyedTable, and key_bytes, its keys as int64 little-endian)
+    sends each row's key beside it: a message carries the keys of the rows its data starts, and
+    its rows are whole when a row and its key fit in chunk_bytes (at most chunk_bytes of data
+    and keys then). Keys that no data carries (rows of 0 bytes, strings) follow in messages of
+    their own, of at most chunk_bytes.
     """
     first = pb.PutTensorRequest(name=name, dtype=tensor.dtype, shape=tensor.shape,
                                 device=device, replace=replace, storage=storage)
     if shard is not None:
         first.shard.CopyFrom(pb.ShardSpec(index=shard.index, count=shard.count,
                                           total_rows=shard.total_rows))
+    if keyed is not None:
+        first.keyed.CopyFrom(keyed)
+    for message in _data_requests(first, tensor, chunk_bytes, read, key_bytes):
+        yield message
+
+
+def _data_requests(first, tensor, chunk_bytes, read, key_bytes):
+    """_put_requests' messages from the first one on: the data, and a keyed table's keys."""
+    key_bytes = key_bytes or b""
     if tensor.dtype == pb.DT_STRING:
-        strings = tensor.strings
-        total = len(strings)
-        begin = 0
-        message = first
-        while begin < total or message is first:
-            end, size = begin, 0
-            while end < total:
-                item = 1 + _varint_size(len(strings[end])) + len(strings[end])
-                if end > begin and size + item > chunk_bytes:
-                    break
-                size += item
-                end += 1
-            if end > begin:
-                message.offset = begin
-                message.strings.extend(strings[begin:end])
+        offset = 0
+        for message in _string_requests(first, tensor, chunk_bytes):
+            offset = message.offset + len(message.strings)
             yield message
-            begin = end
-            message = pb.PutTensorRequest()
+        yield from _key_requests(key_bytes, 0, chunk_bytes, offset)
         return
     element = _ELEMENT_SIZES[tensor.dtype]
     chunk = max(element, chunk_bytes // element * element)
@@ -416,12 +530,54 @@ def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=N
         total = element
         for d in tensor.shape:
             total *= d
+    rows = tensor.shape[0] if tensor.shape else 0
+    row_bytes = total // rows if rows else 0
+    if key_bytes and 0 < row_bytes and row_bytes + 8 <= chunk_bytes:
+        chunk = chunk_bytes // (row_bytes + 8) * row_bytes  # whole rows and their keys
+
+    def keys_until(end):  # the keys of the rows that data [0, end) starts
+        return 8 * -(-end // row_bytes) if row_bytes else 0
+
     first.offset = 0
     first.data = read(0, min(total, chunk) // element)
+    first.keys = key_bytes[:keys_until(min(total, chunk))]
     yield first
     for begin in range(chunk, total, chunk):
-        yield pb.PutTensorRequest(offset=begin,
-                                  data=read(begin // element, min(total, begin + chunk) // element))
+        end = min(total, begin + chunk)
+        yield pb.PutTensorRequest(offset=begin, data=read(begin // element, end // element),
+                                  keys=key_bytes[keys_until(begin):keys_until(end)])
+    yield from _key_requests(key_bytes, keys_until(total), chunk_bytes, total)
+
+
+def _key_requests(key_bytes, begin, chunk_bytes, offset):
+    """Messages of keys alone: key_bytes[begin:], whole keys, at most chunk_bytes of them (one
+    key at least) a message, each at `offset` (where the data or the strings ended)."""
+    per = max(8, chunk_bytes // 8 * 8)
+    for start in range(begin, len(key_bytes), per):
+        yield pb.PutTensorRequest(offset=offset, keys=key_bytes[start:start + per])
+
+
+def _string_requests(first, tensor, chunk_bytes):
+    """The messages of a DT_STRING upload: consecutive elements whose wire size stays within
+    chunk_bytes (one larger string alone), `offset` the element index of the first."""
+    strings = tensor.strings
+    total = len(strings)
+    begin = 0
+    message = first
+    while begin < total or message is first:
+        end, size = begin, 0
+        while end < total:
+            item = 1 + _varint_size(len(strings[end])) + len(strings[end])
+            if end > begin and size + item > chunk_bytes:
+                break
+            size += item
+            end += 1
+        if end > begin:
+            message.offset = begin
+            message.strings.extend(strings[begin:end])
+        yield message
+        begin = end
+        message = pb.PutTensorRequest()
 
 
 # Room left in an update_rows message, beyond its rows, for the name and the tensors' headers.

@@ -56,11 +56,13 @@ class Client(_common.ClientBase):
     _repr_name = "tensorcompute.aio.Client"
 
     @_doc_of(client.Client.gather)
-    async def gather(self, params, indices, axis=None, batch_dims=0, timeout=None,
-                     params_name=None, min_sequence=None):
+    async def gather(self, params, indices=None, axis=None, batch_dims=0, timeout=None,
+                     params_name=None, min_sequence=None, keys=None, missing=None,
+                     return_found=False):
         request = _common.gather_request(params, indices, axis, batch_dims, params_name,
-                                         min_sequence)
-        return _common.output(await self._call(self._stub.Gather, request, timeout))
+                                         min_sequence, keys, missing, return_found)
+        return _common.lookup_output(await self._call(self._stub.Gather, request, timeout),
+                                     return_found)
 
     @_doc_of(client.Client.gather_nd)
     async def gather_nd(self, params, indices, batch_dims=0, timeout=None, params_name=None,
@@ -70,20 +72,24 @@ class Client(_common.ClientBase):
         return _common.output(await self._call(self._stub.GatherNd, request, timeout))
 
     @_doc_of(client.Client.embedding_bag)
-    async def embedding_bag(self, params, indices, offsets=None, per_sample_weights=None,
+    async def embedding_bag(self, params, indices=None, offsets=None, per_sample_weights=None,
                             mode="sum", include_last_offset=False, padding_idx=None,
-                            timeout=None, params_name=None, min_sequence=None):
+                            timeout=None, params_name=None, min_sequence=None, keys=None,
+                            missing=None, return_found=False):
         request = _common.embedding_bag_request(params, indices, offsets, per_sample_weights,
                                                 mode, include_last_offset, padding_idx,
-                                                params_name, min_sequence)
-        return _common.output(await self._call(self._stub.EmbeddingBag, request, timeout))
+                                                params_name, min_sequence, keys, missing,
+                                                return_found)
+        return _common.lookup_output(
+            await self._call(self._stub.EmbeddingBag, request, timeout), return_found)
 
     @_doc_of(client.Client.put_tensor)
     async def put_tensor(self, name, array, device="", replace=False,
                          chunk_bytes=_common.DEFAULT_CHUNK_BYTES, all_targets=False,
-                         timeout=None, storage="as-is", shard=None):
+                         timeout=None, storage="as-is", shard=None, keys=None, missing=None,
+                         default_row=None, capacity=None):
         make_requests = _common.put_uploads(name, array, device, replace, chunk_bytes, storage,
-                                            shard)
+                                            shard, keys, missing, default_row, capacity)
 
         async def put(stub):
             response = await self._call(stub.PutTensor, None, timeout,

@@ -87,6 +87,14 @@ each call carries only its indices:
     client.gather(None, ids, params_name="emb", min_sequence=seq)   # reads its own writes
     client.delete_tensor("emb")
 
+Keyed tables: a resident table whose rows are looked up by sparse 64-bit keys (user, item or
+feature IDs) instead of row numbers, with a policy for the keys it lacks:
+
+    client.put_tensor("users", table, keys=ids, missing="zero")   # ids[i]: row i's key
+    client.gather(None, keys=[90210, -7], params_name="users")    # those keys' rows
+    out, found = client.embedding_bag(None, keys=bags, params_name="users", missing="skip",
+                                      return_found=True)          # found: which keys exist
+
 Every server replica holds its own copy; nothing is shared between replicas. With a target
 that lists several addresses ("ipv4:10.0.0.1:50051,10.0.0.2:50051"), put_tensor and
 delete_tensor with all_targets=True reach each address in turn; otherwise they reach one
@@ -101,10 +109,11 @@ import time
 import grpc
 
 from tensorcompute import _common
-from tensorcompute._common import (STORAGE_KINDS, Shard, TensorComputeError, TensorInfo,
-                                   shard_rows)
+from tensorcompute._common import (STORAGE_KINDS, KeyedInfo, Shard, TensorComputeError,
+                                   TensorInfo, shard_rows)
 
-__all__ = ["Client", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo", "shard_rows"]
+__all__ = ["Client", "KeyedInfo", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo",
+           "shard_rows"]
 
 
 class Client(_common.ClientBase):
@@ -113,8 +122,8 @@ class Client(_common.ClientBase):
     _grpc = grpc
     _repr_name = "Client"
 
-    def gather(self, params, indices, axis=None, batch_dims=0, timeout=None, params_name=None,
-               min_sequence=None):
+    def gather(self, params, indices=None, axis=None, batch_dims=0, timeout=None,
+               params_name=None, min_sequence=None, keys=None, missing=None, return_found=False):
         """tf.gather(params, indices, axis, batch_dims) on the server; returns a numpy array.
 
         axis=None leaves it unset: the server then uses batch_dims, as TensorFlow does.
@@ -124,10 +133,21 @@ class Client(_common.ClientBase):
         server that answers (what update_rows returned: read your own writes); one that is
         behind raises TensorComputeError FAILED_PRECONDITION naming both numbers (try again or
         another replica). None (the default) or 0: any. With inline params it must be None.
+
+        keys: on a keyed table (put_tensor with keys=, and params_name), the keys of the rows
+        to gather, in place of indices (exactly one of the two, else ValueError): any shape,
+        signed integers sent as int64; along axis 0 (axis None or 0, batch_dims 0). The
+        answer is byte for byte the gather of the keys' rows by their indices. missing: what a
+        key the table lacks gives, for this call: None (the table's policy), "error"
+        (TensorComputeError INVALID_ARGUMENT "keys[3] = 90210 is not a key of table 'users'"),
+        "zero" (a row of zeros) or "default" (the table's default row); an unknown one is
+        ValueError. return_found: return (output, found), found a numpy bool array of the
+        keys' shape, True where the key is in the table.
         """
         request = _common.gather_request(params, indices, axis, batch_dims, params_name,
-                                         min_sequence)
-        return _common.output(self._call(self._stub.Gather, request, timeout))
+                                         min_sequence, keys, missing, return_found)
+        return _common.lookup_output(self._call(self._stub.Gather, request, timeout),
+                                     return_found)
 
     def gather_nd(self, params, indices, batch_dims=0, timeout=None, params_name=None,
                   min_sequence=None):
@@ -140,9 +160,10 @@ class Client(_common.ClientBase):
                                             min_sequence)
         return _common.output(self._call(self._stub.GatherNd, request, timeout))
 
-    def embedding_bag(self, params, indices, offsets=None, per_sample_weights=None, mode="sum",
-                      include_last_offset=False, padding_idx=None, timeout=None,
-                      params_name=None, min_sequence=None):
+    def embedding_bag(self, params, indices=None, offsets=None, per_sample_weights=None,
+                      mode="sum", include_last_offset=False, padding_idx=None, timeout=None,
+                      params_name=None, min_sequence=None, keys=None, missing=None,
+                      return_found=False):
         """torch.nn.functional.embedding_bag(indices, params, offsets, mode=mode,
         per_sample_weights=..., include_last_offset=..., padding_idx=...) on the server, with
         TensorFlow's "sqrtn" as a fourth mode; returns a numpy array [bags, dim] in the
@@ -165,15 +186,23 @@ class Client(_common.ClientBase):
         ValueError, before any RPC). The server's errors (an index out of range, a bad
         offset, ...) raise TensorComputeError, INVALID_ARGUMENT naming the field and position.
         min_sequence: with params_name, as in gather.
+
+        keys, missing, return_found: as in gather (keys shaped as indices would be; no
+        padding_idx with them), and missing may also be "skip": a key the table lacks is left
+        out of its bag as padding_idx's rows are (MEAN and SQRTN divide by the keys found; a
+        bag of missing keys only is zeros).
         """
         request = _common.embedding_bag_request(params, indices, offsets, per_sample_weights,
                                                 mode, include_last_offset, padding_idx,
-                                                params_name, min_sequence)
-        return _common.output(self._call(self._stub.EmbeddingBag, request, timeout))
+                                                params_name, min_sequence, keys, missing,
+                                                return_found)
+        return _common.lookup_output(self._call(self._stub.EmbeddingBag, request, timeout),
+                                     return_found)
 
     def put_tensor(self, name, array, device="", replace=False,
                    chunk_bytes=_common.DEFAULT_CHUNK_BYTES, all_targets=False, timeout=None,
-                   storage="as-is", shard=None):
+                   storage="as-is", shard=None, keys=None, missing=None, default_row=None,
+                   capacity=None):
         """Stores `array` (anything np.asarray accepts; dtypes as for params) on the server as
         the resident tensor `name`, uploaded in messages of at most chunk_bytes tensor bytes
         (so it may be larger than max_message_bytes). Returns its TensorInfo. A C-contiguous
@@ -198,9 +227,22 @@ class Client(_common.ClientBase):
         shard: a Shard (or an (index, count, total_rows) tuple): `array` is that shard's rows
         of a table sharded by row ranges (shard_rows gives them); a server holding it answers
         lookups on the whole table, routing other rows to its --shard_peers.
+
+        keys: a keyed table (docs/resident-tables.md, "Keyed tables"): keys[i], a signed
+        integer, is row i's key, unique (a repeat is INVALID_ARGUMENT naming both positions,
+        "keys[7] = -42 repeats keys[3]"); rank 1, one per row (else ValueError). They are
+        streamed beside the rows. gather and embedding_bag then take keys= in place of
+        indices. missing: the table's policy for a key it lacks: "error" (None, the default),
+        "zero" or "default" (its default_row). default_row: that row, in the dtype lookups
+        return and the row shape (float32 [dim] for "float16" and "int8-rowwise", stored as
+        the rows are; uint8 [dim + 8] for "int8-rowwise-prequantized"); a list of numbers is
+        sent in that dtype. capacity: the rows the table may hold (None: its rows; at least
+        them; its TensorInfo.shape[0], the free rows reading zeros by position). The key index
+        is counted against --max_resident_bytes at 16 bytes a key of capacity. missing,
+        default_row or capacity without keys is ValueError.
         """
         make_requests = _common.put_uploads(name, array, device, replace, chunk_bytes, storage,
-                                            shard)
+                                            shard, keys, missing, default_row, capacity)
 
         def put(stub):
             response = self._call(stub.PutTensor, None, timeout, metadata=self._admin_metadata,

@@ -1,0 +1,641 @@
+"""Keyed tables (issue 42) end to end: the Python clients (sync and asyncio) against the real
+tensorcompute-server, on random tables with random int64 keys (negative ones, 0, INT64_MIN and
+INT64_MAX among them), checked against a NumPy dictionary reference.
+
+The reference: a keyed table put with rows R and keys K (capacity C >= len(R)) answers a lookup
+by keys as the same lookup by indices on the "extended" table R + [zeros] + [default row]
+would, each key replaced by its row (key -> position in K), a missing one by the zero row
+(missing="zero", and "skip" in bags as padding_idx) or the default row ("default"). So every
+keyed answer is compared
+  - with NumPy on that extended table (exactly for Gather and unweighted SUM/MAX; within
+    embedding_bag_reference's bound otherwise), and
+  - byte for byte with the server's own by-index answer on the extended table put under
+    another name with the same storage (float16 and int8-rowwise included: the answer of a
+    keyed lookup is the by-index answer of the keys' slots).
+
+Needs $TC_SERVER_BINARY and the `tensorcompute` package (ctest's python_client.install).
+Run by hand:
+
+    .venv/bin/pip install --no-deps --no-build-isolation ./client/python
+    cd tests/client && PYTHONPATH=../testing \\
+        TC_SERVER_BINARY=../../build/server/tensorcompute-server \\
+        ../../.venv/bin/python3 -m unittest -v keyed_tables_test
+"""
+
+import asyncio
+import unittest
+
+import grpc
+import numpy as np
+
+import tensorcompute.aio
+from tensorcompute import Client, KeyedInfo, TensorComputeError
+from tensorcompute import _common
+from tensorcompute.v1 import tensorcompute_pb2 as pb
+from tensorcompute.v1 import tensorcompute_pb2_grpc as pb_grpc
+from compact_reference import dequantize_rowwise8, float16_meaning, quantize_rowwise8
+from embedding_bag_reference import EB_MODES, mismatch, ref_embedding_bag
+from server_process import ServerProcess
+
+INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+SPECIAL_KEYS = [INT64_MIN, INT64_MAX, 0, -1, 1]
+
+_server = None
+_client = None
+
+
+def setUpModule():
+    global _server, _client
+    _server = ServerProcess("--cpu_threads=2")
+    _server.__enter__()
+    _client = Client(_server.target, timeout=60.0)
+
+
+def tearDownModule():
+    if _client is not None:
+        _client.close()
+    if _server is not None:
+        _server.__exit__(None, None, None)
+
+
+# --- the reference ---------------------------------------------------------------------------
+
+def random_keys(rng, n):
+    """n unique int64 keys in random order, the extremes, 0 and +-1 among them when n >= 5."""
+    drawn = rng.integers(INT64_MIN, INT64_MAX, size=2 * n + 8, dtype=np.int64, endpoint=True)
+    pool = np.unique(np.concatenate([np.array(SPECIAL_KEYS, np.int64), drawn]))
+    special = pool[np.isin(pool, SPECIAL_KEYS)]
+    others = rng.permutation(pool[~np.isin(pool, SPECIAL_KEYS)])
+    keys = np.concatenate([special, others])[:n]
+    return rng.permutation(keys)
+
+
+def absent_keys(rng, keys, n):
+    """n keys that are not in `keys` (the extremes and 0 first, when absent)."""
+    present = set(keys.tolist())
+    out = [k for k in SPECIAL_KEYS if k not in present]
+    while len(out) < n:
+        k = int(rng.integers(INT64_MIN, INT64_MAX, dtype=np.int64, endpoint=True))
+        if k not in present and k not in out:
+            out.append(k)
+    return np.array(rng.permutation(out)[:n], np.int64)
+
+
+class Reference:
+    """A keyed table as a dict from key to row, over the extended table (rows, then the zero
+    row, then the default row)."""
+
+    def __init__(self, rows, keys, default_row=None):
+        self.rows = len(keys)
+        self.slot = {int(k): i for i, k in enumerate(keys)}
+        zero = np.zeros((1,) + rows.shape[1:], rows.dtype)
+        default = zero if default_row is None else np.asarray(default_row, rows.dtype)[None]
+        self.extended = np.concatenate([rows, zero, default])
+
+    def slots(self, keys, missing):
+        """The extended table's row of each key (same shape), and the found mask."""
+        keys = np.asarray(keys, np.int64)
+        fill = self.rows + 1 if missing == "default" else self.rows
+        found = np.array([int(k) in self.slot for k in keys.reshape(-1)], bool)
+        slots = np.array([self.slot.get(int(k), fill) for k in keys.reshape(-1)], np.int64)
+        return slots.reshape(keys.shape), found.reshape(keys.shape)
+
+
+def lookup_keys(rng, keys, shape, missing_fraction):
+    """Random lookup keys of `shape`: present ones (repeats allowed) and, with probability
+    missing_fraction each, absent ones."""
+    n = int(np.prod(shape, dtype=np.int64))
+    out = keys[rng.integers(0, len(keys), size=n)] if len(keys) else np.zeros(n, np.int64)
+    absent = absent_keys(rng, keys, max(1, n))
+    mask = rng.random(n) < missing_fraction
+    out = np.where(mask, absent[rng.integers(0, len(absent), size=n)], out)
+    return out.astype(np.int64).reshape(shape)
+
+
+def random_bags(rng, keys, missing_fraction, fixed):
+    """(lookup keys, embedding_bag keyword arguments for the bag layout)."""
+    bags = int(rng.integers(0, 9))
+    if fixed:
+        return lookup_keys(rng, keys, (bags, int(rng.integers(0, 5))), missing_fraction), {}
+    sizes = rng.integers(0, 6, size=bags)
+    looked = lookup_keys(rng, keys, (int(sizes.sum()),), missing_fraction)
+    ends = np.cumsum(np.concatenate([[0], sizes])).astype(np.int64)
+    last = bool(rng.integers(2))
+    return looked, {"offsets": ends if last else ends[:-1], "include_last_offset": last}
+
+
+class KeyedTest(unittest.TestCase):
+
+    def tearDown(self):
+        for info in _client.list_tensors():
+            _client.delete_tensor(info.name)
+
+    def assertSameBytes(self, got, want, what):
+        self.assertEqual((got.dtype, got.shape), (want.dtype, want.shape), what)
+        problem = mismatch(got, want, None)
+        if problem:
+            self.fail(f"{what}: {problem}")
+
+    def assertRaisesMessage(self, code, message, fn, *args, **kwargs):
+        with self.assertRaises(TensorComputeError) as caught:
+            fn(*args, **kwargs)
+        self.assertEqual((caught.exception.code, caught.exception.message), (code, message))
+
+    def put_pair(self, name, rows, keys, storage="as-is", missing=None, default_row=None,
+                 capacity=None, logical=None, chunk_bytes=_common.DEFAULT_CHUNK_BYTES):
+        """Puts `rows` keyed as `name` and its extended table by indices as name + ".ref";
+        returns the Reference (over `logical`, the float32 values a compact kind stores)."""
+        _client.put_tensor(name, rows, keys=keys, storage=storage, missing=missing,
+                           default_row=default_row, capacity=capacity, chunk_bytes=chunk_bytes)
+        reference = Reference(rows, keys, default_row)
+        _client.put_tensor(name + ".ref", reference.extended, storage=storage)
+        if logical is not None:
+            logical_default = None if default_row is None else logical(
+                np.asarray(default_row, rows.dtype)[None])[0]
+            reference = Reference(logical(rows), keys, logical_default)
+        return reference
+
+    # --- Gather ------------------------------------------------------------------------------
+
+    def test_gather_by_keys_is_the_gather_of_their_rows(self):
+        rng = np.random.default_rng(4201)
+        for dtype in (np.float32, np.int32, np.float64, np.int8):
+            for trial in range(3):
+                n = int(rng.integers(5, 60))
+                row_shape = [(4,), (3, 2), ()][trial]
+                rows = (rng.standard_normal((n,) + row_shape) * 50).astype(dtype)
+                keys = random_keys(rng, n)
+                default_row = (rng.standard_normal(row_shape) * 50).astype(dtype)
+                reference = self.put_pair("t", rows, keys, missing="zero",
+                                          default_row=default_row,
+                                          capacity=n + int(rng.integers(0, 5)),
+                                          chunk_bytes=int(rng.integers(8, 200)))
+                for shape in [(), (int(rng.integers(0, 20)),), (3, int(rng.integers(1, 6)))]:
+                    for missing in (None, "zero", "default", "error"):
+                        fraction = 0.0 if missing == "error" else 0.3
+                        looked = lookup_keys(rng, keys, shape, fraction)
+                        policy = "zero" if missing is None else missing
+                        slots, found = reference.slots(looked, policy)
+                        what = f"{np.dtype(dtype)} {row_shape} keys {shape} missing={missing}"
+                        out, got_found = _client.gather(None, keys=looked, params_name="t",
+                                                        missing=missing, return_found=True)
+                        self.assertSameBytes(out, reference.extended[slots], what)
+                        self.assertEqual(got_found.dtype, np.bool_)
+                        np.testing.assert_array_equal(got_found, found, what)
+                        by_index = _client.gather(None, slots, params_name="t.ref")
+                        self.assertSameBytes(out, by_index, what + " vs by index")
+                        plain = _client.gather(None, keys=looked, params_name="t",
+                                               missing=missing)
+                        self.assertSameBytes(plain, out, what + " without found")
+                _client.delete_tensor("t")
+                _client.delete_tensor("t.ref")
+
+    def test_keys_may_be_any_signed_integers_and_lists(self):
+        rng = np.random.default_rng(4202)
+        rows = rng.standard_normal((6, 3)).astype(np.float32)
+        keys = np.array([-5, 7, 0, INT64_MAX, INT64_MIN, 123456789012], np.int64)
+        _client.put_tensor("t", rows, keys=keys.tolist())
+        np.testing.assert_array_equal(
+            _client.gather(None, keys=np.array([7, -5], np.int32), params_name="t"), rows[[1, 0]])
+        np.testing.assert_array_equal(
+            _client.gather(None, keys=[INT64_MIN, INT64_MAX], params_name="t"), rows[[4, 3]])
+        np.testing.assert_array_equal(_client.gather(None, keys=0, params_name="t"), rows[2])
+        out, found = _client.gather(None, keys=[], params_name="t", return_found=True)
+        self.assertEqual((out.shape, found.shape, found.dtype), ((0, 3), (0,), np.bool_))
+
+    # --- EmbeddingBag ------------------------------------------------------------------------
+
+    def test_embedding_bag_by_keys_is_the_bag_of_their_rows(self):
+        rng = np.random.default_rng(4203)
+        n, dim = 40, 7
+        rows = (rng.standard_normal((n, dim)) * 3).astype(np.float32)
+        keys = random_keys(rng, n)
+        default_row = rng.standard_normal(dim).astype(np.float32)
+        reference = self.put_pair("t", rows, keys, default_row=default_row)
+        for mode in EB_MODES:
+            for missing in ("error", "zero", "default", "skip"):
+                for fixed in (False, True):
+                    for weighted in (False, True):
+                        if weighted and mode == "max":
+                            continue
+                        fraction = 0.0 if missing == "error" else 0.35
+                        looked, layout = random_bags(rng, keys, fraction, fixed)
+                        kwargs = dict(layout, mode=mode)
+                        if weighted:
+                            kwargs["per_sample_weights"] = rng.uniform(
+                                0.5, 1.5, looked.shape).astype(np.float32)
+                        slots, found = reference.slots(looked, missing)
+                        pad = {"padding_idx": n} if missing == "skip" else {}
+                        what = f"{mode} missing={missing} fixed={fixed} weighted={weighted}"
+                        out, got_found = _client.embedding_bag(
+                            None, keys=looked, params_name="t", missing=missing,
+                            return_found=True, **kwargs)
+                        np.testing.assert_array_equal(got_found, found, what)
+                        want, bound = ref_embedding_bag(reference.extended, slots, **kwargs,
+                                                        **pad)
+                        problem = mismatch(out, want, bound)
+                        if problem:
+                            self.fail(f"{what}: {problem}")
+                        by_index = _client.embedding_bag(None, slots, params_name="t.ref",
+                                                         **kwargs, **pad)
+                        self.assertSameBytes(out, by_index, what + " vs by index")
+
+    def test_skip_divides_by_the_keys_found_and_an_all_missing_bag_is_zeros(self):
+        rng = np.random.default_rng(4204)
+        rows = rng.uniform(1, 2, (8, 4)).astype(np.float32)
+        keys = random_keys(rng, 8)
+        _client.put_tensor("t", rows, keys=keys, default_row=np.full(4, 100, np.float32))
+        gone = absent_keys(rng, keys, 3)
+        looked = np.array([keys[1], gone[0], keys[2], gone[1], gone[2]], np.int64)
+        offsets = [0, 3, 4]  # bags: {1, missing, 2}, {missing}, {missing, missing}
+        for mode, want in [("mean", (rows[1] + rows[2]) / 2),
+                           ("sqrtn", (rows[1] + rows[2]) / np.float32(np.sqrt(2))),
+                           ("sum", rows[1] + rows[2]), ("max", np.maximum(rows[1], rows[2]))]:
+            out, found = _client.embedding_bag(None, keys=looked, offsets=offsets, mode=mode,
+                                               params_name="t", missing="skip",
+                                               return_found=True)
+            np.testing.assert_allclose(out[0], want, rtol=1e-6, err_msg=mode)
+            np.testing.assert_array_equal(out[1:], np.zeros((2, 4), np.float32), mode)
+            np.testing.assert_array_equal(found, [True, False, True, False, False])
+        # The same bags with missing="default" count the default row.
+        out = _client.embedding_bag(None, keys=looked, offsets=offsets, mode="mean",
+                                    params_name="t", missing="default")
+        np.testing.assert_allclose(out[0], (rows[1] + rows[2] + 100) / 3, rtol=1e-6)
+        np.testing.assert_array_equal(out[2], np.full(4, 100, np.float32))
+
+    # --- compact storages --------------------------------------------------------------------
+
+    def test_compact_storages_answer_the_by_index_bytes_of_the_keys_slots(self):
+        rng = np.random.default_rng(4205)
+        # (storage, what is sent for float32 rows, the float32 rows that it means)
+        kinds = [("float16", lambda t: t, float16_meaning),
+                 ("int8-rowwise", lambda t: t,
+                  lambda t: dequantize_rowwise8(quantize_rowwise8(t))),
+                 ("int8-rowwise-prequantized", quantize_rowwise8, dequantize_rowwise8)]
+        for storage, sent, logical in kinds:
+            for dim in (1, 5, 32):
+                n = int(rng.integers(5, 50))
+                rows = sent((rng.standard_normal((n, dim)) * 4).astype(np.float32))
+                keys = random_keys(rng, n)
+                default_row = sent((rng.standard_normal((1, dim)) * 4).astype(np.float32))[0]
+                if storage != "int8-rowwise-prequantized":
+                    default_row = default_row.tolist()  # a list is sent as float32
+                reference = self.put_pair("c", rows, keys, storage=storage,
+                                          default_row=default_row, logical=logical,
+                                          chunk_bytes=int(rng.integers(16, 300)))
+                info = {t.name: t for t in _client.list_tensors()}["c"]
+                self.assertEqual((info.storage, info.dtype, info.shape),
+                                 (storage, "float32", (n, dim)))
+                for missing in ("zero", "default"):
+                    what = f"{storage} dim {dim} missing={missing}"
+                    looked = lookup_keys(rng, keys, (4, 6), 0.3)
+                    slots, found = reference.slots(looked, missing)
+                    out, got_found = _client.gather(None, keys=looked, params_name="c",
+                                                    missing=missing, return_found=True)
+                    np.testing.assert_array_equal(got_found, found, what)
+                    self.assertSameBytes(out, _client.gather(None, slots, params_name="c.ref"),
+                                         what)
+                    self.assertSameBytes(out, reference.extended[slots], what + " vs NumPy")
+                    for mode in EB_MODES:
+                        for skip in (False, True):
+                            policy = "skip" if skip else missing
+                            slots, _ = reference.slots(looked, policy)
+                            pad = {"padding_idx": n} if skip else {}
+                            out = _client.embedding_bag(None, keys=looked, mode=mode,
+                                                        params_name="c", missing=policy)
+                            by_index = _client.embedding_bag(None, slots, mode=mode,
+                                                             params_name="c.ref", **pad)
+                            self.assertSameBytes(out, by_index, f"{what} {mode} {policy}")
+                _client.delete_tensor("c")
+                _client.delete_tensor("c.ref")
+
+    # --- policies ----------------------------------------------------------------------------
+
+    def test_a_missing_key_is_an_error_naming_its_position_value_and_table(self):
+        rng = np.random.default_rng(4206)
+        rows = rng.standard_normal((20, 3)).astype(np.float32)
+        keys = random_keys(rng, 20)
+        _client.put_tensor("users", rows, keys=keys)
+        for shape in [(12,), (3, 5), ()]:
+            looked = lookup_keys(rng, keys, shape, 0.0)
+            flat = looked.reshape(-1)
+            at = int(rng.integers(0, flat.size))
+            flat[at] = absent_keys(rng, keys, 1)[0]
+            if flat.size > at + 1:  # a later missing key is not the one named
+                flat[at + 1:] = np.where(rng.random(flat.size - at - 1) < 0.5,
+                                         absent_keys(rng, keys, 1)[0], flat[at + 1:])
+            position = "[" + ",".join(str(i) for i in np.unravel_index(at, shape)) + "]" \
+                if shape else ""
+            message = f"keys{position} = {flat[at]} is not a key of table 'users'"
+            self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT, message, _client.gather,
+                                     None, keys=looked, params_name="users")
+            self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT, message, _client.gather,
+                                     None, keys=looked, params_name="users", missing="error",
+                                     return_found=True)
+            if len(shape) == 2:
+                self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT, message,
+                                         _client.embedding_bag, None, keys=looked,
+                                         params_name="users")
+
+    def test_a_request_overrides_the_tables_policy(self):
+        rng = np.random.default_rng(4207)
+        rows = rng.standard_normal((10, 2)).astype(np.float32)
+        keys = random_keys(rng, 10)
+        default_row = np.array([7, -7], np.float32)
+        gone = absent_keys(rng, keys, 1)
+        looked = np.array([keys[4], gone[0]])
+        for table in ("error", "zero", "default"):
+            info = _client.put_tensor("t", rows, keys=keys, missing=table,
+                                      default_row=default_row, replace=True)
+            self.assertEqual(info.keyed.missing, table)
+            want = {"zero": np.zeros(2, np.float32), "default": default_row}
+            for request in (None, "error", "zero", "default"):
+                policy = table if request is None else request
+                if policy == "error":
+                    self.assertRaisesMessage(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"keys[1] = {gone[0]} is not a key of table 't'", _client.gather, None,
+                        keys=looked, params_name="t", missing=request)
+                    continue
+                out = _client.gather(None, keys=looked, params_name="t", missing=request)
+                np.testing.assert_array_equal(out, np.stack([rows[4], want[policy]]),
+                                              f"table {table} request {request}")
+
+    def test_policy_errors(self):
+        rows = np.ones((3, 2), np.float32)
+        _client.put_tensor("t", rows, keys=[1, 2, 3])
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "missing=SKIP is for EmbeddingBag: a Gather answers a row for every key",
+            _client.gather, None, keys=[1], params_name="t", missing="skip")
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "table 't' has no default row (put it with one); missing=DEFAULT_ROW needs it",
+            _client.gather, None, keys=[1], params_name="t", missing="default")
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "tensor 's': missing=SKIP is a choice of each EmbeddingBag request, not a table's "
+            "policy", _client.put_tensor, "s", rows, keys=[1, 2, 3], missing="skip")
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "table 'd' has no default row (put it with one); missing=DEFAULT_ROW needs it",
+            self._put_default_without_row)
+        with self.assertRaises(ValueError):
+            _client.gather(None, keys=[1], params_name="t", missing="sometimes")
+
+    def _put_default_without_row(self):
+        # A table may say missing="default" without a default row; its lookups then refuse.
+        _client.put_tensor("d", np.ones((2, 2), np.float32), keys=[5, 6], missing="default")
+        _client.gather(None, keys=[7], params_name="d")
+
+    # --- errors at put -----------------------------------------------------------------------
+
+    def test_a_duplicate_key_names_both_positions(self):
+        rng = np.random.default_rng(4208)
+        for _ in range(5):
+            n = int(rng.integers(2, 40))
+            keys = random_keys(rng, n)
+            first, second = sorted(rng.choice(n, size=2, replace=False).tolist())
+            keys[second] = keys[first]
+            self.assertRaisesMessage(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"tensor 'dup': keys[{second}] = {keys[first]} repeats keys[{first}]",
+                _client.put_tensor, "dup", np.zeros((n, 2), np.float32), keys=keys,
+                chunk_bytes=int(rng.integers(8, 64)))
+            self.assertNotIn("dup", [t.name for t in _client.list_tensors()])
+
+    def test_the_key_count_must_be_the_row_count(self):
+        rows = np.arange(8, dtype=np.float32).reshape(4, 2)
+        for keys in ([1, 2, 3], [1, 2, 3, 4, 5]):
+            with self.assertRaisesRegex(ValueError, "one per row"):
+                _client.put_tensor("t", rows, keys=keys)
+        with self.assertRaisesRegex(ValueError, "rank 1"):
+            _client.put_tensor("t", rows, keys=[[1, 2], [3, 4]])
+        with self.assertRaisesRegex(ValueError, "signed integers"):
+            _client.put_tensor("t", rows, keys=np.array([1, 2, 3, 4], np.uint64))
+        with self.assertRaisesRegex(ValueError, "pass keys"):
+            _client.put_tensor("t", rows, missing="zero")
+        # What the server says to a client that sends too few or too many.
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "tensor 't': the upload ended after 3 of 4 keys; nothing was stored",
+            _raw_put, "t", rows, [[1, 2, 3]])
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT, "tensor 't': 5 keys sent; it has 4 rows",
+            _raw_put, "t", rows, [[1, 2], [3, 4, 5]])
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "tensor 'p' is not keyed (set keyed in the first message): keys are for keyed "
+            "tables", _raw_put, "p", rows, [[1, 2, 3, 4]], keyed=False)
+        self.assertEqual(_client.list_tensors(), [])
+
+    def test_capacity_and_default_row_are_checked(self):
+        rows = np.zeros((5, 16), np.float32)
+        keys = list(range(5))
+        self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "tensor 't': capacity 3 is below the 5 rows put",
+                                 _client.put_tensor, "t", rows, keys=keys, capacity=3)
+        self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "tensor 't': default_row must be float32 [16], got float32 [8]",
+                                 _client.put_tensor, "t", rows, keys=keys,
+                                 default_row=np.zeros(8, np.float32))
+        self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "tensor 't': default_row must be float32 [16], got int32 [16]",
+                                 _client.put_tensor, "t", rows, keys=keys,
+                                 default_row=np.zeros(16, np.int32))
+        # A converted kind's default row is float32 [dim], as its rows are sent.
+        self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "tensor 't': default_row must be float32 [16], got float16 [16]",
+                                 _client.put_tensor, "t", rows, keys=keys, storage="float16",
+                                 default_row=np.zeros(16, np.float16))
+        self.assertEqual(_client.list_tensors(), [])
+
+    def test_descriptions_a_keyed_table_cannot_have(self):
+        rows = np.zeros((4, 2), np.float32)
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "tensor 't': capacity 4294967296 is above the 2147483645 rows a keyed table may have",
+            _client.put_tensor, "t", rows, keys=[1, 2, 3, 4], capacity=2 ** 32)
+        self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "tensor 'w': DT_STRING tables are not keyed",
+                                 _client.put_tensor, "w", np.array(["a", "b"]), keys=[1, 2])
+        self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "tensor 'sh': a keyed table is not sharded by row ranges",
+                                 _client.put_tensor, "sh", rows, keys=[1, 2, 3, 4],
+                                 shard=(0, 2, 8))
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "tensor 't': a message carries 12 bytes of keys; keys are whole int64s",
+            _raw_put, "t", rows, [b"\0" * 12])
+        self.assertEqual(_client.list_tensors(), [])
+
+    # --- errors at lookup --------------------------------------------------------------------
+
+    def test_keys_need_a_keyed_resident_table(self):
+        rows = np.ones((4, 2), np.float32)
+        _client.put_tensor("plain", rows)
+        _client.put_tensor("k", rows, keys=[10, 20, 30, 40])
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "table 'plain' has no keys (put it with keys); look it up by indices",
+            _client.gather, None, keys=[10], params_name="plain")
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "table 'plain' has no keys (put it with keys); look it up by indices",
+            _client.embedding_bag, None, keys=[[10]], params_name="plain")
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "keys are for a resident table put with keys (params_name)",
+            _client.gather, rows, keys=[10])
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "keys are for a resident table put with keys (params_name)",
+            _client.embedding_bag, rows, keys=[[10]])
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT, "keys: keys are int64, got uint64 [1]",
+            _client.gather, None, keys=np.array([10], np.uint64), params_name="k")
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "missing and return_found are for lookups by keys; the request sends indices",
+            _client.gather, None, [1], params_name="k", return_found=True)
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "missing and return_found are for lookups by keys; the request sends indices",
+            _client.embedding_bag, None, [[1]], params_name="k", missing="zero")
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "a Gather by keys is along axis 0 without batch_dims (a key names a whole row)",
+            _client.gather, None, keys=[10], params_name="k", axis=1)
+        self.assertRaisesMessage(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "padding_idx is for indices; with keys, missing=SKIP leaves out the keys a table "
+            "lacks", _client.embedding_bag, None, keys=[[10]], params_name="k", padding_idx=0)
+        with self.assertRaisesRegex(ValueError, "exactly one of indices and keys"):
+            _client.gather(None, [1], keys=[10], params_name="k")
+        both = pb.GatherRequest(params_name="k", indices=_common.to_tensor([1], "indices"),
+                                keys=_common.to_tensor([10], "keys"))
+        with grpc.insecure_channel(_server.target) as channel:
+            with self.assertRaises(grpc.RpcError) as caught:
+                pb_grpc.TensorComputeStub(channel).Gather(both, timeout=30)
+        self.assertEqual((caught.exception.code(), caught.exception.details()),
+                         (grpc.StatusCode.INVALID_ARGUMENT, "set either indices or keys, not both"))
+        with self.assertRaisesRegex(ValueError, "exactly one of indices and keys"):
+            _client.embedding_bag(None, params_name="k")
+        # A keyed table is still a table by position, of its rows only: its hidden rows (the
+        # zero and default rows) are out of reach of indices, for lookups and updates.
+        np.testing.assert_array_equal(_client.gather(None, [3, -4], params_name="k"),
+                                      rows[[3, 0]])
+        self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "indices[0] = 4 is not in [-4, 4)", _client.gather, None, [4],
+                                 params_name="k")
+        self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "indices[0] = 4 is not in [-4, 4)", _client.update_rows, "k",
+                                 [4], np.ones((1, 2), np.float32))
+        _client.update_rows("k", [-1], np.full((1, 2), 9, np.float32))
+        np.testing.assert_array_equal(_client.gather(None, keys=[40, 41], params_name="k",
+                                                     missing="zero"),
+                                      [[9, 9], [0, 0]])
+
+    # --- upload and info ---------------------------------------------------------------------
+
+    def test_keys_stream_beside_the_rows_in_every_chunking(self):
+        rng = np.random.default_rng(4209)
+        for n, row_shape, chunk in [(50, (3,), 20), (50, (3,), 7), (9, (100,), 64),
+                                    (30, (0,), 16), (200, (1,), 1 << 20), (17, (2, 3), 100)]:
+            rows = rng.integers(-100, 100, (n,) + row_shape).astype(np.int16)
+            keys = random_keys(rng, n)
+            messages = list(_common._put_requests(
+                "t", pb.Tensor(dtype=pb.DT_INT16, shape=rows.shape, data=rows.tobytes()), "",
+                False, chunk, keyed=pb.KeyedTable(), key_bytes=keys.astype("<i8").tobytes()))
+            self.assertEqual(b"".join(m.keys for m in messages), keys.astype("<i8").tobytes())
+            self.assertEqual(b"".join(m.data for m in messages), rows.tobytes())
+            row_bytes = rows[0].nbytes
+            for m in messages:
+                if 0 < row_bytes and row_bytes + 8 <= chunk:
+                    self.assertLessEqual(len(m.data) + len(m.keys), chunk)
+                    self.assertEqual(len(m.data) // row_bytes, len(m.keys) // 8)
+                elif row_bytes == 0:
+                    self.assertLessEqual(len(m.keys), max(8, chunk))
+            info = _client.put_tensor("t", rows, keys=keys, chunk_bytes=chunk, replace=True)
+            self.assertEqual(info.keyed.keys, n)
+            order = rng.permutation(n)
+            np.testing.assert_array_equal(
+                _client.gather(None, keys=keys[order], params_name="t"), rows[order],
+                f"{n} rows {row_shape} chunk {chunk}")
+
+    def test_list_tensors_shows_the_keyed_info(self):
+        rows = np.ones((6, 4), np.float32)
+        plain = _client.put_tensor("plain", rows)
+        self.assertIsNone(plain.keyed)
+        put = _client.put_tensor("k", rows, keys=range(6), missing="default",
+                                 default_row=[1, 2, 3, 4], capacity=10)
+        self.assertEqual(put.keyed, KeyedInfo(missing="default", has_default_row=True,
+                                              capacity=10, keys=6))
+        # Its shape is its capacity's: lookups by position see every slot, the free ones zeros.
+        self.assertEqual(put.shape, (10, 4))
+        np.testing.assert_array_equal(_client.gather(None, [5, 6, 9], params_name="k"),
+                                      [[1] * 4, [0] * 4, [0] * 4])
+        infos = {t.name: t for t in _client.list_tensors()}
+        self.assertEqual(infos["k"].keyed, put.keyed)
+        self.assertIsNone(infos["plain"].keyed)
+        # The key index's bound (16 bytes a key of capacity) counts with the rows.
+        self.assertGreaterEqual(infos["k"].bytes, infos["plain"].bytes + 16 * 10)
+        z = _client.put_tensor("z", rows, keys=np.arange(6) - 3)
+        self.assertEqual(z.keyed, KeyedInfo("error", False, 6, 6))
+
+
+def _raw_put(name, rows, key_chunks, keyed=True):
+    """PutTensor by hand: the rows in the first message, then one message per key chunk."""
+    first = pb.PutTensorRequest(name=name, dtype=pb.DT_FLOAT32, shape=rows.shape,
+                                data=rows.astype("<f4").tobytes())
+    if keyed:
+        first.keyed.CopyFrom(pb.KeyedTable())
+    messages = [first] + [
+        pb.PutTensorRequest(offset=rows.nbytes,
+                            keys=c if isinstance(c, bytes) else np.array(c, "<i8").tobytes())
+        for c in key_chunks]
+    with grpc.insecure_channel(_server.target) as channel:
+        try:
+            pb_grpc.TensorComputeStub(channel).PutTensor(iter(messages), timeout=30)
+        except grpc.RpcError as e:
+            raise TensorComputeError(e.code(), e.details()) from None
+
+
+class AioTest(unittest.TestCase):
+
+    def test_the_asyncio_client_puts_and_looks_up_by_keys(self):
+        rng = np.random.default_rng(4210)
+        rows = rng.standard_normal((12, 5)).astype(np.float32)
+        keys = random_keys(rng, 12)
+        gone = absent_keys(rng, keys, 2)
+
+        async def run():
+            async with tensorcompute.aio.Client(_server.target, timeout=30) as client:
+                info = await client.put_tensor("a", rows, keys=keys, missing="zero",
+                                               chunk_bytes=50)
+                self.assertEqual(info.keyed, KeyedInfo("zero", False, 12, 12))
+                looked = np.array([[keys[3], gone[0]], [gone[1], keys[0]]])
+                out, found = await client.gather(None, keys=looked, params_name="a",
+                                                 return_found=True)
+                want = np.zeros((2, 2, 5), np.float32)
+                want[0, 0], want[1, 1] = rows[3], rows[0]
+                np.testing.assert_array_equal(out, want)
+                np.testing.assert_array_equal(found, [[True, False], [False, True]])
+                out, found = await client.embedding_bag(None, keys=looked, params_name="a",
+                                                        mode="mean", missing="skip",
+                                                        return_found=True)
+                np.testing.assert_array_equal(out, np.stack([rows[3], rows[0]]))
+                out = await client.embedding_bag(None, keys=looked, params_name="a",
+                                                 mode="mean")
+                np.testing.assert_array_equal(out, np.stack([rows[3] / 2, rows[0] / 2]))
+                with self.assertRaises(TensorComputeError) as caught:
+                    await client.gather(None, keys=[gone[0]], params_name="a", missing="error")
+                self.assertEqual(caught.exception.message,
+                                 f"keys[0] = {gone[0]} is not a key of table 'a'")
+                await client.delete_tensor("a")
+
+        asyncio.run(run())
+
+
+if __name__ == "__main__":
+    unittest.main()
