@@ -22,8 +22,7 @@ void AddEmbeddingBagFlags(CLI::App* app, EmbeddingBagFlags* f) {
       ->excludes(params);
   app->add_option("--indices", f->indices,
                   "indices (int32/int64): rank 1 with --offsets, or rank 2 [bags, n] (fixed "
-                  "bags) without; .npy or .json")
-      ->required();
+                  "bags) without; .npy or .json (or --keys)");
   app->add_option("--offsets", f->offsets,
                   "where each bag starts in rank-1 indices, .npy or .json");
   app->add_option("--per-sample-weights", f->per_sample_weights,
@@ -35,6 +34,7 @@ void AddEmbeddingBagFlags(CLI::App* app, EmbeddingBagFlags* f) {
   app->add_option("--padding-idx", f->padding_idx,
                   "a row in [-rows, rows) whose lookups add nothing and do not count");
   app->add_option("--out", f->out, "write the result to this .npy or .json file");
+  AddLookupKeyFlags(app, &f->keyed, /*pooled=*/true);
 }
 
 int RunEmbeddingBag(Client& client, const EmbeddingBagFlags& f) {
@@ -60,7 +60,9 @@ int RunEmbeddingBag(Client& client, const EmbeddingBagFlags& f) {
     params = ReadFlagTensor("--params", f.params);
     if (!params.has_value()) return kIoError;
   }
-  std::optional<core::Tensor> indices = ReadFlagTensor("--indices", f.indices);
+  const bool by_keys = !f.keyed.keys.empty();
+  std::optional<core::Tensor> indices =
+      by_keys ? ReadFlagTensor("--keys", f.keyed.keys) : ReadFlagTensor("--indices", f.indices);
   if (!indices.has_value()) return kIoError;
   std::optional<core::Tensor> offsets, weights;
   std::optional<core::TensorView> offsets_view, weights_view;
@@ -77,6 +79,12 @@ int RunEmbeddingBag(Client& client, const EmbeddingBagFlags& f) {
     args.per_sample_weights = &*weights_view;
   }
 
+  if (by_keys) {
+    absl::StatusOr<KeyedLookupResult> result =
+        client.EmbeddingBagByKeys(f.params_name, indices->view(), args, LookupOptionsOf(f.keyed));
+    if (!result.ok()) return ReportRpcError(result.status());
+    return EmitKeyedResult(*result, f.out, f.keyed);
+  }
   absl::StatusOr<core::Tensor> result =
       f.params_name.empty() ? client.EmbeddingBag(params->view(), indices->view(), args)
                             : client.EmbeddingBagByName(f.params_name, indices->view(), args);

@@ -4,8 +4,10 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+#include "client/cli_common.h"
 #include "client/cli_tensors.h"
 #include "core/tensor.h"
 
@@ -16,14 +18,29 @@ void AddGatherFlags(CLI::App* app, GatherFlags* f, bool nd) {
   app->add_option("--params-name", f->params_name,
                   "gather from this resident tensor (see put) instead of --params")
       ->excludes(params);
-  app->add_option("--indices", f->indices, "indices tensor (int32/int64), .npy or .json")
-      ->required();
+  CLI::Option* indices =
+      app->add_option("--indices", f->indices, "indices tensor (int32/int64), .npy or .json");
+  // gather's --keys stands in for --indices (CheckLookupKeyFlags asks for one of the two).
+  if (nd) indices->required();
   if (!nd) app->add_option("--axis", f->axis, "axis to gather along (default: batch_dims)");
   app->add_option("--batch-dims", f->batch_dims, "leading batch dimensions")->capture_default_str();
   app->add_option("--out", f->out, "write the result to this .npy or .json file");
+  if (!nd) AddLookupKeyFlags(app, &f->keyed, /*pooled=*/false);
 }
 
 int RunGather(Client& client, const GatherFlags& f, bool nd) {
+  if (!f.keyed.keys.empty()) {
+    if (f.axis.value_or(0) != 0 || f.batch_dims != 0) {
+      return ReportUsageError(absl::InvalidArgumentError(
+          "--keys gathers along axis 0 without --batch-dims (a key names a whole row)"));
+    }
+    std::optional<core::Tensor> keys = ReadFlagTensor("--keys", f.keyed.keys);
+    if (!keys.has_value()) return kIoError;
+    absl::StatusOr<KeyedLookupResult> result =
+        client.GatherByKeys(f.params_name, keys->view(), LookupOptionsOf(f.keyed));
+    if (!result.ok()) return ReportRpcError(result.status());
+    return EmitKeyedResult(*result, f.out, f.keyed);
+  }
   std::optional<core::Tensor> params;  // unset with --params-name
   if (f.params_name.empty()) {
     params = ReadFlagTensor("--params", f.params);

@@ -2,15 +2,21 @@
 //
 //   tensorcompute gather    --target HOST:PORT (--params FILE | --params-name NAME)
 //                           --indices FILE [--axis N] [--batch-dims N] [--out FILE]
+//   tensorcompute gather    --target HOST:PORT --params-name NAME --keys FILE
+//                           [--missing POLICY] [--found-out FILE] [--out FILE]
 //   tensorcompute gather-nd --target HOST:PORT (--params FILE | --params-name NAME)
 //                           --indices FILE [--batch-dims N] [--out FILE]   (client/cli_gather.h)
 //   tensorcompute embedding-bag --target HOST:PORT (--params FILE | --params-name NAME)
 //                           --indices FILE [--offsets FILE] [--per-sample-weights FILE]
 //                           [--mode sum|mean|max|sqrtn] [--include-last-offset]
 //                           [--padding-idx N] [--out FILE]   (client/cli_embedding_bag.h)
+//                           (or --params-name NAME --keys FILE [--missing POLICY]
+//                           [--found-out FILE] in place of --indices and --padding-idx)
 //   tensorcompute put       NAME --input FILE [--device D] [--replace] [--chunk-bytes N]
 //                           [--storage as-is|float16|int8-rowwise|int8-rowwise-prequantized]
 //                           [--all-targets] [--shards N --targets T0,T1,...]
+//                           [--keys FILE [--missing error|zero|default] [--default-row FILE]
+//                           [--capacity N]]   (a keyed table; client/cli_keys.h)
 //   tensorcompute update    NAME --indices FILE --values FILE [--chunk-bytes N]
 //   tensorcompute delete    NAME [--all-targets]
 //   tensorcompute list      [--json]
@@ -61,6 +67,7 @@
 #include "client/cli_common.h"
 #include "client/cli_embedding_bag.h"
 #include "client/cli_gather.h"
+#include "client/cli_keys.h"
 #include "client/cli_load.h"
 #include "client/cli_tensors.h"
 #include "client/client.h"
@@ -125,6 +132,7 @@ void AddPutFlags(CLI::App* app, PutFlags* put) {
   app->add_option("--targets", put->targets,
                   "with --shards: one target per shard, comma-separated; 'a:p|b:p' uploads "
                   "the shard to each replica");
+  AddPutKeyFlags(app, &put->keyed);
 }
 
 int Main(int argc, char** argv) {
@@ -217,6 +225,11 @@ int Main(int argc, char** argv) {
     const bool nd = nd_cmd->parsed();
     const GatherFlags& f = nd ? gather_nd : gather;
     if (int code = CheckComputeFlags(f.params, f.params_name, f.out); code != kOk) return code;
+    if (!nd) {
+      if (int code = CheckLookupKeyFlags(f.indices, f.params_name, f.keyed); code != kOk) {
+        return code;
+      }
+    }
     return WithClient(common, [&](Client& client) { return RunGather(client, f, nd); });
   }
   if (health_cmd->parsed()) {
@@ -225,6 +238,9 @@ int Main(int argc, char** argv) {
   if (embedding_bag_cmd->parsed()) {
     const EmbeddingBagFlags& f = embedding_bag;
     if (int code = CheckComputeFlags(f.params, f.params_name, f.out); code != kOk) return code;
+    if (int code = CheckLookupKeyFlags(f.indices, f.params_name, f.keyed); code != kOk) {
+      return code;
+    }
     return WithClient(common, [&](Client& client) { return RunEmbeddingBag(client, f); });
   }
   if (put_cmd->parsed()) {

@@ -35,9 +35,15 @@ std::string Describe(const TensorInfo& t) {
   const std::string shard =
       t.shard.has_value() ? absl::StrFormat(", shard %d of %d", t.shard->index, t.shard->count)
                           : "";
-  return absl::StrFormat("%s %s%s%s%s, %d bytes, %s, version %d", t.name,
+  const std::string keyed =
+      t.keyed.has_value()
+          ? absl::StrFormat(", %d keys of %d, missing %s%s", t.keyed->keys, t.keyed->capacity,
+                            core::MissingKeysName(t.keyed->missing),
+                            t.keyed->has_default_row ? ", a default row" : "")
+          : "";
+  return absl::StrFormat("%s %s%s%s%s%s, %d bytes, %s, version %d", t.name,
                          core::DataTypeName(t.dtype), core::ShapeToString(t.shape), stored, shard,
-                         t.bytes, t.device, t.version);
+                         keyed, t.bytes, t.device, t.version);
 }
 
 std::string Rfc3339(absl::Time t) {
@@ -160,10 +166,13 @@ absl::Duration PutDeadline(absl::Duration client_timeout, int64_t bytes, bool ti
 }
 
 int RunPut(Client& client, const PutFlags& f) {
+  PutOptions keyed_options = f.options;
+  PutKeyTensors keys;  // viewed by keyed_options until the upload is over
+  if (int code = ReadPutKeys(f.keyed, &keys, &keyed_options); code != kOk) return code;
   std::optional<PutInput> input = OpenPutInput(f.input);
   if (!input.has_value()) return kIoError;
   ProgressLine progress(absl::StrCat("put ", f.name), StderrIsATerminal());
-  const PutOptions options = WithProgress(f.options, &progress);
+  const PutOptions options = WithProgress(keyed_options, &progress);
   const CallOptions call{
       PutDeadline(client.options().timeout, InputBytes(*input), f.timeout_given)};
   absl::StatusOr<TensorInfo> info =
@@ -182,6 +191,10 @@ int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
   if (f.targets.empty() || static_cast<int64_t>(targets.size()) != f.shards) {
     std::fprintf(stderr, "error: --shards %d needs --targets with %d comma-separated targets\n",
                  f.shards, f.shards);
+    return kUsage;
+  }
+  if (!f.keyed.keys.empty()) {
+    std::fprintf(stderr, "error: --keys: a keyed table is not sharded by row ranges\n");
     return kUsage;
   }
   std::optional<PutInput> input = OpenPutInput(f.input);
@@ -283,7 +296,7 @@ int RunList(Client& client, bool json) {
   else
     rows.emplace_back();
   for (const char* h : {"NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION",
-                        "CREATED", "SHARD", "SEQUENCE"}) {
+                        "CREATED", "SHARD", "SEQUENCE", "KEYS"}) {
     rows[0].push_back(h);
   }
   nlohmann::json array = nlohmann::json::array();
@@ -315,7 +328,13 @@ int RunList(Client& client, bool json) {
            {"shard", t.shard.has_value() ? nlohmann::json{{"index", t.shard->index},
                                                           {"count", t.shard->count},
                                                           {"total_rows", t.shard->total_rows}}
-                                         : nlohmann::json(nullptr)}});
+                                         : nlohmann::json(nullptr)},
+           {"keyed", t.keyed.has_value()
+                         ? nlohmann::json{{"keys", t.keyed->keys},
+                                          {"capacity", t.keyed->capacity},
+                                          {"missing", core::MissingKeysName(t.keyed->missing)},
+                                          {"has_default_row", t.keyed->has_default_row}}
+                         : nlohmann::json(nullptr)}});
       std::vector<std::string> row;
       if (several) row.push_back(targets[i]);
       for (std::string cell :
@@ -324,7 +343,9 @@ int RunList(Client& client, bool json) {
             absl::StrCat(t.version), Rfc3339(t.created),
             t.shard.has_value() ? absl::StrCat(t.shard->index, "/", t.shard->count)
                                 : std::string("-"),
-            absl::StrCat(t.sequence)}) {
+            absl::StrCat(t.sequence),
+            t.keyed.has_value() ? absl::StrCat(t.keyed->keys, "/", t.keyed->capacity)
+                                : std::string("-")}) {
         row.push_back(std::move(cell));
       }
       rows.push_back(std::move(row));

@@ -7,9 +7,10 @@
 // outcome):
 //
 //   put NAME --input FILE [--device D] [--replace] [--chunk-bytes N] [--all-targets]
+//       [--keys FILE [--missing POLICY] [--default-row FILE] [--capacity N]]
 //       (a C-order .npy of fixed-size elements is read as it is sent, so the CLI's memory stays
 //       small whatever its size; other files are read whole; on a terminal stderr shows a
-//       progress bar)
+//       progress bar; --keys makes a keyed table, client/cli_keys.h)
 //   put NAME --input FILE --shards N --targets T0,T1,... [--device D] [--replace] ...
 //       (a table split by row ranges, core/shard_spec.h: shard i's rows uploaded to target i,
 //       to each of its replicas when the entry lists several, "a:p|b:p")
@@ -23,10 +24,12 @@
 // with --out, written to that .npy or .json file and nothing is printed. put and delete print
 // one line per call describing the tensor stored or deleted; update prints
 // "updated NAME: R rows in M messages, sequence S" (S: what a lookup's min_sequence takes);
-// list prints a table (NAME DTYPE SHAPE STORAGE BYTES DEVICE VERSION CREATED SHARD SEQUENCE,
-// plus a TARGET column in front when the client has several targets; SHARD is "I/N" or "-")
-// or, with --json, one JSON array of objects with those fields (lower-case; "created" in RFC
-// 3339, "shape" an array, "target" always there, "shard" null or {index, count, total_rows}).
+// list prints a table (NAME DTYPE SHAPE STORAGE BYTES DEVICE VERSION CREATED SHARD SEQUENCE
+// KEYS, plus a TARGET column in front when the client has several targets; SHARD is "I/N" or
+// "-", KEYS "held/capacity" for a keyed table or "-") or, with --json, one JSON array of
+// objects with those fields (lower-case; "created" in RFC 3339, "shape" an array, "target"
+// always there, "shard" null or {index, count, total_rows}, "keyed" null or {keys, capacity,
+// missing (core::MissingKeysName's), has_default_row}).
 // Each replica holds its own copies: list asks every target.
 //
 // Every function returns the process exit code (CliExitCode, client/cli_common.h) and prints a
@@ -46,6 +49,7 @@
 #include "absl/time/time.h"
 
 #include "client/cli_common.h"
+#include "client/cli_keys.h"
 #include "client/client.h"
 #include "core/tensor.h"
 
@@ -69,6 +73,7 @@ struct PutFlags {
   std::string name;
   std::string input;  // a .npy or .json tensor file (client/tensor_io.h)
   PutOptions options;
+  PutKeyFlags keyed;    // --keys, --missing, --default-row, --capacity (client/cli_keys.h)
   int32_t shards = 0;   // > 0: upload as that many row-range shards to `targets`
   std::string targets;  // one target per shard, comma-separated; '|' joins replicas
   // Whether --timeout was given. Without it an upload's deadline is the client's timeout plus
@@ -80,7 +85,9 @@ struct PutFlags {
 // the client's own.
 absl::Duration PutDeadline(absl::Duration client_timeout, int64_t bytes, bool timeout_given);
 
-// Reads f.input (kIoError when it cannot) and puts it; kRpcError on a call error.
+// Reads f.input and the keyed flags' files (kIoError when one cannot be read; kUsage for a
+// keyed flag without --keys) and puts it; kRpcError on a call error (the client's own checks
+// of the keys included).
 int RunPut(Client& client, const PutFlags& f);
 
 // Makes a client for one target (the CLI's other flags as given).
@@ -89,7 +96,8 @@ using ClientFactory =
 
 // put --shards: reads f.input, splits its rows into f.shards shards and uploads shard i to
 // every replica of target i, printing one line per upload. kUsage for a --targets that does
-// not list f.shards entries, a scalar, or a DT_STRING tensor; kIoError; kRpcError at the
+// not list f.shards entries, a scalar, a DT_STRING tensor, or --keys (a keyed table is not
+// sharded by row ranges); kIoError; kRpcError at the
 // first failed upload (those done stay).
 int RunPutSharded(const PutFlags& f, const ClientFactory& connect);
 

@@ -21,6 +21,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
+#include "client/keyed_requests.h"
 #include "client/put_upload.h"
 #include "client/update_chunker.h"
 #include "core/status_macros.h"
@@ -56,6 +57,7 @@ TensorInfo FromProtoInfo(const v1::TensorInfo& info) {
     out.shard =
         core::ShardSpec{info.shard().index(), info.shard().count(), info.shard().total_rows()};
   }
+  if (info.has_keyed()) out.keyed = FromProtoKeyedInfo(info.keyed());
   out.created =
       absl::FromUnixSeconds(info.created().seconds()) + absl::Nanoseconds(info.created().nanos());
   return out;
@@ -226,20 +228,25 @@ grpc::Status Client::WithRetries(int target, bool admin, const CallOptions& call
 }
 
 template <typename Request, typename Response>
-absl::StatusOr<core::Tensor> Client::Call(Request& request, const CallOptions& call) {
+absl::Status Client::Send(Request& request, const CallOptions& call, Response* response) {
   request.set_min_sequence(call.min_sequence);
-  Response response;
   const grpc::Status status = WithRetries(
       /*target=*/-1, /*admin=*/false, call, [&](size_t channel, grpc::ClientContext* context) {
         if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
-          return stubs_[channel]->GatherNd(context, request, &response);
+          return stubs_[channel]->GatherNd(context, request, response);
         } else if constexpr (std::is_same_v<Request, v1::EmbeddingBagRequest>) {
-          return stubs_[channel]->EmbeddingBag(context, request, &response);
+          return stubs_[channel]->EmbeddingBag(context, request, response);
         } else {
-          return stubs_[channel]->Gather(context, request, &response);
+          return stubs_[channel]->Gather(context, request, response);
         }
       });
-  if (!status.ok()) return proto::FromGrpcStatus(status);
+  return proto::FromGrpcStatus(status);
+}
+
+template <typename Request, typename Response>
+absl::StatusOr<core::Tensor> Client::Call(Request& request, const CallOptions& call) {
+  Response response;
+  TC_RETURN_IF_ERROR((Send<Request, Response>(request, call, &response)));
   // The output is copied out of the response, which dies here; the answer is still checked
   // (dtype, shape against bytes), but its rank is not limited.
   return proto::FromProto(response.output(), "output", INT64_MAX);
@@ -291,11 +298,9 @@ absl::StatusOr<core::Tensor> Client::GatherNdByName(const std::string& params_na
 
 namespace {
 
-// The request's fields other than params, from `indices` and `args`.
-v1::EmbeddingBagRequest EmbeddingBagProto(const core::TensorView& indices,
-                                          const EmbeddingBagArgs& args) {
+// The request's fields other than params and indices (or keys), from `args`.
+v1::EmbeddingBagRequest EmbeddingBagProto(const EmbeddingBagArgs& args) {
   v1::EmbeddingBagRequest request;
-  proto::ToProto(indices, request.mutable_indices());
   if (args.offsets != nullptr) proto::ToProto(*args.offsets, request.mutable_offsets());
   if (args.per_sample_weights != nullptr) {
     proto::ToProto(*args.per_sample_weights, request.mutable_per_sample_weights());
@@ -312,7 +317,8 @@ absl::StatusOr<core::Tensor> Client::EmbeddingBag(const core::TensorView& params
                                                   const core::TensorView& indices,
                                                   const EmbeddingBagArgs& args,
                                                   const CallOptions& call) {
-  v1::EmbeddingBagRequest request = EmbeddingBagProto(indices, args);
+  v1::EmbeddingBagRequest request = EmbeddingBagProto(args);
+  proto::ToProto(indices, request.mutable_indices());
   proto::ToProto(params, request.mutable_params());
   return Call<v1::EmbeddingBagRequest, v1::EmbeddingBagResponse>(request, call);
 }
@@ -321,9 +327,36 @@ absl::StatusOr<core::Tensor> Client::EmbeddingBagByName(const std::string& param
                                                         const core::TensorView& indices,
                                                         const EmbeddingBagArgs& args,
                                                         const CallOptions& call) {
-  v1::EmbeddingBagRequest request = EmbeddingBagProto(indices, args);
+  v1::EmbeddingBagRequest request = EmbeddingBagProto(args);
+  proto::ToProto(indices, request.mutable_indices());
   request.set_params_name(params_name);
   return Call<v1::EmbeddingBagRequest, v1::EmbeddingBagResponse>(request, call);
+}
+
+absl::StatusOr<KeyedLookupResult> Client::GatherByKeys(const std::string& params_name,
+                                                       const core::TensorView& keys,
+                                                       const KeyedLookupOptions& keyed,
+                                                       const CallOptions& call) {
+  v1::GatherRequest request;
+  request.set_params_name(params_name);
+  SetKeys(keys, keyed, &request);
+  v1::GatherResponse response;
+  TC_RETURN_IF_ERROR((Send<v1::GatherRequest, v1::GatherResponse>(request, call, &response)));
+  return ReadKeyedAnswer(response.output(), response.has_found(), response.found());
+}
+
+absl::StatusOr<KeyedLookupResult> Client::EmbeddingBagByKeys(const std::string& params_name,
+                                                             const core::TensorView& keys,
+                                                             const EmbeddingBagArgs& args,
+                                                             const KeyedLookupOptions& keyed,
+                                                             const CallOptions& call) {
+  v1::EmbeddingBagRequest request = EmbeddingBagProto(args);
+  request.set_params_name(params_name);
+  SetKeys(keys, keyed, &request);
+  v1::EmbeddingBagResponse response;
+  TC_RETURN_IF_ERROR(
+      (Send<v1::EmbeddingBagRequest, v1::EmbeddingBagResponse>(request, call, &response)));
+  return ReadKeyedAnswer(response.output(), response.has_found(), response.found());
 }
 
 absl::StatusOr<std::string> Client::Health(int target_index, const std::string& service,
@@ -392,6 +425,7 @@ absl::StatusOr<TensorInfo> Client::PutTensor(const std::string& name,
         absl::StrCat("chunk_bytes must be > 0, got ", options.chunk_bytes));
   }
   TC_RETURN_IF_ERROR(core::ValidateTensor(tensor, "tensor", INT64_MAX));
+  TC_RETURN_IF_ERROR(CheckPutKeys(options, tensor.shape));
   return OnTargets("put", name, options.all_targets, [&](int target) {
     return PutOne(
         target, [&](const PutChunkerOptions& chunks) { return PutChunker(name, tensor, chunks); },
@@ -412,6 +446,7 @@ absl::StatusOr<TensorInfo> Client::PutTensor(const std::string& name, const Tens
                      "got ",
                      core::DataTypeName(source.dtype), " ", core::ShapeToString(source.shape)));
   }
+  TC_RETURN_IF_ERROR(CheckPutKeys(options, source.shape));
   return OnTargets("put", name, options.all_targets, [&](int target) {
     return PutOne(
         target, [&](const PutChunkerOptions& chunks) { return PutChunker(name, source, chunks); },
@@ -433,7 +468,8 @@ absl::StatusOr<TensorInfo> Client::PutOne(
                                            .replace = options.replace,
                                            .chunk_bytes = options.chunk_bytes,
                                            .storage = options.storage,
-                                           .shard = options.shard});
+                                           .shard = options.shard,
+                                           .keyed = PutKeysOf(options)});
         const grpc::Status sent =
             UploadPut(channels_[channel], context, &chunker, options.on_progress, &response);
         // An incomplete tensor: the read's error is what the caller gets.

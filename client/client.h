@@ -10,6 +10,10 @@
 //   auto client = Client::Create(options);
 //   absl::StatusOr<core::Tensor> out = (*client)->Gather(params.view(), indices.view(), 1);
 //
+// Keyed tables (issue 42): a table put with PutOptions::keys is looked up by its sparse int64
+// keys as well as by position (GatherByKeys, EmbeddingBagByKeys), with a policy for the keys it
+// lacks (core/keyed_rows.h; tensorcompute.proto, KeyedTable and MissingKeys).
+//
 // Targets. `target` is either one gRPC target URI (a name with a resolver scheme: "dns:",
 // "ipv4:", "ipv6:", "unix:", e.g. "ipv4:10.0.0.7:50051,10.0.0.8:50051") or a comma-separated
 // list of "host:port" targets. Each target gets its own channel(s); calls go round-robin over
@@ -64,6 +68,7 @@
 #include "client/tensor_source.h"
 #include "core/dtype.h"
 #include "core/embedding_bag.h"
+#include "core/keyed_rows.h"
 #include "core/shape.h"
 #include "core/shard_spec.h"
 #include "core/table_storage.h"
@@ -170,6 +175,39 @@ struct PutOptions {
   // gone and all of it (bytes; elements for strings); from 0 again when an upload is retried
   // or goes to the next target. Unset: not called.
   std::function<void(int64_t sent, int64_t total)> on_progress;
+
+  // A keyed table (tensorcompute.proto, KeyedTable): int64 [rows], row i's key keys[i], unique
+  // (the server answers INVALID_ARGUMENT naming both positions of a duplicate). Streamed beside
+  // the rows, within chunk_bytes (client/put_chunker.h). Viewed, not copied: it must outlive
+  // the call. Unset: a table without keys, and then the three fields below must keep their
+  // defaults (else INVALID_ARGUMENT, before any call).
+  std::optional<core::TensorView> keys = std::nullopt;
+  // What a lookup of a key the table lacks gives, unless the request says otherwise: kTable
+  // (default) or kError is INVALID_ARGUMENT, kZero a row of zeros, kDefaultRow `default_row`.
+  core::MissingKeys missing = core::MissingKeys::kTable;
+  // The row kDefaultRow gives, in the dtype lookups return and the row shape (float32 [dim]
+  // for float16 and int8-rowwise storage). Viewed, not copied. Unset: the table has none.
+  std::optional<core::TensorView> default_row = std::nullopt;
+  // The rows the table may hold, at least its rows (UpdateRows adds keys into the rest);
+  // 0 (default): its rows.
+  int64_t capacity = 0;
+};
+
+// How a lookup by keys treats the keys its table lacks (tensorcompute.proto, GatherRequest).
+struct KeyedLookupOptions {
+  // kTable (default): the table's policy; kError, kZero, kDefaultRow for this call alone;
+  // kSkip (EmbeddingBagByKeys only) leaves the key out of its bag.
+  core::MissingKeys missing = core::MissingKeys::kTable;
+  // Also answer `found`, whether each key is in the table.
+  bool return_found = false;
+};
+
+// What a lookup by keys answers.
+struct KeyedLookupResult {
+  core::Tensor output;
+  // With KeyedLookupOptions::return_found: bool of the keys' shape, true where the key is in
+  // the table. Unset otherwise.
+  std::optional<core::Tensor> found;
 };
 
 // How UpdateRows sends rows.
@@ -194,6 +232,14 @@ struct UpdateRowsResult {
   int64_t messages = 0;  // messages applied
 };
 
+// A keyed table's key index as the server describes it (tensorcompute.proto, KeyedInfo).
+struct KeyedInfo {
+  core::MissingKeys missing = core::MissingKeys::kError;  // the table's policy
+  bool has_default_row = false;
+  int64_t capacity = 0;  // the rows it may hold
+  int64_t keys = 0;      // the keys it holds now
+};
+
 // A resident tensor as the server describes it (tensorcompute.proto, TensorInfo).
 struct TensorInfo {
   std::string name;
@@ -211,6 +257,8 @@ struct TensorInfo {
   // The changes this server applied to the name's rows: UpdateRows messages and
   // replacements (tensorcompute.proto, TensorInfo.sequence).
   int64_t sequence = 0;
+  // Set for a keyed table.
+  std::optional<KeyedInfo> keyed = std::nullopt;
 };
 
 class Client {
@@ -256,13 +304,34 @@ class Client {
                                                   const EmbeddingBagArgs& args = {},
                                                   const CallOptions& call = {});
 
+  // Gather (axis 0) and EmbeddingBag on the keyed resident table `params_name` by its keys:
+  // `keys` is int64 of any shape Gather takes (EmbeddingBag: rank 1 with args.offsets, or
+  // [bags, n]), in place of indices, and the output is byte for byte the one the same call by
+  // the keys' rows would get. args.padding_idx must be unset (with keys, kSkip leaves missing
+  // keys out). Returns the output (and the found mask when asked), or the call's error:
+  //   INVALID_ARGUMENT  keys not int64, a missing key under kError ("keys[3] = 90210 is not a
+  //                     key of table 'users'"), kDefaultRow on a table without a default row,
+  //                     kSkip in a gather, a table without keys, padding_idx;
+  //   NOT_FOUND         the replica that answers holds no tensor of that name.
+  absl::StatusOr<KeyedLookupResult> GatherByKeys(const std::string& params_name,
+                                                 const core::TensorView& keys,
+                                                 const KeyedLookupOptions& keyed = {},
+                                                 const CallOptions& call = {});
+  absl::StatusOr<KeyedLookupResult> EmbeddingBagByKeys(const std::string& params_name,
+                                                       const core::TensorView& keys,
+                                                       const EmbeddingBagArgs& args = {},
+                                                       const KeyedLookupOptions& keyed = {},
+                                                       const CallOptions& call = {});
+
   // Uploads `tensor` as the resident tensor `name`, in chunks of options.chunk_bytes (so any
   // size that the server's --max_resident_bytes allows fits, whatever the message limits), to
   // the first target or, with options.all_targets, to every target. Sends admin_token when set.
   // The call's deadline covers each target's upload on its own.
   // Returns the stored tensor's description (the first target's), or:
-  //   INVALID_ARGUMENT  chunk_bytes <= 0 or a malformed `tensor` (checked before any call), or
-  //                     the server's: a bad name, a scalar, an unknown device;
+  //   INVALID_ARGUMENT  chunk_bytes <= 0, a malformed `tensor`, keys that are not int64 [rows]
+  //                     or keyed options without keys (CheckPutKeys; before any call), or
+  //                     the server's: a bad name, a scalar, an unknown device, a duplicate
+  //                     key, a default row of the wrong dtype or shape;
   //   ALREADY_EXISTS    the name is taken and options.replace is false;
   //   RESOURCE_EXHAUSTED over the server's --max_resident_bytes;
   //   PERMISSION_DENIED without the admin token the server requires; any call error.
@@ -352,7 +421,10 @@ class Client {
   template <typename Attempt>
   grpc::Status WithRetries(int target, bool admin, const CallOptions& call, Attempt&& attempt);
 
-  // Sends a lookup, its min_sequence set from `call`, and decodes the output.
+  // Sends a lookup, its min_sequence set from `call`, and fills `*response`; the call's status.
+  template <typename Request, typename Response>
+  absl::Status Send(Request& request, const CallOptions& call, Response* response);
+  // Send, then decodes the output.
   template <typename Request, typename Response>
   absl::StatusOr<core::Tensor> Call(Request& request, const CallOptions& call);
 

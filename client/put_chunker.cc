@@ -25,6 +25,11 @@ int64_t StringWireBytes(const std::string& s) {
          static_cast<int64_t>(s.size());
 }
 
+int64_t KeyCount(const PutChunkerOptions& options) {
+  if (!options.keyed.has_value()) return 0;
+  return static_cast<int64_t>(options.keyed->keys.data.size() / sizeof(int64_t));
+}
+
 }  // namespace
 
 // Chunk buffers that come back when gRPC is done with their slices: an upload reads into the
@@ -76,7 +81,8 @@ PutChunker::PutChunker(std::string name, const core::TensorView& tensor, PutChun
       source_(tensor.dtype == core::DataType::kString ? TensorSource() : SourceOf(tensor)),
       options_(std::move(options)),
       total_(tensor.dtype == core::DataType::kString ? static_cast<int64_t>(tensor.strings.size())
-                                                     : static_cast<int64_t>(tensor.data.size())) {}
+                                                     : static_cast<int64_t>(tensor.data.size())),
+      rows_(KeyCount(options_)) {}
 
 PutChunker::PutChunker(std::string name, TensorSource source, PutChunkerOptions options)
     : name_(std::move(name)),
@@ -84,12 +90,13 @@ PutChunker::PutChunker(std::string name, TensorSource source, PutChunkerOptions 
       shape_(source.shape),
       source_(std::move(source)),
       options_(std::move(options)),
-      total_(SourceBytes(source_).value_or(0)) {}
+      total_(SourceBytes(source_).value_or(0)),
+      rows_(KeyCount(options_)) {}
 
 bool PutChunker::Head(v1::PutTensorRequest* message, int64_t* data_bytes) {
   *data_bytes = 0;
   // The first message is always produced, even for an empty tensor: it carries the description.
-  if (!status_.ok() || (messages_ > 0 && offset_ >= total_)) return false;
+  if (!status_.ok() || (messages_ > 0 && offset_ >= total_ && keys_sent_ >= rows_)) return false;
   message->Clear();
   if (messages_ == 0) {
     message->set_name(name_);
@@ -103,8 +110,15 @@ bool PutChunker::Head(v1::PutTensorRequest* message, int64_t* data_bytes) {
       message->mutable_shard()->set_count(options_.shard->count);
       message->mutable_shard()->set_total_rows(options_.shard->total_rows);
     }
+    Describe(message);
   }
-  if (offset_ >= total_) return true;  // an empty tensor: the description alone
+  if (offset_ >= total_) {
+    // An empty tensor: the description alone; or keys that no data carries, in messages of
+    // their own.
+    const int64_t per_message = std::max<int64_t>(1, options_.chunk_bytes / sizeof(int64_t));
+    AddKeys(keys_sent_ + std::min(per_message, rows_ - keys_sent_), message);
+    return true;
+  }
   message->set_offset(offset_);
   if (dtype_ == core::DataType::kString) {
     int64_t bytes = 0;
@@ -121,9 +135,38 @@ bool PutChunker::Head(v1::PutTensorRequest* message, int64_t* data_bytes) {
   }
   // Whole elements per chunk, so that no element straddles two messages.
   const int64_t element = static_cast<int64_t>(core::ElementSize(dtype_));
-  const int64_t chunk = std::max(element, options_.chunk_bytes / element * element);
+  const int64_t chunk = std::max(element, DataBudget() / element * element);
   *data_bytes = std::min(chunk, total_ - offset_);
+  // The keys of the rows this chunk completes (total_ = rows_ x row bytes, both > 0 here).
+  if (rows_ > 0) AddKeys((offset_ + *data_bytes) / (total_ / rows_), message);
   return true;
+}
+
+void PutChunker::Describe(v1::PutTensorRequest* message) const {
+  if (!options_.keyed.has_value()) return;
+  v1::KeyedTable* keyed = message->mutable_keyed();
+  keyed->set_missing(static_cast<v1::MissingKeys>(options_.keyed->missing));
+  keyed->set_capacity(options_.keyed->capacity);
+  if (options_.keyed->default_row.has_value()) {
+    proto::ToProto(*options_.keyed->default_row, keyed->mutable_default_row());
+  }
+}
+
+int64_t PutChunker::DataBudget() const {
+  if (rows_ == 0 || total_ == 0) return options_.chunk_bytes;
+  // Whole rows and their keys per chunk when a row and its key fit in one; else at most a row
+  // of data, so that each message ends one row at most and carries one key at most.
+  const int64_t row_bytes = total_ / rows_;
+  const int64_t rows = options_.chunk_bytes / (row_bytes + static_cast<int64_t>(sizeof(int64_t)));
+  return rows == 0 ? std::min(options_.chunk_bytes, row_bytes) : rows * row_bytes;
+}
+
+void PutChunker::AddKeys(int64_t end, v1::PutTensorRequest* message) {
+  if (end <= keys_sent_) return;
+  const absl::Span<const uint8_t> keys = options_.keyed->keys.data;
+  message->set_keys(keys.data() + keys_sent_ * sizeof(int64_t),
+                    static_cast<size_t>(end - keys_sent_) * sizeof(int64_t));
+  keys_sent_ = end;
 }
 
 bool PutChunker::ReadChunk(int64_t n, uint8_t* out) {

@@ -21,6 +21,14 @@
 //     than that travels alone in its own message. `offset` is the element index of strings[0].
 // An empty tensor (zero elements) is one message with the description and no chunk.
 //
+// A keyed table (PutChunkerOptions::keyed) sends its description (tensorcompute.proto,
+// KeyedTable) in the first message and its keys, int64 little-endian, beside the rows: each
+// message carries the keys of the rows its data completes, and chunk_bytes then bounds a
+// message's data and keys together (give or take one key: when a row and its key exceed a
+// chunk, a message holds at most a row of data and the key of the row it ends). Keys that no data
+// carries (rows of zero bytes, DT_STRING, which the server refuses) follow in messages of their
+// own, chunk_bytes of keys each (at least one).
+//
 // Thread-safety: a PutChunker is used by one thread at a time. It views `tensor` without
 // copying it: the tensor's storage must outlive the chunker (caller's duty).
 
@@ -36,6 +44,7 @@
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
 #include "client/tensor_source.h"
+#include "core/keyed_rows.h"
 #include "core/shard_spec.h"
 #include "core/table_storage.h"
 #include "core/tensor.h"
@@ -43,6 +52,15 @@
 namespace tensorcompute::client {
 
 class ChunkPool;  // put_chunker.cc
+
+// A keyed table's description and keys (tensorcompute.proto, KeyedTable). Views, not copies:
+// what they view must outlive the chunker (caller's duty).
+struct PutKeys {
+  core::TensorView keys;                                  // int64 [rows]: row i's key is keys[i]
+  core::MissingKeys missing = core::MissingKeys::kTable;  // kTable: the server's kError
+  std::optional<core::TensorView> default_row;            // unset: none
+  int64_t capacity = 0;                                   // 0: the rows put
+};
 
 struct PutChunkerOptions {
   // Where the server keeps the tensor: "" (its --device), "cpu", "gpu" or "gpu:N".
@@ -55,15 +73,18 @@ struct PutChunkerOptions {
   core::TableStorage storage = core::TableStorage::kAsIs;
   // Which shard of a table the tensor is (tensorcompute.proto, ShardSpec); unset: whole.
   std::optional<core::ShardSpec> shard = std::nullopt;
+  // A keyed table (see the file comment); unset: not keyed.
+  std::optional<PutKeys> keyed = std::nullopt;
 };
 
 class PutChunker {
  public:
   // REQUIRES: `tensor` is well-formed (core::ValidateTensor accepts it);
-  // options.chunk_bytes > 0.
+  // options.chunk_bytes > 0; options.keyed, when set, holds rank-1 int64 keys of the tensor's
+  // first dimension (CheckPutKeys, client/keyed_requests.h).
   PutChunker(std::string name, const core::TensorView& tensor, PutChunkerOptions options);
   // REQUIRES: source.dtype is a fixed-size dtype, its shape's bytes fit int64 (SourceBytes),
-  // and options.chunk_bytes > 0.
+  // options.chunk_bytes > 0, and options.keyed as above.
   PutChunker(std::string name, TensorSource source, PutChunkerOptions options);
 
   // Fills `*message` (cleared first) with the next message and returns true, or returns false
@@ -84,6 +105,8 @@ class PutChunker {
   // dtypes) or elements (strings).
   int64_t sent() const { return offset_; }
   int64_t total() const { return total_; }
+  // The keys the messages so far carried (0 for a table without keys).
+  int64_t keys_sent() const { return keys_sent_; }
 
   // --- implementation details below ---
  private:
@@ -93,6 +116,13 @@ class PutChunker {
   // Reads the next `n` bytes of the source into `out` (none for 0) and counts the message;
   // false (status_ set) on failure.
   bool ReadChunk(int64_t n, uint8_t* out);
+  // The description's keyed part, into the first message.
+  void Describe(v1::PutTensorRequest* message) const;
+  // The most data bytes a message carries: chunk_bytes, less room for the keys of the rows
+  // they complete.
+  int64_t DataBudget() const;
+  // Adds the keys up to (not including) row `end` to `*message`.
+  void AddKeys(int64_t end, v1::PutTensorRequest* message);
 
   const std::string name_;
   const core::DataType dtype_;
@@ -103,6 +133,8 @@ class PutChunker {
   const int64_t total_;  // bytes (fixed-size dtypes) or elements (strings)
   int64_t offset_ = 0;   // of the next chunk, in the same unit
   int64_t messages_ = 0;
+  const int64_t rows_;     // the keys a keyed table sends (its first dimension); else 0
+  int64_t keys_sent_ = 0;  // keys the messages so far carried
   absl::Status status_;
   std::shared_ptr<ChunkPool> pool_;  // NextBuffer's chunk buffers, made on first use
 };

@@ -1107,7 +1107,7 @@ class ResidentTensorsTest(CliCase):
         table_text = self.run_ok("list", "--target", self.a.target).stdout.splitlines()
         self.assertEqual(table_text[0].split(),
                          ["NAME", "DTYPE", "SHAPE", "STORAGE", "BYTES", "DEVICE", "VERSION",
-                          "CREATED", "SHARD", "SEQUENCE"])
+                          "CREATED", "SHARD", "SEQUENCE", "KEYS"])
         self.assertEqual(table_text[1].split()[:7], ["emb", "float32", "[50,6]", "as-is", "1200",
                                                      "cpu", "1"])
 
@@ -1437,6 +1437,210 @@ class EmbeddingBagTest(CliCase):
         proc = run_cli(*base, "--params", p, "--indices", i, "--offsets", tmp_path("none.npy"))
         self.assertExit(proc, EXIT_IO)
         self.assertErrorLine(proc, r"^error: --offsets .*none\.npy")
+
+
+class KeyedTablesTest(CliCase):
+    """Keyed tables (issue 42): put --keys, gather and embedding-bag --keys under every
+    missing-key policy against a NumPy dictionary of the rows, the found mask, list, and the
+    errors with their exit codes. Against the module's server."""
+
+    I64 = np.iinfo(np.int64)
+
+    def tearDown(self):
+        for t in json.loads(self.run_ok("list", "--target", SERVER.target, "--json").stdout):
+            if t["name"].startswith("k_"):
+                self.run_ok("delete", t["name"], "--target", SERVER.target)
+
+    def random_keys(self, rng, n):
+        """n unique int64 keys, the extremes among them."""
+        keys = {self.I64.min, self.I64.max, 0, -1}
+        while len(keys) < n:
+            keys.add(int(rng.integers(self.I64.min, self.I64.max, dtype=np.int64,
+                                      endpoint=True)))
+        keys = np.array(sorted(keys)[:n], dtype=np.int64)
+        rng.shuffle(keys)
+        return keys
+
+    def absent_key(self, rng, keys):
+        present = set(keys.tolist())
+        while True:
+            k = int(rng.integers(self.I64.min, self.I64.max, dtype=np.int64, endpoint=True))
+            if k not in present:
+                return k
+
+    def request(self, rng, keys, shape, present=0.5):
+        flat = [int(keys[rng.integers(len(keys))]) if rng.random() < present
+                else self.absent_key(rng, keys) for _ in range(int(np.prod(shape)))]
+        return np.array(flat, dtype=np.int64).reshape(shape)
+
+    def put_table(self, rng, name, rows=40, dim=4, *flags):
+        table = rng.integers(-8, 9, size=(rows, dim)).astype(np.float32)
+        keys = self.random_keys(rng, rows)
+        default = (rng.integers(10, 99, size=dim) + 0.5).astype(np.float32)
+        np.save(tmp_path(f"{name}_rows.npy"), table)
+        np.save(tmp_path(f"{name}_keys.npy"), keys)
+        np.save(tmp_path(f"{name}_default.npy"), default)
+        proc = self.run_ok("put", name, "--target", SERVER.target, "--input",
+                           tmp_path(f"{name}_rows.npy"), "--keys", tmp_path(f"{name}_keys.npy"),
+                           "--chunk-bytes", 64, *flags)
+        return table, keys, default, proc
+
+    @staticmethod
+    def expected(table, keys, default, request, policy):
+        row_of = {int(k): i for i, k in enumerate(keys)}
+        found = np.array([int(k) in row_of for k in request.ravel()], dtype=np.bool_)
+        out = np.zeros((request.size, table.shape[1]), table.dtype)
+        for i, k in enumerate(request.ravel()):
+            if int(k) in row_of:
+                out[i] = table[row_of[int(k)]]
+            elif policy == "default":
+                out[i] = default
+        return out.reshape(request.shape + (table.shape[1],)), found.reshape(request.shape)
+
+    def test_put_list_and_gather_under_every_policy(self):
+        rng = np.random.default_rng(4242)
+        table, keys, default, proc = self.put_table(
+            rng, "k_users", 40, 4, "--missing", "zero", "--default-row",
+            tmp_path("k_users_default.npy"), "--capacity", 64)
+        # The server describes the table by its capacity's slots (core/keyed_rows.h).
+        self.assertIn("stored k_users float32[64,4], 40 keys of 64, missing ZERO, a default row",
+                      proc.stdout)
+        listed = [t for t in json.loads(self.run_ok("list", "--target", SERVER.target,
+                                                    "--json").stdout)
+                  if t["name"] == "k_users"]
+        self.assertEqual(listed[0]["keyed"], {"keys": 40, "capacity": 64, "missing": "ZERO",
+                                              "has_default_row": True})
+        text = self.run_ok("list", "--target", SERVER.target).stdout.splitlines()
+        self.assertEqual(text[0].split()[-1], "KEYS")
+        self.assertEqual([l.split()[-1] for l in text if l.startswith("k_users ")], ["40/64"])
+
+        for round_ in range(3):
+            request = self.request(rng, keys, (3, 5))
+            np.save(tmp_path("k_req.npy"), request)
+            # No --missing: the table's policy (zero).
+            for policy, flags in ((("zero", [])), ("zero", ["--missing", "zero"]),
+                                  ("default", ["--missing", "default"])):
+                with self.subTest(round=round_, flags=flags):
+                    self.run_ok("gather", "--target", SERVER.target, "--params-name", "k_users",
+                                "--keys", tmp_path("k_req.npy"), *flags, "--out",
+                                tmp_path("k_out.npy"), "--found-out", tmp_path("k_found.npy"))
+                    want, found = self.expected(table, keys, default, request, policy)
+                    self.assertNpyResult(tmp_path("k_out.npy"), want)
+                    self.assertNpyResult(tmp_path("k_found.npy"), found)
+        # JSON out, present keys only, under --missing error; the same as gather by indices.
+        request = self.request(rng, keys, (6,), present=1.0)
+        np.save(tmp_path("k_req.npy"), request)
+        proc = self.run_ok("gather", "--target", SERVER.target, "--params-name", "k_users",
+                           "--keys", tmp_path("k_req.npy"), "--missing", "error")
+        self.assertJsonResult(self.stdout_tensor(proc),
+                              self.expected(table, keys, default, request, "error")[0])
+        # A missing key under error names its position and value.
+        request = np.array([keys[0], self.absent_key(rng, keys)], dtype=np.int64)
+        np.save(tmp_path("k_req.npy"), request)
+        proc = run_cli("gather", "--target", SERVER.target, "--params-name", "k_users",
+                       "--keys", tmp_path("k_req.npy"), "--missing", "error")
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: .*keys\[1\] = " +
+                             str(request[1]) + r" is not a key of table 'k_users'")
+
+    def test_embedding_bag_by_keys_skips_missing_keys(self):
+        rng = np.random.default_rng(4243)
+        table, keys, default, _ = self.put_table(rng, "k_emb", 30, 5)
+        for mode in ("sum", "mean", "max"):
+            # Keys of rows 0..28; row 29 stands for the missing ones as a padding row.
+            n = int(rng.integers(1, 16))
+            rows = rng.integers(0, 29, size=n)
+            missing = rng.random(n) < 0.3
+            request = np.where(missing, 0, keys[rows]).astype(np.int64)
+            for i in np.flatnonzero(missing):
+                request[i] = self.absent_key(rng, keys)
+            indices = np.where(missing, 29, rows).astype(np.int64)
+            offsets = np.array(sorted({0} | set(rng.integers(0, n, size=3).tolist())),
+                               dtype=np.int64)
+            np.save(tmp_path("k_bag_keys.npy"), request)
+            np.save(tmp_path("k_offsets.npy"), offsets)
+            with self.subTest(mode=mode):
+                self.run_ok("embedding-bag", "--target", SERVER.target, "--params-name", "k_emb",
+                            "--keys", tmp_path("k_bag_keys.npy"), "--offsets",
+                            tmp_path("k_offsets.npy"), "--mode", mode, "--missing", "skip",
+                            "--out", tmp_path("k_bag.npy"), "--found-out",
+                            tmp_path("k_bag_found.npy"))
+                want, bound = ref_embedding_bag(table, indices, offsets, mode=mode,
+                                                padding_idx=29)
+                self.assertIsNone(mismatch(np.load(tmp_path("k_bag.npy")), want, bound))
+                self.assertNpyResult(tmp_path("k_bag_found.npy"), ~missing)
+        # The table's policy (error) without --missing.
+        proc = run_cli("embedding-bag", "--target", SERVER.target, "--params-name", "k_emb",
+                       "--keys", tmp_path("k_bag_keys.npy"), "--offsets",
+                       tmp_path("k_offsets.npy"))
+        if missing.any():
+            self.assertExit(proc, EXIT_RPC)
+            self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: .*is not a key of table")
+
+    def test_errors_and_exit_codes(self):
+        rng = np.random.default_rng(4244)
+        table, keys, default, _ = self.put_table(rng, "k_err", 8, 2)
+        np.save(tmp_path("k_req.npy"), keys[:3])
+        np.save(tmp_path("k_ids.npy"), np.arange(3, dtype=np.int64))
+        base = ["--target", SERVER.target]
+        usage = [
+            ["gather", *base, "--params-name", "k_err", "--keys", tmp_path("k_req.npy"),
+             "--indices", tmp_path("k_ids.npy")],
+            ["gather", *base, "--params-name", "k_err"],
+            ["gather", *base, "--params", tmp_path("k_err_rows.npy"), "--keys",
+             tmp_path("k_req.npy")],
+            ["gather", *base, "--params-name", "k_err", "--indices", tmp_path("k_ids.npy"),
+             "--missing", "zero"],
+            ["gather", *base, "--params-name", "k_err", "--indices", tmp_path("k_ids.npy"),
+             "--found-out", tmp_path("f.npy")],
+            ["gather", *base, "--params-name", "k_err", "--keys", tmp_path("k_req.npy"),
+             "--missing", "sometimes"],
+            ["gather", *base, "--params-name", "k_err", "--keys", tmp_path("k_req.npy"),
+             "--found-out", tmp_path("f.txt")],
+            ["gather", *base, "--params-name", "k_err", "--keys", tmp_path("k_req.npy"),
+             "--axis", 1],
+            ["embedding-bag", *base, "--params-name", "k_err"],
+            ["put", "k_x", *base, "--input", tmp_path("k_err_rows.npy"), "--missing", "zero"],
+            ["put", "k_x", *base, "--input", tmp_path("k_err_rows.npy"), "--capacity", 9],
+            ["put", "k_x", *base, "--input", tmp_path("k_err_rows.npy"), "--keys",
+             tmp_path("k_err_keys.npy"), "--shards", 2, "--targets",
+             f"{SERVER.target},{SERVER.target}"],
+        ]
+        for args in usage:
+            with self.subTest(args=args):
+                self.assertExit(run_cli(*args), EXIT_USAGE)
+        proc = run_cli("gather", *base, "--params-name", "k_err", "--keys",
+                       tmp_path("nothing.npy"))
+        self.assertExit(proc, EXIT_IO)
+        self.assertErrorLine(proc, r"^error: --keys ")
+        proc = run_cli("put", "k_x", *base, "--input", tmp_path("k_err_rows.npy"), "--keys",
+                       tmp_path("nothing.npy"))
+        self.assertExit(proc, EXIT_IO)
+        # Keys that do not fit the rows (the client's check), a duplicate (the server's).
+        np.save(tmp_path("k_short.npy"), keys[:5])
+        proc = run_cli("put", "k_x", *base, "--input", tmp_path("k_err_rows.npy"), "--keys",
+                       tmp_path("k_short.npy"))
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: keys: 5 keys for 8 rows")
+        dup = keys.copy()
+        dup[6] = dup[2]
+        np.save(tmp_path("k_dup.npy"), dup)
+        proc = run_cli("put", "k_x", *base, "--input", tmp_path("k_err_rows.npy"), "--keys",
+                       tmp_path("k_dup.npy"))
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, rf"^error: INVALID_ARGUMENT: .*keys\[6\] = {dup[2]} "
+                                   r"repeats keys\[2\]")
+        # default without a default row; keys on a table without keys.
+        np.save(tmp_path("k_absent.npy"), np.array([self.absent_key(rng, keys)], np.int64))
+        proc = run_cli("gather", *base, "--params-name", "k_err", "--keys",
+                       tmp_path("k_absent.npy"), "--missing", "default")
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"no default row")
+        self.run_ok("put", "k_plain", *base, "--input", tmp_path("k_err_rows.npy"))
+        proc = run_cli("gather", *base, "--params-name", "k_plain", "--keys",
+                       tmp_path("k_req.npy"))
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: ")
 
 
 class UpdateTest(CliCase):

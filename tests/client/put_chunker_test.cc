@@ -5,6 +5,8 @@
 #include "client/put_chunker.h"
 
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -162,6 +164,99 @@ TEST(PutChunker, LargeTensorMessagesStayUnderTheDefaultGrpcLimit) {
     total += static_cast<int64_t>(m.data().size());
   }
   EXPECT_EQ(total, 5 * 1024 * 256 * 4);
+}
+
+// Iota, or for no elements an empty tensor of that shape.
+core::Tensor RowsOf(int64_t rows, int64_t cols) {
+  if (rows * cols == 0) return *core::Tensor::Allocate(core::DataType::kFloat32, {rows, cols});
+  return Iota(rows, cols);
+}
+
+// Keyed tables: every key goes once, in order; a message carries the keys of the rows its
+// data completes (no key before its row's last byte, none left behind), and data and keys
+// together stay within chunk_bytes but for one key.
+void ExpectKeysBesideRows(const core::Tensor& rows, int64_t chunk_bytes, uint64_t seed) {
+  SCOPED_TRACE(::testing::Message()
+               << "rows " << core::ShapeToString(rows.shape()) << " chunk_bytes " << chunk_bytes);
+  std::mt19937_64 rng(seed);
+  const int64_t n = rows.shape()[0];
+  std::vector<int64_t> keys(static_cast<size_t>(n));
+  for (int64_t& k : keys) k = static_cast<int64_t>(rng());
+  const core::Tensor key_tensor = n == 0
+                                      ? *core::Tensor::Allocate(core::DataType::kInt64, {0})
+                                      : core::Tensor::FromValues<int64_t>(
+                                            core::DataType::kInt64, {n}, absl::MakeConstSpan(keys));
+  PutChunkerOptions options = Chunks(chunk_bytes);
+  options.keyed = PutKeys{.keys = key_tensor.view(),
+                          .missing = core::MissingKeys::kZero,
+                          .default_row = std::nullopt,
+                          .capacity = n + 3};
+  const auto messages = AllMessages("keyed", rows.view(), options);
+  ASSERT_FALSE(messages.empty());
+  ASSERT_TRUE(messages[0].has_keyed());
+  EXPECT_EQ(messages[0].keyed().missing(), v1::MISSING_ZERO);
+  EXPECT_EQ(messages[0].keyed().capacity(), n + 3);
+  EXPECT_FALSE(messages[0].keyed().has_default_row());
+  const int64_t total = static_cast<int64_t>(rows.bytes().size());
+  const int64_t row_bytes = n > 0 ? total / n : 0;
+  std::string sent_keys;
+  int64_t data_end = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    if (i > 0) {
+      EXPECT_FALSE(m.has_keyed()) << "message " << i;
+    }
+    data_end += static_cast<int64_t>(m.data().size());
+    sent_keys += m.keys();
+    EXPECT_LE(static_cast<int64_t>(m.data().size() + m.keys().size()), chunk_bytes + 8)
+        << "message " << i;
+    const int64_t keys_so_far = static_cast<int64_t>(sent_keys.size() / sizeof(int64_t));
+    if (row_bytes > 0) {
+      EXPECT_EQ(keys_so_far, data_end / row_bytes) << "message " << i;
+    }
+  }
+  ASSERT_EQ(sent_keys.size(), keys.size() * sizeof(int64_t));
+  if (n > 0) {
+    EXPECT_EQ(std::memcmp(sent_keys.data(), keys.data(), sent_keys.size()), 0);
+  }
+}
+
+TEST(PutChunker, KeysTravelBesideTheRowsTheyName) {
+  // Rows smaller than a chunk (whole rows and keys per message), larger than one (a key in the
+  // message that ends its row), of one element, and of no bytes (keys in messages of their own).
+  ExpectKeysBesideRows(RowsOf(37, 3), 100, 1);
+  ExpectKeysBesideRows(RowsOf(9, 40), 64, 2);
+  ExpectKeysBesideRows(RowsOf(50, 1), 8, 3);
+  ExpectKeysBesideRows(RowsOf(1000, 16), 1 << 20, 4);
+  ExpectKeysBesideRows(RowsOf(21, 0), 40, 5);
+  ExpectKeysBesideRows(RowsOf(0, 4), 40, 6);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 30; ++i) {
+    ExpectKeysBesideRows(
+        RowsOf(static_cast<int64_t>(rng() % 60) + 1, static_cast<int64_t>(rng() % 9)),
+        static_cast<int64_t>(rng() % 120) + 1, rng());
+  }
+}
+
+TEST(PutChunker, KeyedDescriptionCarriesTheDefaultRow) {
+  const core::Tensor rows = Iota(4, 2);
+  const core::Tensor keys = core::Tensor::FromValues<int64_t>(
+      core::DataType::kInt64, {4}, absl::MakeConstSpan(std::vector<int64_t>{9, -9, 0, 5}));
+  const core::Tensor row = Iota(1, 2);
+  PutChunkerOptions options = Chunks(1 << 20);
+  options.keyed =
+      PutKeys{.keys = keys.view(),
+              .missing = core::MissingKeys::kDefaultRow,
+              .default_row = core::TensorView{core::DataType::kFloat32, {2}, row.bytes(), {}},
+              .capacity = 0};
+  const auto messages = AllMessages("keyed", rows.view(), options);
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].keyed().missing(), v1::MISSING_DEFAULT_ROW);
+  EXPECT_EQ(messages[0].keyed().default_row().dtype(), v1::DT_FLOAT32);
+  EXPECT_EQ(messages[0].keyed().default_row().shape_size(), 1);
+  EXPECT_EQ(messages[0].keyed().default_row().data(),
+            std::string(reinterpret_cast<const char*>(row.bytes().data()), row.bytes().size()));
+  EXPECT_EQ(messages[0].keys().size(), 4 * sizeof(int64_t));
 }
 
 }  // namespace
