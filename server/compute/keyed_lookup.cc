@@ -3,13 +3,16 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 #include "core/status_macros.h"
 
 namespace tensorcompute::server {
 
 absl::Status KeyedLookup::Prepare(const core::ResidentTensor* table, const core::TensorView& keys,
-                                  core::MissingKeys missing, bool pooled, int64_t max_rank) {
+                                  core::MissingKeys missing, bool pooled, int64_t max_rank,
+                                  core::ThreadPool* pool) {
+  pool_ = pool;
   if (table == nullptr) {
     return absl::InvalidArgumentError("keys are for a resident table put with keys (params_name)");
   }
@@ -39,6 +42,11 @@ core::TensorView KeyedLookup::slots() const {
   return view;
 }
 
+absl::Status KeyedLookup::InKeysWords(const absl::Status& error) {
+  if (error.ok()) return error;
+  return absl::Status(error.code(), absl::StrReplaceAll(error.message(), {{"indices", "keys"}}));
+}
+
 absl::Status KeyedLookup::Resolve(uint8_t* found) {
   // The request's bytes need not be aligned for int64: read them through a copy when not.
   absl::Span<const int64_t> keys;
@@ -51,7 +59,7 @@ absl::Status KeyedLookup::Resolve(uint8_t* found) {
     if (!aligned.empty()) std::memcpy(aligned.data(), keys_.data.data(), keys_.data.size());
     keys = aligned;
   }
-  return table_->keyed->Resolve(keys, keys_.shape, policy_, slots_.data(), found);
+  return table_->keyed->Resolve(keys, keys_.shape, policy_, slots_.data(), found, pool_);
 }
 
 }  // namespace tensorcompute::server

@@ -25,6 +25,7 @@
 #include "core/keyed_rows.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
+#include "core/thread_pool.h"
 
 namespace tensorcompute::server {
 
@@ -36,8 +37,10 @@ class KeyedLookup {
   //   keys not DT_INT64: "keys: keys are int64, got int32 [4]" (or ValidateTensor's words);
   //   the policy's faults (KeyedRows::Effective).
   // `pooled`: an EmbeddingBag (which may skip missing keys). REQUIRES: `keys` outlives this.
+  // `pool` (null: one thread) is what Resolve splits long requests over.
   absl::Status Prepare(const core::ResidentTensor* table, const core::TensorView& keys,
-                       core::MissingKeys missing, bool pooled, int64_t max_rank);
+                       core::MissingKeys missing, bool pooled, int64_t max_rank,
+                       core::ThreadPool* pool);
 
   // What to plan with in place of indices: DT_INT64 of the keys' shape, viewing the slots that
   // Resolve fills. Valid while this lives.
@@ -52,10 +55,15 @@ class KeyedLookup {
   // the table.
   absl::Status Resolve(uint8_t* found);
 
+  // A planner's error for a plan made with slots() in place of indices, in the request's words:
+  // each "indices" becomes "keys" ("offsets[1] = 5 is past the end of keys (2 values)").
+  static absl::Status InKeysWords(const absl::Status& error);
+
  private:
   const core::ResidentTensor* table_ = nullptr;
   core::TensorView keys_;
   core::MissingKeys policy_ = core::MissingKeys::kError;
+  core::ThreadPool* pool_ = nullptr;
   std::vector<int64_t> slots_;
 };
 

@@ -48,7 +48,7 @@ absl::Status DecodeKeys(const Request& request, const ComputeEntry& compute, boo
   TC_ASSIGN_OR_RETURN(const core::TensorView keys, proto::ViewTensor(request.keys(), "keys"));
   TC_RETURN_IF_ERROR(keyed->Prepare(out->table.get(), keys,
                                     static_cast<core::MissingKeys>(request.missing()), pooled,
-                                    compute.plan_options().max_rank));
+                                    compute.plan_options().max_rank, compute.key_pool()));
   out->params = out->table->keyed_view();
   out->indices = keyed->slots();
   return absl::OkStatus();
@@ -65,8 +65,10 @@ absl::Status DecodeOp(const v1::GatherRequest& request, const ComputeEntry& comp
       return absl::InvalidArgumentError(
           "a Gather by keys is along axis 0 without batch_dims (a key names a whole row)");
     }
-    TC_ASSIGN_OR_RETURN(out->plan, PlanGatherOn(out->table.get(), out->params, out->indices, 0, 0,
-                                                compute.plan_options()));
+    absl::StatusOr<batching::TaskPlan> plan =
+        PlanGatherOn(out->table.get(), out->params, out->indices, 0, 0, compute.plan_options());
+    if (!plan.ok()) return KeyedLookup::InKeysWords(plan.status());
+    out->plan = *std::move(plan);
     return absl::OkStatus();
   }
   TC_ASSIGN_OR_RETURN(out->indices, proto::ViewTensor(request.indices(), "indices"));
@@ -114,11 +116,11 @@ absl::Status DecodeOp(const v1::EmbeddingBagRequest& request, const ComputeEntry
   if (by_keys && keyed->policy() == core::MissingKeys::kSkip) {
     options.padding_idx = keyed->zero_slot();
   }
-  TC_ASSIGN_OR_RETURN(
-      out->plan,
-      PlanEmbeddingBagOn(out->table.get(), out->params, out->indices,
-                         request.has_offsets() ? &out->offsets : nullptr,
-                         request.has_per_sample_weights() ? &out->weights : nullptr, options));
+  absl::StatusOr<core::EmbeddingBagPlan> plan = PlanEmbeddingBagOn(
+      out->table.get(), out->params, out->indices, request.has_offsets() ? &out->offsets : nullptr,
+      request.has_per_sample_weights() ? &out->weights : nullptr, options);
+  if (!plan.ok()) return by_keys ? KeyedLookup::InKeysWords(plan.status()) : plan.status();
+  out->plan = *std::move(plan);
   return absl::OkStatus();
 }
 
