@@ -23,6 +23,7 @@ Run by hand:
 """
 
 import asyncio
+import threading
 import unittest
 
 import grpc
@@ -599,6 +600,155 @@ def _raw_put(name, rows, key_chunks, keyed=True):
             pb_grpc.TensorComputeStub(channel).PutTensor(iter(messages), timeout=30)
         except grpc.RpcError as e:
             raise TensorComputeError(e.code(), e.details()) from None
+
+
+class UpdateByKeysTest(unittest.TestCase):
+    """update_rows(keys=, values=, delete_keys=) on keyed tables: upserts and deletes against a
+    dict, the capacity, and readers during updates (never a torn row, never another key's)."""
+
+    def test_upserts_and_deletes_match_a_dict(self):
+        rng = np.random.default_rng(421)
+        for storage in ("as-is", "float16", "int8-rowwise"):
+            keys = random_keys(rng, 40)
+            rows = rng.standard_normal((40, 8)).astype(np.float32)
+            name = f"upsert_{storage}"
+            _client.put_tensor(name, rows, keys=keys, capacity=64, storage=storage,
+                               missing="zero", replace=True)
+            # What a row reads as once stored: by-index gather of a put of the same rows.
+            reference = {int(k): rows[i] for i, k in enumerate(keys)}
+            for step in range(6):
+                present = list(reference)
+                upsert = rng.permutation(np.concatenate([
+                    rng.choice(np.array(present, np.int64), size=5, replace=False),
+                    absent_keys(rng, np.array(present, np.int64), 4)]))
+                doomed = [k for k in rng.choice(np.array(present, np.int64), size=6,
+                                                replace=False).tolist()
+                          if k not in set(upsert.tolist())]
+                values = rng.standard_normal((len(upsert), 8)).astype(np.float32)
+                sequence = _client.update_rows(name, keys=upsert, values=values,
+                                               delete_keys=doomed + [12345678901])
+                for k in doomed:
+                    reference.pop(int(k), None)
+                for k, v in zip(upsert.tolist(), values):
+                    reference[int(k)] = v
+                info = [t for t in _client.list_tensors() if t.name == name][0]
+                self.assertEqual(info.keyed.keys, len(reference))
+                asked = np.concatenate([np.array(list(reference), np.int64),
+                                        np.array(doomed, np.int64)])
+                got, found = _client.gather(None, keys=asked, params_name=name,
+                                            return_found=True, min_sequence=sequence)
+                self.assertEqual(found.tolist(),
+                                 [int(k) in reference for k in asked.tolist()])
+                # The expected rows, stored the same way: a by-index table of them.
+                expected_rows = np.stack([reference.get(int(k), np.zeros(8, np.float32))
+                                          for k in asked.tolist()])
+                _client.put_tensor(f"{name}_ref", expected_rows, storage=storage,
+                                   replace=True)
+                want = _client.gather(None, np.arange(len(asked)),
+                                      params_name=f"{name}_ref")
+                self.assertEqual(got.tobytes(), want.tobytes(), f"{storage} step {step}")
+
+    def test_a_full_table_refuses_the_message_whole(self):
+        _client.put_tensor("full", np.ones((3, 4), np.float32), keys=[1, 2, 3], capacity=4,
+                           replace=True)
+        _client.update_rows("full", keys=[4], values=np.full((1, 4), 4, np.float32))
+        with self.assertRaises(TensorComputeError) as caught:
+            _client.update_rows("full", keys=[1, 5], values=np.full((2, 4), 9, np.float32))
+        self.assertEqual(caught.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("table 'full' is full: the message adds 1 keys and 0 slots of its "
+                      "capacity 4 are free", caught.exception.message)
+        got = _client.gather(None, keys=[1, 4], params_name="full")
+        self.assertEqual(got.tolist(), [[1] * 4, [4] * 4])  # key 1 untouched
+        # Deleting makes room, in the same call (deletes go first).
+        _client.update_rows("full", keys=[5], values=np.full((1, 4), 5, np.float32),
+                            delete_keys=[2])
+        got, found = _client.gather(None, keys=[2, 5], params_name="full", missing="zero",
+                                    return_found=True)
+        self.assertEqual(found.tolist(), [False, True])
+        self.assertEqual(got.tolist(), [[0] * 4, [5] * 4])
+
+    def test_errors(self):
+        _client.put_tensor("upd_err", np.ones((2, 4), np.float32), keys=[1, 2], replace=True)
+        _client.put_tensor("upd_plain", np.ones((2, 4), np.float32), replace=True)
+        cases = [
+            ("upd_err", dict(keys=[3, 3], values=np.ones((2, 4), np.float32)),
+             "keys[1] = 3 repeats keys[0]; a message writes a key at most once"),
+            ("upd_err", dict(keys=[3], values=np.ones((1, 2), np.float32)),
+             "values: table 'upd_err' takes float32 [1,4] for these keys, got float32 [1,2]"),
+            ("upd_plain", dict(keys=[3], values=np.ones((1, 4), np.float32)),
+             "table 'upd_plain' has no keys; update it by indices"),
+        ]
+        for name, kwargs, message in cases:
+            with self.subTest(message=message):
+                with self.assertRaises(TensorComputeError) as caught:
+                    _client.update_rows(name, **kwargs)
+                self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertEqual(caught.exception.message, message)
+        with self.assertRaises(ValueError):
+            _client.update_rows("upd_err", [0], np.ones((1, 4), np.float32), keys=[1])
+        # The client sends deletes and writes apart, so it refuses a key in both itself (the
+        # server's own message for one message holding both is tested in core).
+        with self.assertRaisesRegex(ValueError, r"delete_keys\[0\] = 3 is also in keys\[0\]"):
+            _client.update_rows("upd_err", keys=[3], values=np.ones((1, 4), np.float32),
+                                delete_keys=[3])
+        # A plan's words about indices speak of the keys that stand for them.
+        with self.assertRaises(TensorComputeError) as caught:
+            _client.embedding_bag(None, keys=[1, 2], offsets=[0, 5], params_name="upd_err")
+        self.assertEqual(caught.exception.message,
+                         "offsets[1] = 5 is past the end of keys (2 values)")
+
+    def test_readers_never_see_a_torn_row_or_another_keys_row(self):
+        # Rows of 2 KiB whose every element tags the key and the write; keys move between slots
+        # all the time (deletes and adds over a small capacity).
+        dim = 512
+        candidates = np.arange(96, dtype=np.int64) * 7919 - 100
+
+        def tag(key, write):
+            return float((int(key) % 100003) * 64 + write % 64)
+
+        initial = candidates[:48]
+        rows = np.stack([np.full(dim, tag(k, 0), np.float32) for k in initial])
+        _client.put_tensor("moving", rows, keys=initial, capacity=64, missing="zero",
+                           replace=True)
+        stop = threading.Event()
+        failures = []
+        reads = []
+
+        def read(seed):
+            rng = np.random.default_rng(seed)
+            with Client(_server.target, timeout=60.0) as reader:
+                while not stop.is_set():
+                    asked = candidates[rng.integers(0, len(candidates), size=32)]
+                    got, found = reader.gather(None, keys=asked, params_name="moving",
+                                               return_found=True)
+                    reads.append(len(asked))
+                    for k, row, f in zip(asked.tolist(), got, found.tolist()):
+                        if not (row == row[0]).all():
+                            failures.append(f"key {k}: a torn row")
+                        elif f and int(row[0]) // 64 != k % 100003:
+                            failures.append(f"key {k}: the row of key part {int(row[0]) // 64}")
+                        elif not f and row[0] != 0:
+                            failures.append(f"key {k}: missing but not zeros")
+
+        threads = [threading.Thread(target=read, args=(s,)) for s in (1, 2)]
+        for t in threads:
+            t.start()
+        rng = np.random.default_rng(9)
+        try:
+            for write in range(1, 200):
+                picked = rng.choice(candidates, size=12, replace=False)
+                keys, doomed = picked[:6], picked[6:]
+                values = np.stack([np.full(dim, tag(k, write), np.float32) for k in keys])
+                try:
+                    _client.update_rows("moving", keys=keys, values=values, delete_keys=doomed)
+                except TensorComputeError as e:  # a full table refuses a message whole
+                    self.assertEqual(e.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        self.assertEqual(failures[:5], [])
+        self.assertGreater(len(reads), 10)  # the readers ran beside the updates
 
 
 class AioTest(unittest.TestCase):

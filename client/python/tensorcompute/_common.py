@@ -584,7 +584,8 @@ def _string_requests(first, tensor, chunk_bytes):
 UPDATE_MESSAGE_OVERHEAD = 4096
 
 
-def update_uploads(name, indices, values, chunk_bytes, max_message_bytes):
+def update_uploads(name, indices, values, chunk_bytes, max_message_bytes, keys=None,
+                   delete_keys=None):
     """Client.update_rows's stream: a function that makes a fresh iterator over its
     UpdateRowsRequests (one per attempt: a retried stream starts over). Argument errors are
     raised here, before any RPC."""
@@ -594,6 +595,12 @@ def update_uploads(name, indices, values, chunk_bytes, max_message_bytes):
     if chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be > 0, got {chunk_bytes}")
     chunk_bytes = min(chunk_bytes, max(1, int(max_message_bytes) - UPDATE_MESSAGE_OVERHEAD))
+    if keys is not None or delete_keys is not None:
+        if indices is not None:
+            raise ValueError("give indices, or keys (and delete_keys), not both")
+        return _keyed_update_uploads(name, keys, values, delete_keys, chunk_bytes)
+    if indices is None or values is None:
+        raise ValueError("update_rows needs indices and values (or keys= for a keyed table)")
     indices = np.asarray(indices)
     if indices.size == 0 and indices.dtype.kind == "f":
         indices = indices.astype(np.int64)  # np.asarray([]) is float64
@@ -636,6 +643,82 @@ def update_uploads(name, indices, values, chunk_bytes, max_message_bytes):
             begin = end
             if begin >= total:
                 return
+
+    return requests
+
+
+def _key_array(keys, what):
+    """Keys as little-endian int64 of rank 1 (a list of ints, or any signed integers)."""
+    keys = np.asarray(keys)
+    if keys.size == 0 and keys.dtype.kind == "f":
+        keys = keys.astype(np.int64)  # np.asarray([]) is float64
+    if keys.ndim != 1 or keys.dtype.kind != "i":
+        raise ValueError(f"{what} must be signed integers of rank 1, got {keys.dtype} "
+                         f"{list(keys.shape)}")
+    return keys.astype("<i8", copy=False)
+
+
+def _keyed_update_uploads(name, keys, values, delete_keys, chunk_bytes):
+    """update_uploads by keys: first the deletes (so that their slots are free for the keys
+    written after), then the keys written with their rows, in messages of at most chunk_bytes
+    (whole rows, at least one a message)."""
+    doomed = _key_array([] if delete_keys is None else delete_keys, "delete_keys")
+    if keys is None:
+        if values is not None:
+            raise ValueError("values need keys (the keys whose rows they are)")
+        keys = np.zeros([0], np.int64)
+        values = None
+    keys = _key_array(keys, "keys")
+    written = {int(k): i for i, k in enumerate(keys.tolist())}
+    for i, k in enumerate(doomed.tolist()):
+        if int(k) in written:
+            raise ValueError(f"delete_keys[{i}] = {k} is also in keys[{written[int(k)]}]; a "
+                             f"call writes or deletes a key, not both")
+    reader = None
+    if keys.shape[0] > 0 or values is not None:
+        values = np.asarray(values)
+        if values.ndim < 1 or values.shape[0] != keys.shape[0]:
+            raise ValueError(f"values must have one row per key: got shape "
+                             f"{list(values.shape)} for {keys.shape[0]} keys")
+        if values.dtype.kind in "SUO":
+            raise TypeError("values: string tables are not keyed")
+        reader = _fixed_size_reader(np.ascontiguousarray(values))
+        if reader is None:
+            raise TypeError(f"values: unsupported dtype {values.dtype}; supported: {_SUPPORTED}")
+    keys_per_delete = max(1, chunk_bytes // 8)
+    if reader is not None:
+        header, read = reader
+        row_elements = 1
+        for d in values.shape[1:]:
+            row_elements *= d
+        row_bytes = row_elements * _ELEMENT_SIZES[header.dtype]
+        rows_per_message = max(1, chunk_bytes // (row_bytes + 8))
+
+    def requests():
+        messages = []
+        for begin in range(0, doomed.shape[0], keys_per_delete):
+            part = doomed[begin:begin + keys_per_delete]
+            messages.append(pb.UpdateRowsRequest(
+                delete_keys=pb.Tensor(dtype=pb.DT_INT64, shape=[part.shape[0]],
+                                      data=part.tobytes())))
+        if reader is not None:
+            total = keys.shape[0]
+            begin = 0
+            while True:
+                end = min(total, begin + rows_per_message)
+                messages.append(pb.UpdateRowsRequest(
+                    keys=pb.Tensor(dtype=pb.DT_INT64, shape=[end - begin],
+                                   data=keys[begin:end].tobytes()),
+                    values=pb.Tensor(dtype=header.dtype, shape=[end - begin, *values.shape[1:]],
+                                     data=read(begin * row_elements, end * row_elements))))
+                begin = end
+                if begin >= total:
+                    break
+        if not messages:  # nothing to write or delete: one empty delete names the table
+            messages.append(pb.UpdateRowsRequest(
+                delete_keys=pb.Tensor(dtype=pb.DT_INT64, shape=[0])))
+        messages[0].name = name
+        yield from messages
 
     return requests
 

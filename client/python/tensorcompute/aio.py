@@ -100,10 +100,12 @@ class Client(_common.ClientBase):
         return await self._on_targets("put", name, all_targets, put)
 
     @_doc_of(client.Client.update_rows)
-    async def update_rows(self, name, indices, values, chunk_bytes=_common.DEFAULT_CHUNK_BYTES,
-                          timeout=None):
+    async def update_rows(self, name, indices=None, values=None,
+                          chunk_bytes=_common.DEFAULT_CHUNK_BYTES, timeout=None, keys=None,
+                          delete_keys=None):
         make_requests = _common.update_uploads(name, indices, values, chunk_bytes,
-                                               self._max_message_bytes)
+                                               self._max_message_bytes, keys=keys,
+                                               delete_keys=delete_keys)
         response = await self._call(self._stub.UpdateRows, None, timeout,
                                     metadata=self._admin_metadata, make_request=make_requests)
         return _common.update_sequence(response)

@@ -251,11 +251,19 @@ class Client(_common.ClientBase):
 
         return self._on_targets("put", name, all_targets, put)
 
-    def update_rows(self, name, indices, values, chunk_bytes=_common.DEFAULT_CHUNK_BYTES,
-                    timeout=None):
+    def update_rows(self, name, indices=None, values=None,
+                    chunk_bytes=_common.DEFAULT_CHUNK_BYTES, timeout=None, keys=None,
+                    delete_keys=None):
         """Replaces rows of the resident table `name` while it is served: row indices[i]
         becomes values[i]. Returns the table's new sequence (int): a lookup with
         min_sequence= it reads these rows.
+
+        A keyed table (put_tensor(keys=...)) is updated by keys instead: keys= (int64, rank 1)
+        with values= [len(keys), row shape...] upserts (a key the table holds gets its row
+        replaced, a new key is added into a free slot of its capacity: RESOURCE_EXHAUSTED
+        "table 'T' is full" when none is left, that message changing nothing), and
+        delete_keys= removes keys (one the table lacks is no change). The deletes are sent
+        first, so their slots are free for the keys written.
 
         indices: int32 or int64, rank 1 (a list of ints is int64); a negative one counts from
         the end, as in gather. values: [len(indices), row shape...] in the table's dtype:
@@ -276,7 +284,8 @@ class Client(_common.ClientBase):
         Messages applied before an error stay applied.
         """
         make_requests = _common.update_uploads(name, indices, values, chunk_bytes,
-                                               self._max_message_bytes)
+                                               self._max_message_bytes, keys=keys,
+                                               delete_keys=delete_keys)
         response = self._call(self._stub.UpdateRows, None, timeout,
                               metadata=self._admin_metadata, make_request=make_requests)
         return _common.update_sequence(response)
