@@ -128,10 +128,11 @@ class KeyedRows {
   // for a missing key zero_slot() (kZero, kSkip) or default_slot() (kDefaultRow); for kError
   // the first missing key is INVALID_ARGUMENT, "keys[1,0] = 90210 is not a key of table
   // 'users'". `found` (null: not asked) gets 1 where the key is present, else 0.
+  // `pool` (may be null) splits a long request over its workers (the answer is the same).
   // REQUIRES: `policy` came from Effective; a read lease on the table; keys.size() elements at
   // `slots` (and `found`).
   absl::Status Resolve(absl::Span<const int64_t> keys, const Shape& keys_shape, MissingKeys policy,
-                       int64_t* slots, uint8_t* found) const;
+                       int64_t* slots, uint8_t* found, ThreadPool* pool = nullptr) const;
 
   // What an UpdateRows message by keys does (core/live_rows.h), planned before anything
   // changes: the slot each of its keys writes (a key present keeps its slot; a new key takes a

@@ -172,6 +172,7 @@ absl::Status Server::SetUpCompute() {
   // The router submits through compute_ and compute_ routes through it: the setter breaks the
   // cycle.
   compute_->set_router(router_.get());
+  compute_->set_key_pool(pool_.get());
   ResidentEnv resident;
   resident.gate = gate_.get();
   resident.registry = registry_.get();

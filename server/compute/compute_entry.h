@@ -35,6 +35,7 @@
 #include "core/gather_plan.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
+#include "core/thread_pool.h"
 #include "server/admission/byte_budget.h"
 #include "server/admission/call_record.h"
 #include "server/metrics/metrics.h"
@@ -104,6 +105,11 @@ class ComputeEntry {
   // Not owned; set before the first request, and outlives the service.
   void set_router(ShardRouter* router) { router_ = router; }
 
+  // The pool a lookup by keys splits a long request's keys over (keyed_lookup.h); null: one
+  // thread. Not owned; set before the first request.
+  void set_key_pool(core::ThreadPool* pool) { key_pool_ = pool; }
+  core::ThreadPool* key_pool() const { return key_pool_; }
+
   // Submit, for a request whose output the caller has already charged to the budget, and
   // whose table is used as the plan says (no routing): a shard router's parts.
   void SubmitCharged(ComputeRequest request, Done done);
@@ -132,6 +138,7 @@ class ComputeEntry {
   const core::TensorRegistry* const registry_;
   const core::PlanOptions plan_options_;
   ShardRouter* router_ = nullptr;
+  core::ThreadPool* key_pool_ = nullptr;
 };
 
 }  // namespace tensorcompute::server

@@ -10,6 +10,9 @@
 // pooling writes 1/n of that, so it should read rows at least as fast.
 // tools/bench/embedding_bag_peers.py measures NumPy on the same shapes.
 //
+// BM_LookupByKeys: the same lookups by sparse int64 keys on the table keyed (issue 42), keys
+// turned into rows in each iteration, beside BM_GatherSameRows and BM_EmbeddingBagSum.
+//
 // BM_CompactLookup: the same table stored as float16 and 8-bit row-wise (issue 24), Gather
 // and bags of 32, beside the float32 table.
 //
@@ -20,6 +23,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -31,6 +35,8 @@
 #include "core/embedding_bag_kernels.h"
 #include "core/embedding_bag_simd.h"
 #include "core/gather.h"
+#include "core/key_index.h"
+#include "core/keyed_rows.h"
 #include "core/table_storage.h"
 
 namespace tensorcompute::core {
@@ -125,6 +131,69 @@ void BM_GatherSameRows(benchmark::State& state) {
   options.pool = pooled ? &Pool() : nullptr;
   for (auto _ : state) {
     const absl::Status s = ExecuteGather(*plan, params, indices, out.mutable_view(), options);
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    benchmark::DoNotOptimize(out.mutable_bytes().data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(kLookups * state.iterations());
+}
+
+// Keyed tables (issue 42): the same table keyed by sparse int64 keys (row i's key is
+// KeyShardHash(i + 1)), and the same lookups sent as keys: each iteration turns the keys into
+// rows (KeyedRows::Resolve, split over the pool when pooled) and then gathers or pools them, so
+// items_per_second compares with BM_GatherSameRows and BM_EmbeddingBagSum directly.
+const KeyedRows& KeyedTable() {
+  static const std::shared_ptr<KeyedRows> keyed = [] {
+    std::vector<int64_t> keys(kRows);
+    for (int64_t i = 0; i < kRows; ++i) keys[i] = static_cast<int64_t>(KeyShardHash(i + 1));
+    return *KeyedRows::Build("bench", keys, kRows, MissingKeys::kError, false, &Pool());
+  }();
+  return *keyed;
+}
+
+const std::vector<int64_t>& LookupKeys() {
+  static const std::vector<int64_t> keys = [] {
+    std::vector<int64_t> v(Indices().size());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<int64_t>(KeyShardHash(Indices()[i] + 1));
+    return v;
+  }();
+  return keys;
+}
+
+// Args: bag (0: a Gather of the rows; else EmbeddingBag SUM over bags of that many), pool.
+void BM_LookupByKeys(benchmark::State& state) {
+  const int64_t bag = state.range(0);
+  const bool pooled = state.range(1) != 0;
+  ThreadPool* pool = pooled ? &Pool() : nullptr;
+  const KeyedRows& keyed = KeyedTable();
+  const std::vector<int64_t>& keys = LookupKeys();
+  std::vector<int64_t> slots(keys.size());
+  const TensorView params = TableView();
+  const TensorView indices = Int64View(slots);
+  std::vector<int64_t> offsets(bag > 0 ? kLookups / bag : 0);
+  for (size_t b = 0; b < offsets.size(); ++b) offsets[b] = static_cast<int64_t>(b) * bag;
+  const TensorView offsets_view = Int64View(offsets);
+  absl::StatusOr<GatherPlan> gather = PlanGather(params, indices, 0, 0);
+  absl::StatusOr<EmbeddingBagPlan> pooled_plan =
+      PlanEmbeddingBag(params, indices, &offsets_view, nullptr, EmbeddingBagOptions{});
+  if (!gather.ok() || (bag > 0 && !pooled_plan.ok())) {
+    state.SkipWithError("plan");
+    return;
+  }
+  const Shape out_shape = bag > 0 ? pooled_plan->output_shape : gather->output_shape;
+  Tensor out = *Tensor::Allocate(DataType::kFloat32, out_shape);
+  std::memset(out.mutable_bytes().data(), 0, out.mutable_bytes().size());  // pre-touch
+  ExecuteOptions options;
+  options.pool = pool;
+  for (auto _ : state) {
+    absl::Status s =
+        keyed.Resolve(keys, {kLookups}, MissingKeys::kError, slots.data(), nullptr, pool);
+    if (s.ok()) {
+      s = bag > 0 ? ExecuteEmbeddingBag(*pooled_plan, params, indices, &offsets_view, nullptr,
+                                        out.mutable_view(), pool)
+                  : ExecuteGather(*gather, params, indices, out.mutable_view(), options);
+    }
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
     benchmark::DoNotOptimize(out.mutable_bytes().data());
     benchmark::ClobberMemory();
@@ -258,6 +327,12 @@ BENCHMARK(BM_GatherSameRows)
 BENCHMARK(BM_EmbeddingBagSum)
     ->ArgNames({"bag", "pool"})
     ->ArgsProduct({{1, 8, 32, 128}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.3);
+BENCHMARK(BM_LookupByKeys)
+    ->ArgNames({"bag", "pool"})
+    ->ArgsProduct({{0, 32}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(0.3);

@@ -5,6 +5,7 @@
 
 #include "core/keyed_rows.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -281,6 +282,41 @@ TEST(KeyedRowsResolve, RandomKeysAgainstAMapUnderEveryPolicy) {
                            absl::StrCat("keys[", first_missing, "] = ", request[first_missing],
                                         " is not a key of table 't'")));
     }
+  }
+}
+
+TEST(KeyedRowsResolve, APoolGivesTheSameSlotsAndTheSameFirstMissingKey) {
+  std::mt19937_64 rng(5);
+  const std::vector<int64_t> keys = RandomKeys(50000, rng);
+  auto table = KeyedRows::Build("t", keys, 50000, MissingKeys::kError, false, nullptr);
+  ASSERT_THAT(table.status(), IsOk());
+  ThreadPool pool(3);
+  const int64_t m = 200000;
+  std::vector<int64_t> request(static_cast<size_t>(m));
+  for (int64_t& k : request) k = keys[rng() % keys.size()];
+  std::vector<int64_t> alone(request.size()), split(request.size());
+  std::vector<uint8_t> found_alone(request.size()), found_split(request.size());
+  // Missing keys late in the request, in several pieces: the first is named either way.
+  const std::unordered_set<int64_t> held(keys.begin(), keys.end());
+  int64_t a = 3;
+  while (held.count(a)) ++a;
+  int64_t b = a + 1;
+  while (held.count(b)) ++b;
+  request[150000] = a;
+  request[m - 5] = a;
+  request[70001] = b;
+  ASSERT_THAT((*table)->Resolve(request, {m}, MissingKeys::kZero, alone.data(), found_alone.data(),
+                                nullptr),
+              IsOk());
+  ASSERT_THAT(
+      (*table)->Resolve(request, {m}, MissingKeys::kZero, split.data(), found_split.data(), &pool),
+      IsOk());
+  EXPECT_EQ(alone, split);
+  EXPECT_EQ(found_alone, found_split);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    EXPECT_THAT((*table)->Resolve(request, {m}, MissingKeys::kError, split.data(), nullptr, p),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         absl::StrCat("keys[70001] = ", b, " is not a key of table 't'")));
   }
 }
 
