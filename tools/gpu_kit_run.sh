@@ -16,7 +16,8 @@
 #   4. CPU and GPU byte for byte on random requests (GpuServerTest.*, in step 3's binary);
 #   5. compute-sanitizer --tool memcheck over the CUDA tests (a refusal is reported, not fatal);
 #   6. live tables: UpdateRows on GPU tables (as-is, float16, int8-rowwise), read back from the
-#      GPU and from a CPU copy updated alike: the same bytes;
+#      GPU and from a CPU copy updated alike: the same bytes; keyed tables looked up by keys
+#      (Gather, EmbeddingBag, missing keys) on the GPU and on the CPU: the same bytes;
 #   7. the benchmarks: the kernels against a device-to-device copy (cuda_gather_bench); the
 #      server against a gRPC echo of the same bytes, resident tables by name with and without
 #      batching and inline (rpc_bench); batching on against --max_batch_size=1 at concurrency
@@ -129,7 +130,9 @@ port=50071
 start_server() {
   local name=$1; shift
   port=$((port + 1))
-  "$kit/bin/tensorcompute-server" --listen=127.0.0.1:$port "$@" > "$work/server-$name.log" 2>&1 &
+  # Metrics on a port of its own: the last server's may not be free again yet.
+  "$kit/bin/tensorcompute-server" --listen=127.0.0.1:$port --metrics_listen=127.0.0.1:0 "$@" \
+    > "$work/server-$name.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do "$cli" health --target 127.0.0.1:$port >/dev/null 2>&1 && return 0; sleep 0.1; done
   say "- server $name did not become healthy"; failed=1
@@ -302,7 +305,58 @@ PY
     say "- $storage: 1,000 rows updated twice (one message, then 4 KiB messages); 1,208 rows read back from the GPU equal the CPU's byte for byte ($(echo $sequence | tr -s ' '))"
   fi
 done
-stop_server live
+# Keyed tables (issue 42): the same keyed table on the GPU and on the CPU, looked up by keys
+# (some missing) with Gather and with EmbeddingBag (SUM and MEAN, missing keys skipped): the same
+# bytes, and the same found masks.
+python3 - "$work" <<'PY'
+import random, struct, sys
+work = sys.argv[1]
+rng = random.Random(42)
+def write(path, descr, shape, data):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else ""))
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+keys = [-2**63, 2**63 - 1, 0, -1]
+while len(keys) < 4096:
+    k = rng.randrange(-2**63, 2**63)
+    if k not in keys:
+        keys.append(k)
+write(f"{work}/keyed_keys.npy", "<i8", (4096,), struct.pack("<4096q", *keys))
+absent = [k + 1 for k in keys[4:200] if k + 1 not in set(keys)]
+asked = [rng.choice(keys) if rng.random() < 0.8 else rng.choice(absent) for _ in range(3000)]
+write(f"{work}/keyed_asked.npy", "<i8", (3000,), struct.pack("<3000q", *asked))
+write(f"{work}/keyed_offsets.npy", "<i8", (100,), struct.pack("<100q", *range(0, 3000, 30)))
+write(f"{work}/keyed_default.npy", "<f4", (64,), struct.pack("<64f", *([0.5] * 64)))
+PY
+start_server keyed --device=gpu
+for storage in as-is float16 int8-rowwise; do
+  ok=1
+  for device in gpu cpu; do
+    "$cli" put "keyed_$device" --target 127.0.0.1:$port --input "$work/live.npy" --device $device \
+      --storage $storage --keys "$work/keyed_keys.npy" --missing default \
+      --default-row "$work/keyed_default.npy" --replace >> "$out/e2e.log" 2>&1 || ok=0
+    "$cli" gather --target 127.0.0.1:$port --params-name "keyed_$device" \
+      --keys "$work/keyed_asked.npy" --found-out "$work/keyed_found_$device.npy" \
+      --out "$work/keyed_gather_$device.npy" >> "$out/e2e.log" 2>&1 || ok=0
+    for mode in sum mean; do
+      "$cli" embedding-bag --target 127.0.0.1:$port --params-name "keyed_$device" \
+        --keys "$work/keyed_asked.npy" --offsets "$work/keyed_offsets.npy" --mode $mode \
+        --missing skip --out "$work/keyed_bag_${mode}_$device.npy" >> "$out/e2e.log" 2>&1 || ok=0
+    done
+  done
+  if [ $ok = 0 ]; then
+    say "- keyed $storage: a put or lookup failed (e2e.log)"; failed=1; continue
+  fi
+  same=1
+  for f in keyed_gather keyed_found keyed_bag_sum keyed_bag_mean; do
+    npy_data_equal "$work/${f}_gpu.npy" "$work/${f}_cpu.npy" || { same=0; say "- keyed $storage: $f differs between the GPU and the CPU"; }
+  done
+  [ $same = 1 ] || { failed=1; continue; }
+  say "- keyed $storage: 3,000 keys (about 20% missing) by Gather (missing: the default row) and by EmbeddingBag SUM and MEAN (missing: skipped), from a GPU table and a CPU one: the same bytes and found masks"
+done
+stop_server keyed
 took
 
 # ---- 7. benchmarks ---------------------------------------------------------------------------
