@@ -602,6 +602,53 @@ def _raw_put(name, rows, key_chunks, keyed=True):
             raise TensorComputeError(e.code(), e.details()) from None
 
 
+class HostileKeyedPutTest(unittest.TestCase):
+    """Keyed uploads that would cost memory the server does not have are refused by their first
+    message, before anything is allocated."""
+
+    def _put(self, messages):
+        with grpc.insecure_channel(_server.target) as channel:
+            with self.assertRaises(grpc.RpcError) as caught:
+                pb_grpc.TensorComputeStub(channel).PutTensor(iter(messages), timeout=30)
+        return caught.exception
+
+    def test_a_billion_keys_declared_is_refused_by_the_first_message(self):
+        # 10^9 rows of one float: 4 GB of rows and 16 GB of key index, reserved (and refused)
+        # before one key is read.
+        first = pb.PutTensorRequest(name="billion", dtype=pb.DT_FLOAT32, shape=[10**9, 1])
+        first.keyed.CopyFrom(pb.KeyedTable())
+        error = self._put([first])
+        self.assertEqual(error.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("max_resident_bytes", error.details())
+        self.assertNotIn("billion", [t.name for t in _client.list_tensors()])
+
+    def test_a_capacity_past_the_limit_is_refused(self):
+        first = pb.PutTensorRequest(name="wide", dtype=pb.DT_FLOAT32, shape=[2, 1])
+        first.keyed.CopyFrom(pb.KeyedTable(capacity=2**40))
+        error = self._put([first])
+        self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(error.details(), "tensor 'wide': capacity 1099511627776 is above the "
+                                          "2147483645 rows a keyed table may have")
+
+    def test_a_key_stream_longer_than_the_rows_stops_at_the_first_key_too_many(self):
+        # Keys sent one message after another past the rows: refused at the one that passes
+        # them, whatever follows.
+        first = pb.PutTensorRequest(name="endless", dtype=pb.DT_FLOAT32, shape=[4, 1],
+                                    data=np.zeros(4, "<f4").tobytes())
+        first.keyed.CopyFrom(pb.KeyedTable())
+
+        def endless():
+            yield first
+            key = 0
+            while True:  # the server ends the call; the generator is never exhausted
+                key += 1
+                yield pb.PutTensorRequest(offset=16, keys=np.array([key], "<i8").tobytes())
+
+        error = self._put(endless())
+        self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(error.details(), "tensor 'endless': 5 keys sent; it has 4 rows")
+
+
 class UpdateByKeysTest(unittest.TestCase):
     """update_rows(keys=, values=, delete_keys=) on keyed tables: upserts and deletes against a
     dict, the capacity, and readers during updates (never a torn row, never another key's)."""
