@@ -156,6 +156,9 @@ ABSL_FLAG(std::vector<std::string>, preload, {},
           "NAME=PATH.npy[:KIND][,...]: tensors loaded at start-up, before health turns "
           "SERVING; KIND stores a float32 [rows, dim] table compactly: float16, int8-rowwise, "
           "or int8-rowwise-prequantized (uint8 [rows, dim + 8]); default as-is");
+ABSL_FLAG(std::vector<std::string>, preload_keys, {},
+          "NAME=KEYS.npy[:POLICY][,...]: make --preload table NAME keyed by sparse int64 keys "
+          "(KEYS.npy: int64 [rows], unique); POLICY for keys it lacks: error (default) or zero");
 ABSL_FLAG(int32_t, shard_index, 0,
           "with --shard_count > 1: every --preload is loaded as this shard of its table, "
           "reading only its rows of the file");
@@ -295,8 +298,8 @@ const std::vector<FlagGroup>& FlagGroups() {
       {"Devices", {"device", "gpus", "gpu_streams", "gpu_staging_mib", "gpu_timeout"}},
       {"Security", {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file", "admin_token_file"}},
       {"Tables",
-       {"preload", "max_resident_bytes", "max_upload_bytes", "upload_idle_timeout_s",
-        "malloc_trim_interval_s"}},
+       {"preload", "preload_keys", "max_resident_bytes", "max_upload_bytes",
+        "upload_idle_timeout_s", "malloc_trim_interval_s"}},
       {"Sharding",
        {"shard_index", "shard_count", "shard_peers", "shard_peer_token_file", "shard_peer_tls",
         "shard_peer_tls_ca", "shard_peer_tls_server_name"}},
@@ -394,6 +397,7 @@ int main(int argc, char** argv) {
   options.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   options.upload_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_upload_idle_timeout_s));
   options.preload = absl::GetFlag(FLAGS_preload);
+  options.preload_keys = absl::GetFlag(FLAGS_preload_keys);
   options.shard_index = absl::GetFlag(FLAGS_shard_index);
   options.shard_count = absl::GetFlag(FLAGS_shard_count);
   options.shard_peers = absl::GetFlag(FLAGS_shard_peers);

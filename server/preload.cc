@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "absl/types/span.h"
 #include "spdlog/spdlog.h"
 
+#include "core/keyed_rows.h"
 #include "core/npy_file.h"
 #include "core/npy_format.h"
 #include "core/shard_spec.h"
@@ -27,12 +29,68 @@ namespace tensorcompute::server {
 
 namespace {
 
-// A spec split: NAME=PATH.npy[:KIND].
+// A --preload_keys spec split: NAME=KEYS.npy[:POLICY].
+struct KeysSpec {
+  std::string path;
+  core::MissingKeys missing = core::MissingKeys::kError;
+};
+
+// A spec split: NAME=PATH.npy[:KIND], with its keys when --preload_keys names it.
 struct PreloadSpec {
   std::string name;
   std::string path;
   core::TableStorage storage = core::TableStorage::kAsIs;
+  std::optional<KeysSpec> keys;
 };
+
+// NAME=KEYS.npy[:POLICY] (a last ":WORD" without '/' or '.' is the policy: error or zero).
+absl::StatusOr<std::pair<std::string, KeysSpec>> ParseKeysSpec(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--preload_keys '", spec, "': expected NAME=KEYS.npy[:POLICY]"));
+  }
+  KeysSpec keys;
+  keys.path = spec.substr(eq + 1);
+  const size_t colon = keys.path.rfind(':');
+  if (colon != std::string::npos && keys.path.find_first_of("/.", colon) == std::string::npos) {
+    const std::string word = keys.path.substr(colon + 1);
+    const std::optional<core::MissingKeys> missing = core::ParseMissingKeys(word);
+    if (!missing ||
+        (*missing != core::MissingKeys::kError && *missing != core::MissingKeys::kZero)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--preload_keys '", spec, "': unknown policy '", word, "'; expected error or zero"));
+    }
+    keys.missing = *missing;
+    keys.path.resize(colon);
+  }
+  return std::make_pair(spec.substr(0, eq), std::move(keys));
+}
+
+// A keyed table's keys: int64 of rank 1, one per row.
+absl::StatusOr<std::vector<int64_t>> ReadKeys(const KeysSpec& spec, int64_t rows) {
+  absl::StatusOr<core::NpyFile> opened = core::NpyFile::Open(spec.path);
+  if (!opened.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("keys: ", opened.status().message()));
+  }
+  const core::NpyLayout& layout = opened->layout();
+  if (layout.dtype != core::DataType::kInt64 || layout.shape.size() != 1 ||
+      !core::NpyRowsReadInPlace(layout)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("keys: ", spec.path, " holds ", core::DataTypeName(layout.dtype), " ",
+                     core::ShapeToString(layout.shape), "; keys are int64 [rows], C order"));
+  }
+  if (layout.shape[0] != rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("keys: ", spec.path, " holds ", layout.shape[0], " keys for ", rows, " rows"));
+  }
+  TC_RETURN_IF_ERROR(opened->CheckSize());
+  std::vector<int64_t> keys(static_cast<size_t>(rows));
+  TC_RETURN_IF_ERROR(opened->ReadData(
+      0, absl::MakeSpan(reinterpret_cast<uint8_t*>(keys.data()), keys.size() * sizeof(int64_t)),
+      nullptr));
+  return keys;
+}
 
 absl::StatusOr<PreloadSpec> ParseSpec(const std::string& spec) {
   const size_t eq = spec.find('=');
@@ -40,7 +98,9 @@ absl::StatusOr<PreloadSpec> ParseSpec(const std::string& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("--preload '", spec, "': expected NAME=PATH.npy[:KIND]"));
   }
-  PreloadSpec out{spec.substr(0, eq), spec.substr(eq + 1)};
+  PreloadSpec out;
+  out.name = spec.substr(0, eq);
+  out.path = spec.substr(eq + 1);
   // A last ":WORD" without '/' or '.' is the storage kind; any other colon is the path's.
   const size_t colon = out.path.rfind(':');
   if (colon != std::string::npos && out.path.find_first_of("/.", colon) == std::string::npos) {
@@ -57,15 +117,27 @@ absl::StatusOr<PreloadSpec> ParseSpec(const std::string& spec) {
   return out;
 }
 
-// The stored form of `tensor` as `layout` says (converted for FLOAT16 and INT8_ROWWISE).
+// The stored form of `tensor` as `layout` says (converted for FLOAT16 and INT8_ROWWISE). The
+// rows sent are `tensor`'s first layout.sent_bytes; a keyed layout's rows past them (free
+// slots, the zero row; core/keyed_rows.h) are zeros.
 absl::StatusOr<core::Tensor> Store(const std::string& name, const core::TableLayout& layout,
                                    core::Tensor tensor) {
-  if (!layout.encodes()) return tensor;
-  TC_ASSIGN_OR_RETURN(core::Tensor stored,
-                      core::Tensor::Allocate(layout.stored_dtype, layout.stored_shape));
-  core::TableEncoder encoder(name, layout, stored.mutable_bytes().data());
-  const absl::Span<const uint8_t> sent = tensor.view().data;
-  TC_RETURN_IF_ERROR(encoder.Append(sent));
+  core::Tensor stored;
+  if (layout.encodes()) {
+    TC_ASSIGN_OR_RETURN(stored, core::Tensor::Allocate(layout.stored_dtype, layout.stored_shape));
+    core::TableEncoder encoder(name, layout, stored.mutable_bytes().data());
+    TC_RETURN_IF_ERROR(
+        encoder.Append(tensor.view().data.subspan(0, static_cast<size_t>(layout.sent_bytes))));
+  } else {
+    stored = std::move(tensor);
+  }
+  const int64_t rows = layout.logical_shape.empty() ? 0 : layout.logical_shape[0];
+  const int64_t stored_rows = layout.stored_shape.empty() ? 0 : layout.stored_shape[0];
+  if (stored_rows > rows) {
+    const size_t row_bytes = static_cast<size_t>(layout.stored_bytes / stored_rows);
+    std::memset(stored.mutable_bytes().data() + rows * row_bytes, 0,
+                static_cast<size_t>(stored_rows - rows) * row_bytes);
+  }
   return stored;
 }
 
@@ -132,12 +204,15 @@ absl::Status ReadData(const core::NpyFile& file, int64_t offset, absl::Span<uint
 }
 
 // Rows [first, first + rows) of a C-order file of fixed-size elements, read straight into
-// the tensor that keeps them (one copy: no buffer between the file and the table).
+// the tensor that keeps them (one copy: no buffer between the file and the table), followed
+// by `extra` rows left for the caller (a keyed table's free slots and hidden rows).
 absl::StatusOr<core::Tensor> ReadRows(const core::NpyFile& file, int64_t first, int64_t rows,
-                                      int64_t threads, const std::string& name) {
-  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::AllocateNpyRows(file.layout(), rows));
+                                      int64_t threads, const std::string& name, int64_t extra = 0) {
+  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::AllocateNpyRows(file.layout(), rows + extra));
   TC_RETURN_IF_ERROR(
-      ReadData(file, first * file.row_bytes(), tensor.mutable_bytes(), threads, name));
+      ReadData(file, first * file.row_bytes(),
+               tensor.mutable_bytes().subspan(0, static_cast<size_t>(rows * file.row_bytes())),
+               threads, name));
   return tensor;
 }
 
@@ -147,9 +222,12 @@ using BeforeRead = std::function<absl::Status(core::DataType, const core::Shape&
 
 // The whole file, or shard `*shard` of its rows (the file's other rows cost no memory), read
 // by up to `threads` threads.
+// A keyed table's rows are read with room for its capacity's extra rows when it is stored as
+// read (core/keyed_rows.h); `before_read` has planned its layout by then.
 absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
                                        std::optional<core::ShardSpec>* shard,
-                                       const BeforeRead& before_read, int64_t threads) {
+                                       const BeforeRead& before_read, int64_t threads,
+                                       const std::function<int64_t()>& extra_rows) {
   absl::StatusOr<core::NpyFile> opened = core::NpyFile::Open(spec.path);
   if (!opened.ok()) return absl::InvalidArgumentError(opened.status().message());
   const core::NpyFile& file = *opened;
@@ -172,7 +250,12 @@ absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
   if (in_place) {
     TC_RETURN_IF_ERROR(file.CheckSize());
     TC_RETURN_IF_ERROR(before_read(layout.dtype, layout.shape));
-    return ReadRows(file, 0, layout.shape[0], threads, spec.name);
+    return ReadRows(file, 0, layout.shape[0], threads, spec.name, extra_rows());
+  }
+  if (spec.keys.has_value()) {
+    return absl::InvalidArgumentError(
+        "a keyed table's rows are read from a C-order .npy of fixed-size elements; this one is " +
+        std::string(layout.fortran_order ? "Fortran-order" : "of strings"));
   }
   // A string table's bytes are known only once read: Load reserves them then.
   if (layout.dtype != core::DataType::kString) {
@@ -192,11 +275,26 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> Load(
   // bytes only the file's content says) once read.
   std::optional<core::TableLayout> layout;
   std::optional<core::TensorRegistry::Reservation> reservation;
+  // A keyed table: its keys, read once its rows are known, and its capacity (the rows).
+  std::vector<int64_t> keys;
+  int64_t capacity = 0;
   auto plan_and_reserve = [&](core::DataType dtype, const core::Shape& shape,
                               int64_t held) -> absl::Status {
     TC_ASSIGN_OR_RETURN(layout, core::PlanTableLayout(spec.name, spec.storage, dtype, shape));
-    TC_ASSIGN_OR_RETURN(reservation,
-                        registry->Reserve(spec.name, held >= 0 ? held : layout->stored_bytes));
+    int64_t index_bytes = 0;
+    if (spec.keys.has_value()) {
+      TC_ASSIGN_OR_RETURN(capacity,
+                          core::CheckKeyedDescription(spec.name, dtype, shape, 0, shard.has_value(),
+                                                      spec.keys->missing));
+      layout = core::KeyedLayout(*layout, capacity);
+      index_bytes = core::KeyIndexBytes(capacity);
+    }
+    TC_ASSIGN_OR_RETURN(
+        reservation,
+        registry->Reserve(spec.name, (held >= 0 ? held : layout->stored_bytes) + index_bytes));
+    if (spec.keys.has_value()) {
+      TC_ASSIGN_OR_RETURN(keys, ReadKeys(*spec.keys, shape[0]));
+    }
     return absl::OkStatus();
   };
   TC_ASSIGN_OR_RETURN(core::Tensor tensor, ReadTable(
@@ -204,7 +302,15 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> Load(
                                                [&](core::DataType dtype, const core::Shape& shape) {
                                                  return plan_and_reserve(dtype, shape, -1);
                                                },
-                                               threads));
+                                               threads,
+                                               [&]() -> int64_t {
+                                                 // Stored as read: the extra rows go on the tensor
+                                                 // read; encoded: on the stored one.
+                                                 if (!spec.keys.has_value() || layout->encodes())
+                                                   return 0;
+                                                 return layout->stored_shape[0] -
+                                                        layout->logical_shape[0];
+                                               }));
   if (!reservation.has_value()) {
     const core::TensorView view = tensor.view();
     int64_t payload = 0;
@@ -214,11 +320,16 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> Load(
                          core::ResidentBytes(tensor.dtype(), tensor.num_elements(), payload)));
   }
   TC_ASSIGN_OR_RETURN(core::Tensor stored, Store(spec.name, *layout, std::move(tensor)));
+  std::shared_ptr<core::KeyedRows> keyed;
+  if (spec.keys.has_value()) {
+    TC_ASSIGN_OR_RETURN(keyed, core::KeyedRows::Build(spec.name, keys, capacity, spec.keys->missing,
+                                                      false, nullptr));
+  }
   // The reservation passes to the entry: the bytes stay counted from before the read until the
   // tensor is freed.
   TC_ASSIGN_OR_RETURN(core::DeviceCopy copy, place("", stored));
   return registry->Put(spec.name, std::move(stored), std::move(copy), /*replace=*/false,
-                       *std::move(reservation), spec.storage, shard);
+                       *std::move(reservation), spec.storage, shard, std::move(keyed));
 }
 
 // Loads `spec` and logs how it went; the error names the spec.
@@ -249,11 +360,22 @@ absl::Status LoadAndLog(const PreloadSpec& spec, std::optional<core::ShardSpec> 
 }  // namespace
 
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
-                     const TensorPlacer& place, std::optional<core::ShardSpec> shard) {
+                     const TensorPlacer& place, std::optional<core::ShardSpec> shard,
+                     const std::vector<std::string>& key_specs) {
   std::vector<PreloadSpec> parsed;
   for (const std::string& text : specs) {
     TC_ASSIGN_OR_RETURN(PreloadSpec spec, ParseSpec(text));
     parsed.push_back(std::move(spec));
+  }
+  for (const std::string& text : key_specs) {
+    TC_ASSIGN_OR_RETURN(auto named, ParseKeysSpec(text));
+    auto it = std::find_if(parsed.begin(), parsed.end(),
+                           [&](const PreloadSpec& spec) { return spec.name == named.first; });
+    if (it == parsed.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--preload_keys '", text, "': no --preload loads a table named '", named.first, "'"));
+    }
+    it->keys = std::move(named.second);
   }
   // Up to one table per core at once, the cores shared among their readers. After a failure no
   // further table is started; those loading finish.

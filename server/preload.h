@@ -36,9 +36,15 @@ namespace tensorcompute::server {
 // With `shard` (its index and count; total_rows is each file's first dimension), each tensor
 // is loaded as that shard of its table: only the shard's rows are read (core::ShardRows), from
 // a C-order .npy of fixed-size elements (others are INVALID_ARGUMENT).
+// `key_specs` ("NAME=KEYS.npy[:POLICY]", --preload_keys) make the table NAME of `specs` a keyed
+// table (core/keyed_rows.h): KEYS.npy holds int64 [rows], row i's key the i-th, unique; POLICY
+// is error (the default) or zero; its capacity is its rows. INVALID_ARGUMENT for a spec that
+// names no --preload table, keys of another dtype, shape or count, a duplicate key ("tensor
+// 'T': keys[7] = -42 repeats keys[3]"), or a table that is not read in place (strings, Fortran
+// order) or is sharded.
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
-                     const TensorPlacer& place,
-                     std::optional<core::ShardSpec> shard = std::nullopt);
+                     const TensorPlacer& place, std::optional<core::ShardSpec> shard = std::nullopt,
+                     const std::vector<std::string>& key_specs = {});
 
 }  // namespace tensorcompute::server
 

@@ -289,7 +289,8 @@ absl::Status Server::BecomeReady() {
         },
         options_.shard_count > 1 ? std::optional<core::ShardSpec>(core::ShardSpec{
                                        options_.shard_index, options_.shard_count, 0})
-                                 : std::nullopt));
+                                 : std::nullopt,
+        options_.preload_keys));
     absl::MutexLock lock(&health_mu_);
     SetHealth(!gpu_lost_, /*service_too=*/true);
   }

@@ -274,6 +274,9 @@ struct ServerOptions {
   // (INVALID_ARGUMENT naming it). The file is read whole, then converted: about twice its size
   // in memory while loading.
   std::vector<std::string> preload;
+  // Keys of preloaded tables, each "NAME=KEYS.npy[:POLICY]" (server/preload.h): table NAME of
+  // `preload` becomes a keyed table (core/keyed_rows.h).
+  std::vector<std::string> preload_keys;
 
   // --- Sharded tables (core/shard_spec.h, server/compute/shard_router.h; docs/deploy.md "Sharded
   // tables") --- With shard_count > 1, every --preload is loaded as shard shard_index of

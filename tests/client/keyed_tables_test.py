@@ -23,7 +23,11 @@ Run by hand:
 """
 
 import asyncio
+import os
+import subprocess
+import tempfile
 import threading
+import time
 import unittest
 
 import grpc
@@ -647,6 +651,70 @@ class HostileKeyedPutTest(unittest.TestCase):
         error = self._put(endless())
         self.assertEqual(error.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertEqual(error.details(), "tensor 'endless': 5 keys sent; it has 4 rows")
+
+
+class PreloadKeysTest(unittest.TestCase):
+    """--preload_keys NAME=KEYS.npy[:POLICY]: a preloaded table keyed at start-up answers lookups
+    by keys as the same table put with keys does, byte for byte, on every storage kind."""
+
+    def test_a_preloaded_keyed_table_answers_as_a_put_one(self):
+        rng = np.random.default_rng(4242)
+        rows = rng.standard_normal((300, 16)).astype(np.float32)
+        keys = random_keys(rng, 300)
+        asked = lookup_keys(rng, keys, (40, 3), 0.25)
+        with tempfile.TemporaryDirectory() as tmp:
+            np.save(os.path.join(tmp, "rows.npy"), rows)
+            np.save(os.path.join(tmp, "keys.npy"), keys)
+            # One flag each, comma-separated (a repeated list flag keeps its last value).
+            kinds = ("as-is", "float16", "int8-rowwise")
+            specs = ",".join(f"t_{kind.replace('-', '_')}={tmp}/rows.npy:{kind}"
+                             for kind in kinds)
+            key_specs = ",".join(f"t_{kind.replace('-', '_')}={tmp}/keys.npy:zero"
+                                 for kind in kinds)
+            with ServerProcess("--cpu_threads=2", f"--preload={specs}",
+                               f"--preload_keys={key_specs}") as server:
+                with Client(server.target, timeout=60.0) as preloaded:
+                    # The port serves while tables load: wait for the three.
+                    deadline = time.monotonic() + 60
+                    while len(preloaded.list_tensors()) < 3 and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    for kind in ("as-is", "float16", "int8-rowwise"):
+                        name = f"t_{kind.replace('-', '_')}"
+                        info = [t for t in preloaded.list_tensors() if t.name == name][0]
+                        self.assertEqual(info.keyed, KeyedInfo("zero", False, 300, 300))
+                        _client.put_tensor(f"put_{name}", rows, keys=keys, storage=kind,
+                                           missing="zero", replace=True)
+                        got, found = preloaded.gather(None, keys=asked, params_name=name,
+                                                      return_found=True)
+                        want, want_found = _client.gather(None, keys=asked,
+                                                          params_name=f"put_{name}",
+                                                          return_found=True)
+                        self.assertEqual(got.tobytes(), want.tobytes(), kind)
+                        self.assertEqual(found.tolist(), want_found.tolist())
+
+    def test_bad_key_files_stop_the_start(self):
+        rng = np.random.default_rng(7)
+        rows = rng.standard_normal((4, 2)).astype(np.float32)
+        with tempfile.TemporaryDirectory() as tmp:
+            np.save(os.path.join(tmp, "rows.npy"), rows)
+            np.save(os.path.join(tmp, "dup.npy"), np.array([5, -42, 6, -42], np.int64))
+            np.save(os.path.join(tmp, "short.npy"), np.array([1, 2, 3], np.int64))
+            np.save(os.path.join(tmp, "int32.npy"), np.array([1, 2, 3, 4], np.int32))
+            cases = [
+                (f"--preload_keys=t={tmp}/dup.npy", "tensor 't': keys[3] = -42 repeats keys[1]"),
+                (f"--preload_keys=t={tmp}/short.npy", "holds 3 keys for 4 rows"),
+                (f"--preload_keys=t={tmp}/int32.npy", "keys are int64 [rows], C order"),
+                (f"--preload_keys=u={tmp}/dup.npy", "no --preload loads a table named 'u'"),
+                (f"--preload_keys=t={tmp}/dup.npy:skip", "unknown policy 'skip'"),
+            ]
+            for flag, message in cases:
+                with self.subTest(flag=flag):
+                    run = subprocess.run(
+                        [os.environ["TC_SERVER_BINARY"], "--listen=127.0.0.1:0",
+                         "--metrics_listen=127.0.0.1:0", f"--preload=t={tmp}/rows.npy", flag],
+                        capture_output=True, text=True, timeout=60)
+                    self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+                    self.assertIn(message, run.stdout + run.stderr)
 
 
 class UpdateByKeysTest(unittest.TestCase):
