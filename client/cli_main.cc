@@ -177,16 +177,17 @@ int Main(int argc, char** argv) {
       "new sequence");
   AddCommonFlags(update_cmd, &common);
   update_cmd->add_option("name", update.name, "the table's name")->required();
-  update_cmd
-      ->add_option("--indices", update.indices,
-                   "the rows to replace: int32 or int64, rank 1, .npy or .json")
-      ->required();
-  update_cmd
-      ->add_option("--values", update.values,
-                   "the new rows, [len(indices), row shape...] in the table's dtype (float32 "
-                   "for float16 and int8-rowwise tables, uint8 [n, dim + 8] for "
-                   "int8-rowwise-prequantized), .npy or .json")
-      ->required();
+  update_cmd->add_option("--indices", update.indices,
+                         "the rows to replace: int32 or int64, rank 1, .npy or .json");
+  update_cmd->add_option("--values", update.values,
+                         "the new rows, [len(indices), row shape...] in the table's dtype "
+                         "(float32 for float16 and int8-rowwise tables, uint8 [n, dim + 8] for "
+                         "int8-rowwise-prequantized), .npy or .json");
+  update_cmd->add_option("--keys", update.keys,
+                         "a keyed table: the keys whose rows --values holds (int64, rank 1; a "
+                         "key held is replaced, a new one added), instead of --indices");
+  update_cmd->add_option("--delete-keys", update.delete_keys,
+                         "a keyed table: keys to remove (int64, rank 1), sent first");
   update_cmd
       ->add_option("--chunk-bytes", update.options.chunk_bytes,
                    "bytes of rows per message (whole rows)")

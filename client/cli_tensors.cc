@@ -248,9 +248,34 @@ int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
 }
 
 int RunUpdate(Client& client, const UpdateFlags& f) {
-  const std::optional<core::Tensor> indices = ReadFlagTensor("--indices", f.indices);
-  if (!indices.has_value()) return kIoError;
-  std::optional<PutInput> values = OpenPutInput(f.values, "--values");
+  const bool by_keys = !f.keys.empty() || !f.delete_keys.empty();
+  if (by_keys == !f.indices.empty() ||
+      (f.values.empty() != (f.indices.empty() && f.keys.empty()))) {
+    std::fprintf(stderr,
+                 "error: give --indices and --values, or (a keyed table) --keys and --values, "
+                 "--delete-keys, or both\n");
+    return kUsage;
+  }
+  // Deletes alone: no rows (an empty int64 key list and no values).
+  std::optional<core::Tensor> indices;
+  if (!f.indices.empty() || !f.keys.empty()) {
+    indices = ReadFlagTensor(by_keys ? "--keys" : "--indices", by_keys ? f.keys : f.indices);
+    if (!indices.has_value()) return kIoError;
+  } else {
+    indices = core::Tensor::FromValues<int64_t>(core::DataType::kInt64, {0}, {});
+  }
+  std::optional<core::Tensor> doomed;
+  if (!f.delete_keys.empty()) {
+    doomed = ReadFlagTensor("--delete-keys", f.delete_keys);
+    if (!doomed.has_value()) return kIoError;
+  }
+  std::optional<PutInput> values;
+  if (f.values.empty()) {
+    values.emplace();
+    values->tensor = core::Tensor::FromValues<float>(core::DataType::kFloat32, {0}, {});
+  } else {
+    values = OpenPutInput(f.values, "--values");
+  }
   if (!values.has_value()) return kIoError;
   if (values->tensor.has_value() && values->tensor->dtype() == core::DataType::kString) {
     std::fprintf(stderr,
@@ -260,11 +285,13 @@ int RunUpdate(Client& client, const UpdateFlags& f) {
     return kUsage;
   }
   const TensorSource source = values->AsSource();
-  if (absl::Status fit = CheckUpdateRows(indices->view(), source); !fit.ok()) {
+  if (absl::Status fit = CheckUpdateRows(indices->view(), source, by_keys); !fit.ok()) {
     return ReportUsageError(fit);
   }
   ProgressLine progress(absl::StrCat("update ", f.name), StderrIsATerminal());
   UpdateOptions options = f.options;
+  options.by_keys = by_keys;
+  if (doomed.has_value()) options.delete_keys = doomed->view();
   options.on_progress = [&progress](int64_t sent, int64_t total) { progress.Update(sent, total); };
   const CallOptions call{
       PutDeadline(client.options().timeout, InputBytes(*values), f.timeout_given)};

@@ -105,13 +105,18 @@ struct UpdateFlags {
   std::string name;
   std::string indices;  // int32/int64 rank 1, .npy or .json
   std::string values;   // [len(indices), row shape...] in the table's dtype, .npy or .json
+  // A keyed table instead: the keys whose rows --values holds, and keys to delete (int64 rank
+  // 1 each, .npy or .json); either may be given alone.
+  std::string keys;
+  std::string delete_keys;
   UpdateOptions options;
   bool timeout_given = false;  // as PutFlags::timeout_given (PutDeadline)
 };
 
-// Reads f.indices and f.values (kIoError when one cannot be), checks that they go together
-// (kUsage, CheckUpdateRows's message), and updates the rows on the first target; kRpcError on
-// a call error.
+// Reads f.indices (or f.keys and f.delete_keys) and f.values (kIoError when one cannot be),
+// checks that they go together (kUsage: CheckUpdateRows's message; exactly one of --indices and
+// --keys/--delete-keys; --values with --indices or --keys), and updates the rows on the first
+// target; kRpcError on a call error.
 int RunUpdate(Client& client, const UpdateFlags& f);
 
 // Deletes `name` from the first target, or every target with `all_targets`.

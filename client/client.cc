@@ -503,7 +503,16 @@ absl::StatusOr<UpdateRowsResult> Client::UpdateRows(const std::string& name,
     return absl::InvalidArgumentError(
         absl::StrCat("chunk_bytes must be > 0, got ", options.chunk_bytes));
   }
-  TC_RETURN_IF_ERROR(CheckUpdateRows(indices, values));
+  TC_RETURN_IF_ERROR(CheckUpdateRows(indices, values, options.by_keys));
+  const core::TensorView& doomed = options.delete_keys;
+  const bool deletes = doomed.dtype != core::DataType::kUnspecified;
+  if (deletes &&
+      (!options.by_keys || doomed.dtype != core::DataType::kInt64 || doomed.rank() != 1 ||
+       doomed.data.size() != static_cast<size_t>(doomed.shape[0]) * 8)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("delete_keys must be int64 of rank 1, with by_keys; got ",
+                     core::DataTypeName(doomed.dtype), " ", core::ShapeToString(doomed.shape)));
+  }
   const int64_t chunk_bytes =
       std::min(options.chunk_bytes,
                std::max<int64_t>(1, options_.max_message_bytes - kUpdateMessageOverhead));
@@ -513,11 +522,29 @@ absl::StatusOr<UpdateRowsResult> Client::UpdateRows(const std::string& name,
       WithRetries(0, /*admin=*/true, call, [&](size_t channel, grpc::ClientContext* context) {
         response.Clear();
         // A new chunker per attempt: a retried stream starts again from the first row.
-        UpdateChunker chunker(name, indices, values, chunk_bytes);
+        UpdateChunker chunker(name, indices, values, chunk_bytes, options.by_keys);
         std::unique_ptr<grpc::ClientWriter<v1::UpdateRowsRequest>> writer =
             stubs_[channel]->UpdateRows(context, &response);
         v1::UpdateRowsRequest message;
-        while (chunker.Next(&message)) {
+        // Deletes first, in messages of at most chunk_bytes of keys; then the rows (none when
+        // a call by keys only deletes).
+        const bool rows = !(options.by_keys && indices.shape[0] == 0 && deletes);
+        bool open = true;
+        for (int64_t first = 0; deletes && open && (first == 0 || first < doomed.shape[0]);) {
+          const int64_t n =
+              std::min(std::max<int64_t>(1, chunk_bytes / 8), doomed.shape[0] - first);
+          message.Clear();
+          if (first == 0) message.set_name(name);
+          v1::Tensor* keys = message.mutable_delete_keys();
+          keys->set_dtype(v1::DT_INT64);
+          keys->add_shape(n);
+          keys->mutable_data()->assign(
+              reinterpret_cast<const char*>(doomed.data.data()) + first * 8,
+              static_cast<size_t>(n) * 8);
+          open = writer->Write(message);
+          first += std::max<int64_t>(n, 1);
+        }
+        while (open && rows && chunker.Next(&message)) {
           // A failed write means the call is over (the server answered early, or the
           // connection broke): Finish says how.
           if (!writer->Write(message)) break;

@@ -220,6 +220,13 @@ struct UpdateOptions {
   // Called on the sending thread after each message is sent, with the bytes of values sent so
   // far and all of them; from 0 again when the stream is retried. Unset: not called.
   std::function<void(int64_t sent, int64_t total)> on_progress;
+  // A keyed table (PutOptions::keys): UpdateRows' `indices` are the keys whose rows `values`
+  // holds (int64, rank 1; UpdateRowsRequest.keys): a key the table holds gets its row
+  // replaced, a new key a free slot. false (default): row indices.
+  bool by_keys = false;
+  // With by_keys: keys to remove (int64, rank 1; UpdateRowsRequest.delete_keys), sent before
+  // the rows so that their slots are free for new keys. Must outlive the call; unset: none.
+  core::TensorView delete_keys;
 };
 
 // Room left in an UpdateRows message, beyond its rows, for the name and the tensors' headers.

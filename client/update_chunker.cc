@@ -24,7 +24,13 @@ std::optional<int64_t> RowBytes(const TensorSource& values) {
 
 }  // namespace
 
-absl::Status CheckUpdateRows(const core::TensorView& indices, const TensorSource& values) {
+absl::Status CheckUpdateRows(const core::TensorView& indices, const TensorSource& values,
+                             bool by_keys) {
+  if (by_keys && (indices.rank() != 1 || indices.dtype != core::DataType::kInt64)) {
+    return absl::InvalidArgumentError(absl::StrCat("keys must be int64 of rank 1; got ",
+                                                   core::DataTypeName(indices.dtype), " ",
+                                                   core::ShapeToString(indices.shape)));
+  }
   if (indices.rank() != 1 ||
       (indices.dtype != core::DataType::kInt32 && indices.dtype != core::DataType::kInt64)) {
     return absl::InvalidArgumentError(absl::StrCat("indices must be int32 or int64 of rank 1; got ",
@@ -55,14 +61,15 @@ int64_t UpdateRowsPerMessage(int64_t chunk_bytes, int64_t row_bytes, int64_t ind
 }
 
 UpdateChunker::UpdateChunker(std::string name, const core::TensorView& indices, TensorSource values,
-                             int64_t chunk_bytes)
+                             int64_t chunk_bytes, bool by_keys)
     : name_(std::move(name)),
       indices_(indices),
       values_(std::move(values)),
       total_rows_(indices.shape[0]),
       row_bytes_(RowBytes(values_).value_or(0)),
       rows_per_message_(UpdateRowsPerMessage(
-          chunk_bytes, row_bytes_, static_cast<int64_t>(core::ElementSize(indices.dtype)))) {}
+          chunk_bytes, row_bytes_, static_cast<int64_t>(core::ElementSize(indices.dtype)))),
+      by_keys_(by_keys) {}
 
 bool UpdateChunker::Next(v1::UpdateRowsRequest* message) {
   // The first message is always produced, even for zero rows: it names the table.
@@ -71,7 +78,7 @@ bool UpdateChunker::Next(v1::UpdateRowsRequest* message) {
   if (messages_ == 0) message->set_name(name_);
   const int64_t n = std::min(rows_per_message_, total_rows_ - next_row_);
   const size_t index_bytes = core::ElementSize(indices_.dtype);
-  v1::Tensor* indices = message->mutable_indices();
+  v1::Tensor* indices = by_keys_ ? message->mutable_keys() : message->mutable_indices();
   indices->set_dtype(proto::ToProtoDataType(indices_.dtype));
   indices->add_shape(n);
   indices->mutable_data()->assign(

@@ -37,7 +37,9 @@ namespace tensorcompute::client {
 // index (shape[0] == len(indices)), and a size that fits int64. Else INVALID_ARGUMENT saying
 // which ("values has 3 rows but indices has 4 entries"). Ranges and the table's dtype are
 // the server's to check.
-absl::Status CheckUpdateRows(const core::TensorView& indices, const TensorSource& values);
+// With `by_keys` (a keyed table's UpdateRows by keys), `indices` are int64 keys.
+absl::Status CheckUpdateRows(const core::TensorView& indices, const TensorSource& values,
+                             bool by_keys = false);
 
 // Rows per message: chunk_bytes / (row_bytes + index_bytes), at least 1.
 // REQUIRES: chunk_bytes > 0, row_bytes >= 0, index_bytes > 0.
@@ -45,9 +47,10 @@ int64_t UpdateRowsPerMessage(int64_t chunk_bytes, int64_t row_bytes, int64_t ind
 
 class UpdateChunker {
  public:
-  // REQUIRES: CheckUpdateRows(indices, values) is OK; chunk_bytes > 0.
+  // REQUIRES: CheckUpdateRows(indices, values, by_keys) is OK; chunk_bytes > 0. With
+  // `by_keys` the indices go in each message's `keys` (UpdateRowsRequest.keys).
   UpdateChunker(std::string name, const core::TensorView& indices, TensorSource values,
-                int64_t chunk_bytes);
+                int64_t chunk_bytes, bool by_keys = false);
 
   // Fills `*message` (cleared first) with the next message and returns true, or returns false
   // when every message has been produced or the values' read failed (status() says which).
@@ -73,6 +76,7 @@ class UpdateChunker {
   const int64_t total_rows_;
   const int64_t row_bytes_;
   const int64_t rows_per_message_;
+  const bool by_keys_;
   int64_t next_row_ = 0;
   int64_t messages_ = 0;
   absl::Status status_;

@@ -1577,6 +1577,51 @@ class KeyedTablesTest(CliCase):
             self.assertExit(proc, EXIT_RPC)
             self.assertErrorLine(proc, r"^error: INVALID_ARGUMENT: .*is not a key of table")
 
+    def test_update_by_keys_adds_replaces_and_deletes(self):
+        rng = np.random.default_rng(4245)
+        table = rng.integers(-8, 9, size=(6, 3)).astype(np.float32)
+        keys = self.random_keys(rng, 6)
+        np.save(tmp_path("k_upd_rows.npy"), table)
+        np.save(tmp_path("k_upd_keys.npy"), keys)
+        self.run_ok("put", "k_upd", "--target", SERVER.target, "--input",
+                    tmp_path("k_upd_rows.npy"), "--keys", tmp_path("k_upd_keys.npy"),
+                    "--capacity", 8, "--missing", "zero")
+        new_key = self.absent_key(rng, keys)
+        written = np.array([keys[1], new_key], np.int64)
+        values = np.full((2, 3), 5.5, np.float32)
+        np.save(tmp_path("k_upd_w.npy"), written)
+        np.save(tmp_path("k_upd_v.npy"), values)
+        np.save(tmp_path("k_upd_d.npy"), keys[2:4])
+        proc = self.run_ok("update", "k_upd", "--target", SERVER.target, "--keys",
+                           tmp_path("k_upd_w.npy"), "--values", tmp_path("k_upd_v.npy"),
+                           "--delete-keys", tmp_path("k_upd_d.npy"))
+        self.assertRegex(proc.stdout, r"^updated k_upd: 2 rows in 2 messages, sequence 2$")
+        asked = np.concatenate([keys, [new_key]]).astype(np.int64)
+        np.save(tmp_path("k_upd_ask.npy"), asked)
+        self.run_ok("gather", "--target", SERVER.target, "--params-name", "k_upd", "--keys",
+                    tmp_path("k_upd_ask.npy"), "--out", tmp_path("k_upd_out.npy"),
+                    "--found-out", tmp_path("k_upd_found.npy"))
+        expected = np.concatenate([table, np.zeros((1, 3), np.float32)])
+        expected[1] = 5.5
+        expected[2:4] = 0  # deleted: missing, zeros
+        expected[6] = 5.5  # the new key
+        np.testing.assert_array_equal(np.load(tmp_path("k_upd_out.npy")), expected)
+        self.assertEqual(np.load(tmp_path("k_upd_found.npy")).tolist(),
+                         [True, True, False, False, True, True, True])
+        # Deletes alone; and the usage errors.
+        self.run_ok("update", "k_upd", "--target", SERVER.target, "--delete-keys",
+                    tmp_path("k_upd_w.npy"))
+        listed = {t["name"]: t for t in json.loads(
+            self.run_ok("list", "--target", SERVER.target, "--json").stdout)}
+        self.assertEqual(listed["k_upd"]["keyed"]["keys"], 3)
+        for args in (["--keys", tmp_path("k_upd_w.npy")],
+                     ["--indices", tmp_path("k_upd_w.npy"), "--keys", tmp_path("k_upd_w.npy"),
+                      "--values", tmp_path("k_upd_v.npy")],
+                     ["--values", tmp_path("k_upd_v.npy")]):
+            with self.subTest(args=args):
+                self.assertExit(run_cli("update", "k_upd", "--target", SERVER.target, *args),
+                                EXIT_USAGE)
+
     def test_errors_and_exit_codes(self):
         rng = np.random.default_rng(4244)
         table, keys, default, _ = self.put_table(rng, "k_err", 8, 2)

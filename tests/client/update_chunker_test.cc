@@ -153,5 +153,28 @@ TEST(CheckUpdateRows, RejectsWhatCanNeverBeSent) {
   EXPECT_EQ(CheckUpdateRows(ids3.view(), scalar).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A keyed table's update (issue 42): the keys travel in `keys`, never in `indices`, and must be
+// int64.
+TEST(UpdateChunker, ByKeysTheKeysTravelInKeys) {
+  const core::Tensor keys = Indices<int64_t>(core::DataType::kInt64, {-9, 1LL << 62, 0});
+  const core::Tensor values = Rows(3, 2);
+  ASSERT_TRUE(CheckUpdateRows(keys.view(), SourceOf(values.view()), /*by_keys=*/true).ok());
+  UpdateChunker chunker("emb", keys.view(), SourceOf(values.view()), 32, /*by_keys=*/true);
+  v1::UpdateRowsRequest message;
+  std::string sent_keys, sent_values;
+  while (chunker.Next(&message)) {
+    EXPECT_FALSE(message.has_indices());
+    EXPECT_EQ(message.keys().dtype(), v1::DT_INT64);
+    sent_keys += message.keys().data();
+    sent_values += message.values().data();
+  }
+  EXPECT_EQ(chunker.messages(), 2);  // 32 bytes: two rows of 8 + 8 bytes a message
+  EXPECT_EQ(sent_keys, Bytes(keys));
+  EXPECT_EQ(sent_values, Bytes(values));
+  const core::Tensor int32_keys = Indices<int32_t>(core::DataType::kInt32, {1, 2, 3});
+  EXPECT_EQ(CheckUpdateRows(int32_keys.view(), SourceOf(values.view()), true).message(),
+            "keys must be int64 of rank 1; got int32 [3]");
+}
+
 }  // namespace
 }  // namespace tensorcompute::client
