@@ -312,6 +312,28 @@ TEST(ExecuteGather, WritesIntoACallerOwnedMisalignedSlot) {
   }
 }
 
+// `req` (params [700, slice]) gathered from params aligned and `offset_off` bytes off, inline and
+// pooled, with and without streaming stores, against the reference; then its lowest bad position.
+void ExpectEveryCopyPath(GatherRequest req, DataType dtype, size_t offset_off) {
+  for (size_t offset : {size_t{0}, offset_off}) {
+    std::vector<uint8_t> params_bytes(req.params.bytes().size() + offset);
+    std::memcpy(params_bytes.data() + offset, req.params.bytes().data(), req.params.bytes().size());
+    TensorView params = req.params.view();
+    params.data = absl::MakeConstSpan(params_bytes).subspan(offset);
+    const GatherPlan plan = *PlanGather(params, req.indices.view(), 0, 0);
+    for (const ExecuteOptions& base : {Inline(), Pooled(1)}) {
+      for (int64_t streaming : {int64_t{0}, int64_t{1}}) {
+        ExecuteOptions o = base;
+        o.streaming_store_bytes = streaming;
+        Tensor out = *Tensor::Allocate(dtype, plan.output_shape);
+        ASSERT_THAT(ExecuteGather(plan, params, req.indices.view(), out.mutable_view(), o), IsOk());
+        ExpectRowsGathered(req.params, req.indices, 1, out);
+      }
+    }
+  }
+  ExpectLowestBadPosition(std::move(req), {2999, 1234, 1500}, 700);
+}
+
 // Slices of 16 to 256 bytes that are a multiple of 16 are copied by fixed-size copiers (with
 // and without streaming stores); their neighbours by the general ones. Every way, from params
 // aligned and 8 bytes off, with an out-of-range value the lowest bad position reported.
@@ -322,25 +344,7 @@ TEST(GatherParallel, FixedSizeSlicesMatchTheReferenceEveryWayTheyAreCopied) {
       const int64_t slice = slice_bytes / static_cast<int64_t>(ElementSize(dtype));
       const DataType index_dtype = slice_bytes % 32 ? DataType::kInt32 : DataType::kInt64;
       GatherRequest req = Gather2d(dtype, index_dtype, 700, slice, 3000, rng);
-      for (size_t offset : {size_t{0}, size_t{8}}) {
-        std::vector<uint8_t> params_bytes(req.params.bytes().size() + offset);
-        std::memcpy(params_bytes.data() + offset, req.params.bytes().data(),
-                    req.params.bytes().size());
-        TensorView params = req.params.view();
-        params.data = absl::MakeConstSpan(params_bytes).subspan(offset);
-        const GatherPlan plan = *PlanGather(params, req.indices.view(), 0, 0);
-        for (const ExecuteOptions& base : {Inline(), Pooled(1)}) {
-          for (int64_t streaming : {int64_t{0}, int64_t{1}}) {
-            ExecuteOptions o = base;
-            o.streaming_store_bytes = streaming;
-            Tensor out = *Tensor::Allocate(dtype, plan.output_shape);
-            ASSERT_THAT(ExecuteGather(plan, params, req.indices.view(), out.mutable_view(), o),
-                        IsOk());
-            ExpectRowsGathered(req.params, req.indices, 1, out);
-          }
-        }
-      }
-      ExpectLowestBadPosition(std::move(req), {2999, 1234, 1500}, 700);
+      ExpectEveryCopyPath(std::move(req), dtype, 8);
     }
   }
 }
@@ -356,25 +360,7 @@ TEST(GatherParallel, SmallSlicesMatchTheReferenceEveryWayTheyAreCopied) {
       if (slice_bytes % esize != 0) continue;
       const DataType index_dtype = slice_bytes % 2 ? DataType::kInt32 : DataType::kInt64;
       GatherRequest req = Gather2d(dtype, index_dtype, 700, slice_bytes / esize, 3000, rng);
-      for (size_t offset : {size_t{0}, size_t{1}}) {
-        std::vector<uint8_t> params_bytes(req.params.bytes().size() + offset);
-        std::memcpy(params_bytes.data() + offset, req.params.bytes().data(),
-                    req.params.bytes().size());
-        TensorView params = req.params.view();
-        params.data = absl::MakeConstSpan(params_bytes).subspan(offset);
-        const GatherPlan plan = *PlanGather(params, req.indices.view(), 0, 0);
-        for (const ExecuteOptions& base : {Inline(), Pooled(1)}) {
-          for (int64_t streaming : {int64_t{0}, int64_t{1}}) {
-            ExecuteOptions o = base;
-            o.streaming_store_bytes = streaming;
-            Tensor out = *Tensor::Allocate(dtype, plan.output_shape);
-            ASSERT_THAT(ExecuteGather(plan, params, req.indices.view(), out.mutable_view(), o),
-                        IsOk());
-            ExpectRowsGathered(req.params, req.indices, 1, out);
-          }
-        }
-      }
-      ExpectLowestBadPosition(std::move(req), {2999, 1234, 1500}, 700);
+      ExpectEveryCopyPath(std::move(req), dtype, 1);
     }
   }
 }

@@ -21,16 +21,6 @@
 #include "core/thread_pool.h"
 #include "tests/testing/status_matchers.h"
 
-#define TC_CONCAT_INNER(a, b) a##b
-#define TC_CONCAT(a, b) TC_CONCAT_INNER(a, b)
-// `decl` = the value of StatusOr `expr`, or the test fails here.
-#define ASSERT_OK_AND_ASSIGN(decl, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL(TC_CONCAT(status_or_, __LINE__), decl, expr)
-#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, decl, expr)             \
-  auto tmp = (expr);                                           \
-  ASSERT_THAT(tmp.status(), ::tensorcompute::testing::IsOk()); \
-  decl = *std::move(tmp)
-
 namespace tensorcompute::core {
 namespace {
 

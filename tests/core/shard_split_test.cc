@@ -21,16 +21,6 @@
 
 #define ASSERT_OK(expr) ASSERT_THAT((expr), ::tensorcompute::testing::IsOk())
 #define EXPECT_OK(expr) EXPECT_THAT((expr), ::tensorcompute::testing::IsOk())
-#define TC_CONCAT_INNER(a, b) a##b
-#define TC_CONCAT(a, b) TC_CONCAT_INNER(a, b)
-// `decl` = the value of StatusOr `expr`, or the test fails here.
-#define ASSERT_OK_AND_ASSIGN(decl, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL(TC_CONCAT(status_or_, __LINE__), decl, expr)
-#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, decl, expr)             \
-  auto tmp = (expr);                                           \
-  ASSERT_THAT(tmp.status(), ::tensorcompute::testing::IsOk()); \
-  decl = *std::move(tmp)
-
 namespace tensorcompute::core {
 namespace {
 

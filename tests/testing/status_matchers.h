@@ -4,7 +4,8 @@
 //   EXPECT_THAT(status_or, IsOk());
 //   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank")));
 // Both accept a Status, a StatusOr<T> of any T, or a reference to either. The failure text
-// shows the actual code and message.
+// shows the actual code and message. And a macro for StatusOr values in a test body:
+//   ASSERT_OK_AND_ASSIGN(const KeyIndex index, KeyIndex::Build(keys, nullptr));
 
 #ifndef TENSORCOMPUTE_TESTS_TESTING_STATUS_MATCHERS_H_
 #define TENSORCOMPUTE_TESTS_TESTING_STATUS_MATCHERS_H_
@@ -109,5 +110,15 @@ inline internal_status::StatusIsMatcher StatusIs(absl::StatusCode code) {
 inline internal_status::StatusIsMatcher IsOk() { return StatusIs(absl::StatusCode::kOk); }
 
 }  // namespace tensorcompute::testing
+
+#define TC_TESTING_CONCAT_INNER(a, b) a##b
+#define TC_TESTING_CONCAT(a, b) TC_TESTING_CONCAT_INNER(a, b)
+// `decl` = the value of StatusOr `expr`, or the test fails here.
+#define ASSERT_OK_AND_ASSIGN(decl, expr) \
+  TC_TESTING_ASSERT_OK_AND_ASSIGN_IMPL(TC_TESTING_CONCAT(status_or_, __LINE__), decl, expr)
+#define TC_TESTING_ASSERT_OK_AND_ASSIGN_IMPL(tmp, decl, expr)  \
+  auto tmp = (expr);                                           \
+  ASSERT_THAT(tmp.status(), ::tensorcompute::testing::IsOk()); \
+  decl = *std::move(tmp)
 
 #endif  // TENSORCOMPUTE_TESTS_TESTING_STATUS_MATCHERS_H_
