@@ -50,6 +50,8 @@ class UpdatesService final : public v1::TensorCompute::Service {
     int64_t rows = 0;
     for (v1::UpdateRowsRequest m; reader->Read(&m);) {
       if (stream.empty() && m.name() == "missing") {
+        absl::MutexLock lock(&mu_);
+        ++refused_;
         return grpc::Status(grpc::StatusCode::NOT_FOUND, "no tensor named 'missing'");
       }
       rows += m.indices().shape(0);
@@ -96,6 +98,12 @@ class UpdatesService final : public v1::TensorCompute::Service {
     absl::MutexLock lock(&mu_);
     return min_sequences_;
   }
+  // Waits until `n` streams were refused (NOT_FOUND), at most `timeout`; whether they were.
+  bool WaitForRefused(int64_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return refused_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
 
  private:
   absl::Mutex mu_;
@@ -103,6 +111,7 @@ class UpdatesService final : public v1::TensorCompute::Service {
   std::vector<std::vector<v1::UpdateRowsRequest>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> authorizations_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> min_sequences_ ABSL_GUARDED_BY(mu_);
+  int64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 struct FakeServer {
@@ -310,7 +319,9 @@ TEST(UpdateWriter, AFailingStreamIsCountedAndReopened) {
   FakeServer server;
   auto writer = UpdateWriter::Start(Channel(server.target()), WriterSpec("missing"));
   ASSERT_THAT(writer.status(), IsOk());
-  absl::SleepFor(absl::Milliseconds(500));
+  // Three refusals seen by the server (not a fixed wait: a loaded machine reopens slowly), so
+  // the writer has had at least two of them answered.
+  ASSERT_TRUE(server.service.WaitForRefused(3, absl::Seconds(60)));
   const UpdateLoadReport report = (*writer)->Stop();
   EXPECT_GE(report.errors, 2);
   EXPECT_EQ(report.streams, report.errors);
