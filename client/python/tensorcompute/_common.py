@@ -428,12 +428,7 @@ def _keyed_table(tensor, storage, keys, missing, default_row, capacity):
     """put_tensor's KeyedTable for `tensor` (the table's Tensor, perhaps without its data) and
     its keys as int64 little-endian bytes. ValueError for keys that are not signed integers of
     rank 1, one per row, or an unknown missing."""
-    keys = np.asarray(keys)
-    if keys.size == 0 and keys.dtype.kind == "f":
-        keys = keys.astype(np.int64)  # np.asarray([]) is float64
-    if keys.ndim != 1 or keys.dtype.kind != "i":
-        raise ValueError(f"keys must be signed integers of rank 1, got {keys.dtype} "
-                         f"{list(keys.shape)}")
+    keys = _key_array(keys, "keys")
     if not tensor.shape or tensor.shape[0] != keys.shape[0]:
         raise ValueError(f"keys must be one per row: got {keys.shape[0]} keys for a table of "
                          f"shape {list(tensor.shape)}")
@@ -444,7 +439,7 @@ def _keyed_table(tensor, storage, keys, missing, default_row, capacity):
             # A list of numbers in the dtype lookups return: float32 for a converted table.
             default_row = np.asarray(default_row, dtype=_default_row_dtype(tensor, storage))
         keyed.default_row.CopyFrom(to_tensor(default_row, "default_row"))
-    return keyed, keys.astype("<i8", copy=False).tobytes()
+    return keyed, keys.tobytes()
 
 
 def _default_row_dtype(tensor, storage):
