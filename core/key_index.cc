@@ -11,6 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include <sys/mman.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace tensorcompute::core {
 namespace {
 
@@ -51,12 +55,34 @@ inline void LowerOverflow(KeyIndex::Bucket& bucket, int quarter) {
 
 // Bit s set when slot s holds `key`.
 inline uint32_t MatchMask(const KeyIndex::Bucket& bucket, int64_t key) {
+#if defined(__SSE2__)
+  // SSE2 has no 64-bit compare: the first four keys are compared as 32-bit halves, and a key
+  // matches where both of its halves do. On the 2-vCPU VM this takes a probe of a cached
+  // bucket from about 27 to 16 ns (the loop of ten scalar compares it replaces).
+  const __m128i k = _mm_set1_epi64x(key);
+  const auto* keys = reinterpret_cast<const __m128i*>(bucket.keys);
+  const __m128i halves01 = _mm_cmpeq_epi32(_mm_load_si128(keys), k);
+  const __m128i halves23 = _mm_cmpeq_epi32(_mm_load_si128(keys + 1), k);
+  const __m128i keys01 = _mm_and_si128(halves01, _mm_shuffle_epi32(halves01, 0xB1));
+  const __m128i keys23 = _mm_and_si128(halves23, _mm_shuffle_epi32(halves23, 0xB1));
+  const uint32_t same = static_cast<uint32_t>(_mm_movemask_pd(_mm_castsi128_pd(keys01))) |
+                        static_cast<uint32_t>(_mm_movemask_pd(_mm_castsi128_pd(keys23))) << 2 |
+                        static_cast<uint32_t>(bucket.keys[4] == key) << 4;
+  const __m128i empty =
+      _mm_cmpeq_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bucket.rows)),
+                      _mm_set1_epi32(static_cast<int32_t>(KeyIndex::kEmpty)));
+  const uint32_t free = static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(empty))) |
+                        static_cast<uint32_t>(bucket.rows[4] == KeyIndex::kEmpty) << 4;
+  static_assert(KeyIndex::kSlots == 5, "four keys in two registers, then the fifth");
+  return same & ~free;
+#else
   uint32_t mask = 0;
   for (int s = 0; s < KeyIndex::kSlots; ++s) {
     mask |= static_cast<uint32_t>((bucket.keys[s] == key) & (bucket.rows[s] != KeyIndex::kEmpty))
             << s;
   }
   return mask;
+#endif
 }
 
 // The first free slot of the bucket, or -1 when it is full.
@@ -289,57 +315,67 @@ void KeyIndex::Find(absl::Span<const int64_t> keys, int64_t* rows) const {
     std::fill(rows, rows + n, -1);
     return;
   }
-  // A ring of the home buckets of the next kAhead keys, prefetched as they are hashed: enough
-  // misses in flight to cover DRAM latency on one core.
-  constexpr int64_t kAhead = 16;
-  // The home bucket is probed without a branch on what it holds: a branch on a bucket still on
-  // its way from memory mispredicts for absent and displaced keys, and a mispredict throws
-  // away the prefetches issued after it. The keys that must go on past their home bucket
-  // (absent keys whose home's count is raised, keys stored past their home) are
-  // listed and probed in a second pass, their next buckets prefetched together.
-  constexpr int64_t kLater = 64;
-  uint64_t hashes[kAhead];
-  int64_t later[kLater], later_next[kLater];
-  int64_t num_later = 0;
+  // The home bucket of the key kAhead places on is prefetched as each key is probed.
+  constexpr int64_t kAhead = 32;
+  // The keys go by in chunks. A first pass probes each key's home bucket and carries nothing
+  // from one key to the next that depends on a bucket (no branch on it, no count of keys to
+  // follow): a bucket late from memory then holds up only its own key. It notes the keys to
+  // follow past their home (not there, and their quarter's count says "go on": about 16% of
+  // present keys at kWorkingLoad, and absent keys near full buckets); they are listed next, and
+  // followed a bucket further per round, those buckets prefetched kAhead ahead in turn.
+  // Measured on the 2-vCPU VM, 4 M keys, one thread (CPU time): 22 ns a key, against 41 when a
+  // key is followed as soon as it is seen, or listed as it is seen (each costs a miss a key
+  // waits for), and 13 if no key had to be followed.
+  constexpr int64_t kChunk = 2048;
+  uint8_t go_on[kChunk];
+  int64_t follow[kChunk];       // positions in keys
+  int64_t follow_next[kChunk];  // the next bucket to look in for each
   const Bucket* buckets = buckets_.get();
-  auto probe_home = [&](int64_t i, uint64_t hash) {
-    const int64_t home = HomeOf(hash, num_buckets_);
-    const Bucket& bucket = buckets[home];
-    const uint32_t match = MatchMask(bucket, keys[i]);
-    const uint32_t row = bucket.rows[absl::countr_zero(match | (1u << (kSlots - 1)))];
-    rows[i] = match != 0 ? static_cast<int64_t>(row) : -1;
-    later[num_later] = i;
-    later_next[num_later] = home;
-    num_later += (match == 0) & (bucket.overflow[QuarterOf(hash)] != 0);
-  };
-  auto probe_later = [&] {
-    for (int64_t j = 0; j < num_later; ++j) {
-      later_next[j] = Next(later_next[j]);
-      __builtin_prefetch(&buckets[later_next[j]]);
-    }
-    for (int64_t j = 0; j < num_later; ++j) {
-      const int64_t key = keys[later[j]];
-      rows[later[j]] = Probe(later_next[j], key, QuarterOf(Mix(key)));
-    }
-    num_later = 0;
-  };
-  const int64_t warm = std::min(n, kAhead);
-  for (int64_t i = 0; i < warm; ++i) {
-    hashes[i] = Mix(keys[i]);
-    __builtin_prefetch(&buckets[HomeOf(hashes[i], num_buckets_)]);
+  for (int64_t i = 0; i < std::min(n, kAhead); ++i) {
+    __builtin_prefetch(&buckets[HomeOf(Mix(keys[i]), num_buckets_)]);
   }
-  for (int64_t start = 0; start < n; start += kLater) {
-    // kLater keys at a time, so that the list of those to go on cannot overflow.
-    const int64_t end = std::min(n, start + kLater);
-    for (int64_t i = start; i < end; ++i) {
-      const uint64_t hash = hashes[i % kAhead];
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t end = std::min(n, begin + kChunk);
+    for (int64_t i = begin; i < end; ++i) {
       if (i + kAhead < n) {
-        hashes[i % kAhead] = Mix(keys[i + kAhead]);
-        __builtin_prefetch(&buckets[HomeOf(hashes[i % kAhead], num_buckets_)]);
+        __builtin_prefetch(&buckets[HomeOf(Mix(keys[i + kAhead]), num_buckets_)]);
       }
-      probe_home(i, hash);
+      const uint64_t hash = Mix(keys[i]);
+      const Bucket& bucket = buckets[HomeOf(hash, num_buckets_)];
+      const uint32_t match = MatchMask(bucket, keys[i]);
+      const uint32_t row = bucket.rows[absl::countr_zero(match | (1u << (kSlots - 1)))];
+      rows[i] = match != 0 ? static_cast<int64_t>(row) : -1;
+      go_on[i - begin] = (match == 0) & (bucket.overflow[QuarterOf(hash)] != 0);
     }
-    if (num_later > 0) probe_later();
+    int64_t count = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      follow[count] = i;
+      count += go_on[i - begin];
+    }
+    for (int64_t j = 0; j < count; ++j) {
+      follow_next[j] = Next(HomeOf(Mix(keys[follow[j]]), num_buckets_));
+    }
+    // A round looks one bucket further for every key left (at most num_buckets_ rounds, as
+    // Probe's steps); a key still on the list after them all is absent.
+    for (int64_t round = 0; count > 0 && round < num_buckets_; ++round) {
+      for (int64_t j = 0; j < std::min(count, kAhead); ++j) {
+        __builtin_prefetch(&buckets[follow_next[j]]);
+      }
+      int64_t left = 0;
+      for (int64_t j = 0; j < count; ++j) {
+        if (j + kAhead < count) __builtin_prefetch(&buckets[follow_next[j + kAhead]]);
+        const int64_t i = follow[j];
+        const Bucket& bucket = buckets[follow_next[j]];
+        if (const uint32_t match = MatchMask(bucket, keys[i]); match != 0) {
+          rows[i] = bucket.rows[absl::countr_zero(match)];
+        } else if (bucket.overflow[QuarterOf(Mix(keys[i]))] != 0) {
+          follow[left] = i;
+          follow_next[left] = Next(follow_next[j]);
+          ++left;
+        }
+      }
+      count = left;
+    }
   }
 }
 

@@ -191,6 +191,35 @@ TEST(KeyIndexTest, TooManyKeysIsRefusedBeforeReading) {
                        "2147483646)"));
 }
 
+// Batched Find follows the keys not in their home bucket in rounds of its own: small indexes
+// (probes that wrap past the last bucket), one filled to the brink of growing (long chains), and
+// more queries than one of Find's chunks, absent keys among them.
+TEST(KeyIndexTest, BatchedFindFollowsLongChainsAndWrapsAround) {
+  for (int64_t n = 1; n <= 80; ++n) {
+    KeyIndex index;
+    std::unordered_map<int64_t, int64_t> reference;
+    for (int64_t key : UniqueKeys(n, 100 + n)) {
+      const auto row = static_cast<int64_t>(reference.size());
+      ASSERT_TRUE(index.Insert(key, row));
+      reference[key] = row;
+    }
+    ASSERT_NO_FATAL_FAILURE(ExpectMatches(index, reference, AbsentKeys(UniqueKeys(n, 1), 3 * n, 2)))
+        << n << " keys";
+  }
+  std::vector<int64_t> keys = UniqueKeys(40000, 11);
+  std::vector<int64_t> first(keys.begin(), keys.begin() + 20000);
+  ASSERT_OK_AND_ASSIGN(KeyIndex index, KeyIndex::Build(first, nullptr));
+  std::unordered_map<int64_t, int64_t> reference = ByPosition(first);
+  const int64_t capacity = index.capacity();
+  const auto most = static_cast<int64_t>(std::floor(capacity * KeyIndex::kMaxLoad));
+  for (size_t i = first.size(); i < keys.size() && index.size() < most; ++i) {
+    ASSERT_TRUE(index.Insert(keys[i], static_cast<int64_t>(i)));
+    reference[keys[i]] = static_cast<int64_t>(i);
+  }
+  ASSERT_EQ(index.capacity(), capacity) << "filled without growing";
+  ExpectMatches(index, reference, AbsentKeys(keys, 20000, 12));
+}
+
 TEST(KeyIndexTest, RandomMutationsMatchTheReference) {
   ThreadPool pool(2);
   const std::vector<int64_t> universe = UniqueKeys(30000, 99);
