@@ -206,6 +206,13 @@ class ComputeCall final : public UnaryReactor {
       }
       TC_ASSIGN_OR_RETURN(out->params, proto::ViewTensor(request_.params(), "params"));
     }
+    if (KeyedRequest()) {
+      // A lookup by keys holds, beside its keys, a slot (int64) for each, and a byte for each
+      // when it asks for the found mask: charged before they are made.
+      const int64_t keys = static_cast<int64_t>(KeysBytes() / sizeof(int64_t));
+      TC_RETURN_IF_ERROR(ReserveMore(keys * (8 + (ReturnFound(request_) ? 1 : 0)),
+                                     absl::StrCat("the slots of ", keys, " keys")));
+    }
     TC_RETURN_IF_ERROR(DecodeOp(request_, compute, out, &keyed_));
     // What make_output needs of the plan, kept here so that its closure holds only `this` and
     // fits AnyInvocable's inline storage (no allocation per call).
@@ -270,6 +277,15 @@ class ComputeCall final : public UnaryReactor {
         grpc::SerializationTraits<Response>::Serialize(response_, reply, &own_buffer);
     response_ = Response();
     return serialized;
+  }
+
+  // The bytes of the request's keys, as sent (checked against their shape when decoded).
+  size_t KeysBytes() const {
+    if constexpr (std::is_same_v<Request, v1::GatherNdRequest>) {
+      return 0;
+    } else {
+      return request_.keys().data().size();
+    }
   }
 
   // Whether the request looks its table up by keys.

@@ -866,6 +866,47 @@ class UpdateByKeysTest(unittest.TestCase):
         self.assertGreater(len(reads), 10)  # the readers ran beside the updates
 
 
+class KeyedBudgetTest(unittest.TestCase):
+    """A lookup by keys holds a slot (8 bytes) a key, and a byte a key for the found mask, beside
+    its keys: they count against --max_inflight_bytes before they are made."""
+
+    def test_the_slots_of_the_keys_are_charged_to_the_budget(self):
+        rng = np.random.default_rng(4243)
+        rows = rng.standard_normal((10, 1)).astype(np.float32)
+        keys = random_keys(rng, 10)
+        budget = 1_650_000
+        with ServerProcess("--cpu_threads=2", f"--max_inflight_bytes={budget}") as server:
+            with Client(server.target, timeout=60.0) as client:
+                client.put_tensor("small", rows, keys=keys)
+                # 100,000 keys: 800 kB sent (1.6 MB while they are parsed) and then 400 kB
+                # out fit the budget; with their 800 kB of slots and 100 kB of mask they do not.
+                many = rng.choice(keys, 100_000)
+                with self.assertRaises(TensorComputeError) as caught:
+                    client.gather(None, keys=many, params_name="small", return_found=True)
+                self.assertEqual(caught.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+                self.assertIn("(the slots of 100000 keys), more than the whole "
+                              f"max_inflight_bytes budget of {budget}",
+                              caught.exception.message)
+                # A tenth of them is served, with its found mask (once the refused call has
+                # let go of its bytes: until then the server answers UNAVAILABLE, "retry").
+                few = many[:10_000]
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        out, found = client.gather(None, keys=few, params_name="small",
+                                                   return_found=True)
+                        break
+                    except TensorComputeError as error:
+                        if (error.code != grpc.StatusCode.UNAVAILABLE
+                                or time.monotonic() > deadline):
+                            raise
+                        time.sleep(0.05)
+                position = {int(k): i for i, k in enumerate(keys)}
+                want = rows[[position[int(k)] for k in few]]
+                np.testing.assert_array_equal(out, want)
+                self.assertTrue(found.all())
+
+
 class AioTest(unittest.TestCase):
 
     def test_the_asyncio_client_puts_and_looks_up_by_keys(self):
