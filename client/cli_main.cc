@@ -127,7 +127,9 @@ void AddPutFlags(CLI::App* app, PutFlags* put) {
   app->add_flag("--all-targets", put->options.all_targets,
                 "store on every target (default: the first)");
   app->add_option("--shards", put->shards,
-                  "split the table's rows into this many shards, shard i to --targets entry i")
+                  "split the table's rows into this many shards, shard i to --targets entry i "
+                  "(with --keys: by key, the rows of the keys k with KeyShard(k, N) == i; "
+                  "--capacity then applies to each shard)")
       ->check(CLI::Range(1, static_cast<int>(core::kMaxShards)));
   app->add_option("--targets", put->targets,
                   "with --shards: one target per shard, comma-separated; 'a:p|b:p' uploads "

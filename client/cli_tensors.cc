@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "client/tensor_source.h"
 #include "client/update_chunker.h"
 #include "core/dtype.h"
+#include "core/key_split.h"
 #include "core/shape.h"
 #include "core/shard_spec.h"
 #include "core/table_storage.h"
@@ -186,15 +188,96 @@ int RunPut(Client& client, const PutFlags& f) {
   return kOk;
 }
 
+namespace {
+
+// `put --keys --shards N`: the rows of each key go to shard KeyShard(key, N) (core/key_split.h),
+// the whole input read into memory first (its rows are picked, not a range). --capacity applies
+// to each shard; without it a shard's capacity is its keys.
+int PutShardedByKey(const PutFlags& f, const std::vector<std::string>& targets,
+                    const PutInput& input, const ClientFactory& connect) {
+  PutOptions keyed_options = f.options;
+  PutKeyTensors keys;
+  if (int code = ReadPutKeys(f.keyed, &keys, &keyed_options); code != kOk) return code;
+  const TensorSource whole = input.AsSource();
+  const int64_t rows = whole.shape[0];
+  const core::TensorView key_view = keys.keys->view();
+  if (key_view.dtype != core::DataType::kInt64 || key_view.shape != core::Shape{rows}) {
+    std::fprintf(stderr, "error: --keys %s: expected int64 [%lld] (a key per row), got %s %s\n",
+                 f.keyed.keys.c_str(), static_cast<long long>(rows),
+                 core::DataTypeName(key_view.dtype).c_str(),
+                 core::ShapeToString(key_view.shape).c_str());
+    return kUsage;
+  }
+  absl::StatusOr<core::Tensor> table = core::Tensor::Allocate(whole.dtype, whole.shape);
+  if (!table.ok()) return ReportRpcError(table.status());
+  if (absl::Status read = whole.read(0, table->mutable_bytes()); !read.ok()) {
+    std::fprintf(stderr, "error: --input %s: %s\n", f.input.c_str(),
+                 std::string(read.message()).c_str());
+    return kIoError;
+  }
+  std::vector<int64_t> all_keys(static_cast<size_t>(rows));
+  if (rows > 0) std::memcpy(all_keys.data(), key_view.data.data(), all_keys.size() * 8);
+  const core::KeyUpdateSplit split = core::SplitKeyUpdate(all_keys, {}, f.shards);
+  const size_t row_bytes = rows == 0 ? 0 : table->bytes().size() / static_cast<size_t>(rows);
+  for (int32_t s = 0; s < f.shards; ++s) {
+    const std::vector<int64_t>& positions = split.positions[static_cast<size_t>(s)];
+    const int64_t n = static_cast<int64_t>(positions.size());
+    core::Shape part_shape = whole.shape;
+    part_shape[0] = n;
+    absl::StatusOr<core::Tensor> part = core::Tensor::Allocate(whole.dtype, part_shape);
+    if (!part.ok()) return ReportRpcError(part.status());
+    std::vector<int64_t> part_keys;
+    part_keys.reserve(positions.size());
+    uint8_t* dst = part->mutable_bytes().data();
+    for (int64_t position : positions) {
+      if (row_bytes > 0) {
+        std::memcpy(dst, table->bytes().data() + static_cast<size_t>(position) * row_bytes,
+                    row_bytes);
+        dst += row_bytes;
+      }
+      part_keys.push_back(all_keys[static_cast<size_t>(position)]);
+    }
+    const core::Tensor key_tensor = core::Tensor::FromValues<int64_t>(
+        core::DataType::kInt64, {n}, absl::MakeConstSpan(part_keys));
+    PutOptions options = keyed_options;
+    options.all_targets = false;
+    options.keys = key_tensor.view();
+    options.shard = core::ShardSpec{s, f.shards, rows, /*by_key=*/true};
+    for (absl::string_view replica : absl::StrSplit(targets[static_cast<size_t>(s)], '|')) {
+      absl::StatusOr<std::unique_ptr<Client>> client = connect(std::string(replica));
+      if (!client.ok()) {
+        PrintError(client.status());
+        return kUsage;
+      }
+      ProgressLine progress(absl::StrCat("put ", f.name, " shard ", s, " to ", replica),
+                            StderrIsATerminal());
+      const CallOptions call{PutDeadline((*client)->options().timeout,
+                                         static_cast<int64_t>(part->bytes().size()),
+                                         f.timeout_given)};
+      absl::StatusOr<TensorInfo> info =
+          (*client)->PutTensor(f.name, part->view(), WithProgress(options, &progress), call);
+      progress.Done();
+      if (!info.ok()) {
+        return PutFailed(
+            input, f.input,
+            absl::Status(info.status().code(), absl::StrCat("shard ", s, " on ", replica, ": ",
+                                                            info.status().message())));
+      }
+      std::printf("stored shard %d of %d by key (%lld of %lld keys) on %s: %s\n", s, f.shards,
+                  static_cast<long long>(n), static_cast<long long>(rows),
+                  std::string(replica).c_str(), Describe(*info).c_str());
+    }
+  }
+  return kOk;
+}
+
+}  // namespace
+
 int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
   const std::vector<std::string> targets = absl::StrSplit(f.targets, ',');
   if (f.targets.empty() || static_cast<int64_t>(targets.size()) != f.shards) {
     std::fprintf(stderr, "error: --shards %d needs --targets with %d comma-separated targets\n",
                  f.shards, f.shards);
-    return kUsage;
-  }
-  if (!f.keyed.keys.empty()) {
-    std::fprintf(stderr, "error: --keys: a keyed table is not sharded by row ranges\n");
     return kUsage;
   }
   std::optional<PutInput> input = OpenPutInput(f.input);
@@ -210,6 +293,7 @@ int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
                  f.input.c_str());
     return kUsage;
   }
+  if (!f.keyed.keys.empty()) return PutShardedByKey(f, targets, *input, connect);
   const TensorSource whole = input->AsSource();
   const int64_t total = shape[0];
   for (int32_t s = 0; s < f.shards; ++s) {

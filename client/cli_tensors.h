@@ -95,9 +95,11 @@ using ClientFactory =
     std::function<absl::StatusOr<std::unique_ptr<Client>>(const std::string& target)>;
 
 // put --shards: reads f.input, splits its rows into f.shards shards and uploads shard i to
-// every replica of target i, printing one line per upload. kUsage for a --targets that does
-// not list f.shards entries, a scalar, a DT_STRING tensor, or --keys (a keyed table is not
-// sharded by row ranges); kIoError; kRpcError at the
+// every replica of target i, printing one line per upload. With --keys (a keyed table) the
+// split is by key: shard i gets the rows whose key k has KeyShard(k, f.shards) == i
+// (core/key_split.h; the whole input is read into memory first), each shard's capacity
+// --capacity, or its own keys. kUsage for a --targets that does not list f.shards entries, a
+// scalar, a DT_STRING tensor, or keys that are not int64 [rows]; kIoError; kRpcError at the
 // first failed upload (those done stay).
 int RunPutSharded(const PutFlags& f, const ClientFactory& connect);
 

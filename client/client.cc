@@ -54,8 +54,8 @@ TensorInfo FromProtoInfo(const v1::TensorInfo& info) {
   out.sequence = info.sequence();
   out.storage = static_cast<core::TableStorage>(info.storage());
   if (info.has_shard()) {
-    out.shard =
-        core::ShardSpec{info.shard().index(), info.shard().count(), info.shard().total_rows()};
+    out.shard = core::ShardSpec{info.shard().index(), info.shard().count(),
+                                info.shard().total_rows(), info.shard().by_key()};
   }
   if (info.has_keyed()) out.keyed = FromProtoKeyedInfo(info.keyed());
   out.created =

@@ -109,6 +109,7 @@ bool PutChunker::Head(v1::PutTensorRequest* message, int64_t* data_bytes) {
       message->mutable_shard()->set_index(options_.shard->index);
       message->mutable_shard()->set_count(options_.shard->count);
       message->mutable_shard()->set_total_rows(options_.shard->total_rows);
+      message->mutable_shard()->set_by_key(options_.shard->by_key);
     }
     Describe(message);
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
+#include "core/key_split.h"
 #include "core/status_macros.h"
 
 namespace tensorcompute::core {
@@ -59,7 +60,11 @@ absl::StatusOr<int64_t> CheckKeyedDescription(absl::string_view name, DataType d
                                               const Shape& shape, int64_t capacity, bool sharded,
                                               MissingKeys missing) {
   if (dtype == DataType::kString) return Invalid(name, "DT_STRING tables are not keyed");
-  if (sharded) return Invalid(name, "a keyed table is not sharded by row ranges");
+  if (sharded) {
+    return Invalid(name,
+                   "a keyed table is not sharded by row ranges: keyed tables are sharded by key "
+                   "(shard.by_key)");
+  }
   if (missing == MissingKeys::kSkip) {
     return Invalid(name,
                    "missing=SKIP is a choice of each EmbeddingBag request, not a table's policy");
@@ -280,9 +285,7 @@ absl::Status KeyedRows::Resolve(absl::Span<const int64_t> keys, const Shape& key
   }
   const int64_t i = first_missing.load();
   if (i < n) {
-    return absl::InvalidArgumentError(absl::StrCat("keys", FlatPositionToString(i, keys_shape),
-                                                   " = ", keys[i], " is not a key of table '",
-                                                   name_, "'"));
+    return MissingKeyError(name_, keys_shape, i, keys[i]);
   }
   return absl::OkStatus();
 }

@@ -74,10 +74,11 @@ inline int64_t KeyIndexBytes(int64_t capacity) { return 16 * capacity; }
 
 // Checks a keyed table's description before anything is allocated and returns its capacity:
 // `capacity` (0: the rows put). INVALID_ARGUMENT, naming the table, for a DT_STRING table
-// ("tensor 'T': DT_STRING tables are not keyed"), a table sharded by row ranges ("tensor 'T':
-// a keyed table is not sharded by row ranges"), a capacity below the rows put ("tensor 'T':
-// capacity 3 is below the 5 rows put"), a capacity above kMaxKeyedCapacity, or a table
-// policy of kSkip or outside the enum ("tensor 'T': missing=SKIP is a choice of each
+// ("tensor 'T': DT_STRING tables are not keyed"), a table sharded by row ranges (`sharded`;
+// "tensor 'T': a keyed table is not sharded by row ranges: keyed tables are sharded by key
+// (shard.by_key)"; a shard by key is not this check's concern), a capacity below the rows put
+// ("tensor 'T': capacity 3 is below the 5 rows put"), a capacity above kMaxKeyedCapacity, or a
+// table policy of kSkip or outside the enum ("tensor 'T': missing=SKIP is a choice of each
 // EmbeddingBag request, not a table's policy").
 absl::StatusOr<int64_t> CheckKeyedDescription(absl::string_view name, DataType dtype,
                                               const Shape& shape, int64_t capacity, bool sharded,

@@ -3,6 +3,8 @@
 // Row-range sharding (issue 25): a table of R rows split over N shards, shard i holding rows
 // [i * ceil(R/N), min(R, (i + 1) * ceil(R/N))) (the last shards may hold fewer rows, or none).
 // Each shard is a resident tensor that knows which rows of which table it holds.
+// A keyed table (core/keyed_rows.h) is sharded by key instead (by_key, core/key_split.h): shard
+// i holds the keys k with KeyShard(k, N) == i, whatever their number.
 //
 // Thread-safety: pure functions.
 
@@ -23,7 +25,10 @@ inline constexpr int32_t kMaxShards = 4096;
 struct ShardSpec {
   int32_t index = 0;       // this shard, in [0, count)
   int32_t count = 1;       // shards of the table
-  int64_t total_rows = 0;  // R, the whole table's rows
+  int64_t total_rows = 0;  // R, the whole table's rows (by_key: its keys, informational, or 0)
+  // A keyed table's shard by key: it holds the keys k with KeyShard(k, count) == index, and
+  // its rows are its own (no row range).
+  bool by_key = false;
 };
 
 // Rows [begin, end) of a table.
@@ -46,7 +51,7 @@ int32_t ShardOfRow(int64_t total_rows, int32_t count, int64_t row);
 
 // Checks a shard's description against the rows it holds: INVALID_ARGUMENT, naming `name`,
 // for a count outside [1, kMaxShards], an index outside [0, count), a negative total, or
-// `rows_held` other than ShardRows(spec).size().
+// (a shard by row range) `rows_held` other than ShardRows(spec).size().
 absl::Status ValidateShardSpec(absl::string_view name, const ShardSpec& spec, int64_t rows_held);
 
 }  // namespace tensorcompute::core

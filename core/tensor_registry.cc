@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
+#include "core/key_split.h"
 #include "core/status_macros.h"
 
 namespace tensorcompute::core {
@@ -120,6 +121,9 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
   if (shard.has_value()) {
     const int64_t rows = tensor.shape().empty() ? 0 : tensor.shape()[0];
     if (absl::Status valid = ValidateShardSpec(name, *shard, rows); !valid.ok()) return valid;
+    if (absl::Status kind = CheckShardKind(name, *shard, keyed != nullptr); !kind.ok()) {
+      return kind;
+    }
   }
   auto held = std::make_shared<Held>();
   held->entry.name = name;

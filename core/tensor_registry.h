@@ -89,13 +89,14 @@ struct ResidentTensor {
   bool compact() const { return storage != TableStorage::kAsIs; }
   DataType logical_dtype() const { return LogicalDtype(storage, tensor.dtype()); }
   Shape logical_shape() const { return LogicalShape(storage, plan_view().shape); }
-  // What requests are planned against: `tensor`'s view, or for a shard the whole table's:
+  // What requests are planned against: `tensor`'s view, or for a shard by row range the whole
+  // table's (a shard by key's is its own: a lookup by keys is split before it is planned):
   // its first dimension total_rows and its data a null pointer of the whole table's length,
   // which planning checks but never reads. Its plans are split by shard (core/shard_split.h),
   // never executed as they are (a kernel that did would fault at once, not read wrong rows).
   TensorView plan_view() const {
     TensorView view = local_view();
-    if (shard.has_value() && !view.shape.empty()) {
+    if (shard.has_value() && !shard->by_key && !view.shape.empty()) {
       size_t row_bytes = ElementSize(view.dtype);
       for (size_t d = 1; d < view.shape.size(); ++d)
         row_bytes *= static_cast<size_t>(view.shape[d]);
@@ -188,7 +189,9 @@ class TensorRegistry {
   // `device_copy` (optional) is the tensor's copy in a GPU's memory: device "gpu:N", else "cpu".
   // `storage`: how `tensor` holds the table (core/table_storage.h; `tensor` is then the stored
   // form PlanTableLayout gave). `shard`: which rows of a table `tensor` holds
-  // (ValidateShardSpec checks it against tensor's first dimension: INVALID_ARGUMENT).
+  // (ValidateShardSpec checks it against tensor's first dimension: INVALID_ARGUMENT; a shard
+  // by key without `keyed` is INVALID_ARGUMENT, "tensor 'T': a table sharded by key is a keyed
+  // table (put it with keys)").
   // `keyed`: the keys of a keyed table, whose `tensor` is laid out as core/keyed_rows.h says
   // (capacity + kKeyedHiddenRows rows).
   absl::StatusOr<std::shared_ptr<const ResidentTensor>> Put(

@@ -161,8 +161,10 @@ ABSL_FLAG(std::vector<std::string>, preload_keys, {},
           "(KEYS.npy: int64 [rows], unique); POLICY for keys it lacks: error (default) or zero");
 ABSL_FLAG(int32_t, shard_index, 0,
           "with --shard_count > 1: every --preload is loaded as this shard of its table, "
-          "reading only its rows of the file");
-ABSL_FLAG(int32_t, shard_count, 1, "shards the --preload tables are split into by rows");
+          "reading only its rows of the file (a --preload_keys table: sharded by key, the whole "
+          "files read and the keys k with KeyShard(k, count) == index kept)");
+ABSL_FLAG(int32_t, shard_count, 1,
+          "shards the --preload tables are split into by rows (keyed tables: by key)");
 ABSL_FLAG(std::string, shard_peers, "",
           "TARGET[,TARGET...]: one gRPC target per shard index (e.g. "
           "dns:///tc-1.tc:50051; ipv4:A:P|B:P for several replicas): lookups on a sharded table "

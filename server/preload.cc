@@ -18,6 +18,7 @@
 #include "absl/types/span.h"
 #include "spdlog/spdlog.h"
 
+#include "core/key_index.h"
 #include "core/keyed_rows.h"
 #include "core/npy_file.h"
 #include "core/npy_format.h"
@@ -216,6 +217,33 @@ absl::StatusOr<core::Tensor> ReadRows(const core::NpyFile& file, int64_t first, 
   return tensor;
 }
 
+// The rows at `positions` (increasing) of a C-order file of fixed-size elements: a keyed
+// table's shard by key. The whole file is read, in pieces of about 64 MiB, so its other rows
+// cost no more than a piece of memory; `extra` rows follow, as ReadRows'.
+absl::StatusOr<core::Tensor> ReadPickedRows(const core::NpyFile& file,
+                                            const std::vector<int64_t>& positions, int64_t extra) {
+  const int64_t picked = static_cast<int64_t>(positions.size());
+  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::AllocateNpyRows(file.layout(), picked + extra));
+  const int64_t row_bytes = file.row_bytes();
+  if (row_bytes == 0 || picked == 0) return tensor;
+  const int64_t piece_rows = std::max<int64_t>(1, (int64_t{64} << 20) / row_bytes);
+  std::vector<uint8_t> piece;
+  uint8_t* out = tensor.mutable_bytes().data();
+  for (size_t next = 0; next < positions.size();) {
+    // The piece that holds the next picked row, and every picked row in it.
+    const int64_t first = positions[next];
+    const int64_t end = std::min(file.layout().shape[0], first + piece_rows);
+    piece.resize(static_cast<size_t>((end - first) * row_bytes));
+    TC_RETURN_IF_ERROR(file.ReadData(first * row_bytes, absl::MakeSpan(piece), nullptr));
+    for (; next < positions.size() && positions[next] < end; ++next) {
+      std::memcpy(out, piece.data() + (positions[next] - first) * row_bytes,
+                  static_cast<size_t>(row_bytes));
+      out += row_bytes;
+    }
+  }
+  return tensor;
+}
+
 // Called with the dtype and shape of a table of fixed-size elements once they are known, before
 // its data costs memory (a table over --max_resident_bytes is refused unread).
 using BeforeRead = std::function<absl::Status(core::DataType, const core::Shape&)>;
@@ -224,16 +252,40 @@ using BeforeRead = std::function<absl::Status(core::DataType, const core::Shape&
 // by up to `threads` threads.
 // A keyed table's rows are read with room for its capacity's extra rows when it is stored as
 // read (core/keyed_rows.h); `before_read` has planned its layout by then.
+// A keyed table's shard by key (shard->by_key) reads the whole keys file, keeps in `keys` the
+// shard's keys (KeyShard(k, count) == index) and reads their rows (ReadPickedRows).
 absl::StatusOr<core::Tensor> ReadTable(const PreloadSpec& spec,
                                        std::optional<core::ShardSpec>* shard,
                                        const BeforeRead& before_read, int64_t threads,
-                                       const std::function<int64_t()>& extra_rows) {
+                                       const std::function<int64_t()>& extra_rows,
+                                       std::vector<int64_t>* keys) {
   absl::StatusOr<core::NpyFile> opened = core::NpyFile::Open(spec.path);
   if (!opened.ok()) return absl::InvalidArgumentError(opened.status().message());
   const core::NpyFile& file = *opened;
   const core::NpyLayout& layout = file.layout();
   if (layout.shape.empty()) return absl::InvalidArgumentError("a scalar; gathers need rank >= 1");
   const bool in_place = core::NpyRowsReadInPlace(layout);
+  if (shard->has_value() && (*shard)->by_key) {
+    if (!in_place) {
+      return absl::InvalidArgumentError(
+          "a keyed table's rows are read from a C-order .npy of fixed-size elements; this one is " +
+          std::string(layout.fortran_order ? "Fortran-order" : "of strings"));
+    }
+    TC_RETURN_IF_ERROR(file.CheckSize());
+    (*shard)->total_rows = layout.shape[0];
+    TC_ASSIGN_OR_RETURN(const std::vector<int64_t> all, ReadKeys(*spec.keys, layout.shape[0]));
+    std::vector<int64_t> positions;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (core::KeyShard(all[i], (*shard)->count) == (*shard)->index) {
+        positions.push_back(static_cast<int64_t>(i));
+        keys->push_back(all[i]);
+      }
+    }
+    core::Shape shape = layout.shape;
+    shape[0] = static_cast<int64_t>(positions.size());
+    TC_RETURN_IF_ERROR(before_read(layout.dtype, shape));
+    return ReadPickedRows(file, positions, extra_rows());
+  }
   if (shard->has_value()) {
     if (!in_place) {
       return absl::InvalidArgumentError(
@@ -275,6 +327,9 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> Load(
   // bytes only the file's content says) once read.
   std::optional<core::TableLayout> layout;
   std::optional<core::TensorRegistry::Reservation> reservation;
+  // A keyed table is sharded by key (its keys are read with its rows then, by ReadTable).
+  if (spec.keys.has_value() && shard.has_value()) shard->by_key = true;
+  const bool by_key = shard.has_value() && shard->by_key;
   // A keyed table: its keys, read once its rows are known, and its capacity (the rows).
   std::vector<int64_t> keys;
   int64_t capacity = 0;
@@ -283,16 +338,15 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> Load(
     TC_ASSIGN_OR_RETURN(layout, core::PlanTableLayout(spec.name, spec.storage, dtype, shape));
     int64_t index_bytes = 0;
     if (spec.keys.has_value()) {
-      TC_ASSIGN_OR_RETURN(capacity,
-                          core::CheckKeyedDescription(spec.name, dtype, shape, 0, shard.has_value(),
-                                                      spec.keys->missing));
+      TC_ASSIGN_OR_RETURN(capacity, core::CheckKeyedDescription(spec.name, dtype, shape, 0, false,
+                                                                spec.keys->missing));
       layout = core::KeyedLayout(*layout, capacity);
       index_bytes = core::KeyIndexBytes(capacity);
     }
     TC_ASSIGN_OR_RETURN(
         reservation,
         registry->Reserve(spec.name, (held >= 0 ? held : layout->stored_bytes) + index_bytes));
-    if (spec.keys.has_value()) {
+    if (spec.keys.has_value() && !by_key) {
       TC_ASSIGN_OR_RETURN(keys, ReadKeys(*spec.keys, shape[0]));
     }
     return absl::OkStatus();
@@ -310,7 +364,8 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> Load(
                                                    return 0;
                                                  return layout->stored_shape[0] -
                                                         layout->logical_shape[0];
-                                               }));
+                                               },
+                                               &keys));
   if (!reservation.has_value()) {
     const core::TensorView view = tensor.view();
     int64_t payload = 0;
@@ -346,11 +401,15 @@ absl::Status LoadAndLog(const PreloadSpec& spec, std::optional<core::ShardSpec> 
                                                     status.message()));
   }
   const std::shared_ptr<const core::ResidentTensor>& entry = *loaded;
-  const std::string part =
-      entry->shard.has_value()
-          ? absl::StrCat(" (shard ", entry->shard->index, " of ", entry->shard->count, ": ",
-                         entry->tensor.shape()[0], " of ", entry->shard->total_rows, " rows)")
-          : "";
+  std::string part;
+  if (entry->shard.has_value() && entry->shard->by_key) {
+    part =
+        absl::StrCat(" (shard ", entry->shard->index, " of ", entry->shard->count,
+                     " by key: ", entry->keyed->size(), " of ", entry->shard->total_rows, " keys)");
+  } else if (entry->shard.has_value()) {
+    part = absl::StrCat(" (shard ", entry->shard->index, " of ", entry->shard->count, ": ",
+                        entry->tensor.shape()[0], " of ", entry->shard->total_rows, " rows)");
+  }
   spdlog::info("preloaded {} from {}{}: {} {} bytes on {} in {:.1f} s", spec.name, spec.path, part,
                entry->bytes, core::TableStorageName(entry->storage), entry->device,
                absl::ToDoubleSeconds(absl::Now() - start));

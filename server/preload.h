@@ -41,7 +41,9 @@ namespace tensorcompute::server {
 // is error (the default) or zero; its capacity is its rows. INVALID_ARGUMENT for a spec that
 // names no --preload table, keys of another dtype, shape or count, a duplicate key ("tensor
 // 'T': keys[7] = -42 repeats keys[3]"), or a table that is not read in place (strings, Fortran
-// order) or is sharded.
+// order). With `shard`, a keyed table is sharded by key (core/key_split.h): every server reads
+// the whole keys file and the whole rows file (in pieces of about 64 MiB), and keeps the keys k
+// with KeyShard(k, count) == index and their rows; total_rows is the file's keys.
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
                      const TensorPlacer& place, std::optional<core::ShardSpec> shard = std::nullopt,
                      const std::vector<std::string>& key_specs = {});

@@ -23,6 +23,7 @@
 #ifndef TENSORCOMPUTE_SERVER_COMPUTE_SERVICE_H_
 #define TENSORCOMPUTE_SERVER_COMPUTE_SERVICE_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/functional/any_invocable.h"
@@ -41,6 +42,8 @@
 #include "server/metrics/metrics.h"
 
 namespace tensorcompute::server {
+
+class KeyedLookup;
 
 // One decoded request: what batching::Task needs, before it is one.
 struct ComputeRequest {
@@ -65,6 +68,12 @@ struct ComputeRequest {
   // A lookup by keys (server/compute/keyed_lookup.h): turns its keys into `indices` under the
   // batch's read lease (batching::Task::resolve); null otherwise.
   absl::AnyInvocable<absl::Status() &&> resolve;
+  // A lookup by keys: its keys and policy, by which a table sharded by key routes it
+  // (shard_router.h), and where its found mask goes (one byte a key; null: not asked), which
+  // `resolve` fills when it is not routed. Not owned; both outlive `done`'s call. A front end
+  // that sets `resolve` sets `keyed` too.
+  const KeyedLookup* keyed = nullptr;
+  uint8_t* found = nullptr;
   // A shard router's sub-call (server/compute/shard_router.h): served from this server's rows only.
   bool from_router = false;
   // The table sequence the caller needs (min_sequence; 0: any). Checked on this server's table

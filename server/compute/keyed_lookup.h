@@ -47,6 +47,8 @@ class KeyedLookup {
   core::TensorView slots() const;
   // The policy in force (after Prepare).
   core::MissingKeys policy() const { return policy_; }
+  // The request's keys (after Prepare): DT_INT64, their bytes possibly unaligned.
+  const core::TensorView& keys() const { return keys_; }
   // The table's zero slot: an EmbeddingBag's padding row under MISSING_SKIP.
   int64_t zero_slot() const { return table_->keyed->zero_slot(); }
 

@@ -52,15 +52,10 @@ absl::StatusOr<std::vector<std::string>> ParseShardPeers(const std::string& flag
   return peers;
 }
 
-struct ShardRouter::Peer {
-  std::string target;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::TensorCompute::Stub> stub;
-};
-
 // One routed request. Shared by its parts' callbacks; the last reference frees it. The callbacks
 // hold `Part&`: parts_ is filled once, in Split, before any part is sent, and never reallocates.
-class ShardRouter::Call : public std::enable_shared_from_this<ShardRouter::Call> {
+class ShardRouter::Call : public ShardRouter::Routed,
+                          public std::enable_shared_from_this<ShardRouter::Call> {
  public:
   Call(ShardRouter* router, ComputeRequest request, ComputeEntry::Done done)
       : router_(*router), request_(std::move(request)), done_(std::move(done)) {}
@@ -68,8 +63,7 @@ class ShardRouter::Call : public std::enable_shared_from_this<ShardRouter::Call>
   // Splits, charges and sends the parts; on a failure before any is sent, answers.
   void Start(ByteBudget::Reservation* reservation);
 
-  // Cancels the remote parts when the request's cancel flag is set.
-  void NoticeCancel() {
+  void NoticeCancel() override {
     if (request_.cancel != nullptr && request_.cancel->IsCancelled()) CancelRemote();
   }
 
@@ -101,7 +95,6 @@ class ShardRouter::Call : public std::enable_shared_from_this<ShardRouter::Call>
   // A part finished: its status, then (when all have) the answer.
   void PartDone(Part& part, absl::Status status);
   absl::Status CheckAnswer(Part& part, const v1::Tensor& output);
-  absl::Status Named(int32_t shard, const absl::Status& status) const;
   void CancelRemote();
   void Finish();
   void Answer(absl::Status status) {
@@ -169,27 +162,13 @@ absl::Status ShardRouter::Call::Split() {
 
 absl::Status ShardRouter::Call::CheckRoutable(const Part& part) const {
   if (part.shard == spec().index) return absl::OkStatus();
+  const std::string why = router_.Unroutable(spec(), request_, part.shard);
+  if (why.empty()) return absl::OkStatus();
   const core::RowRange own = core::ShardRows(spec());
-  const std::string where =
+  return absl::FailedPreconditionError(
       absl::StrCat("tensor '", table().name, "' here is shard ", spec().index, " of ", spec().count,
                    " (rows [", own.begin, ", ", own.end, ") of ", spec().total_rows, "); row ",
-                   part.values[0], " is shard ", part.shard, "'s");
-  if (request_.from_router) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        where, ", and this request is a router's sub-call: the router's --shard_peers entry ",
-        part.shard, " does not reach shard ", part.shard));
-  }
-  const std::vector<std::string>& peers = router_.options_.peers;
-  if (peers.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, ", and this server has no --shard_peers to route it to"));
-  }
-  if (static_cast<int64_t>(peers.size()) != spec().count) {
-    return absl::FailedPreconditionError(absl::StrCat(where, ", and --shard_peers lists ",
-                                                      peers.size(), " targets for its ",
-                                                      spec().count, " shards"));
-  }
-  return absl::OkStatus();
+                   part.values[0], " is shard ", part.shard, "'s, and ", why));
 }
 
 void ShardRouter::Call::Start(ByteBudget::Reservation* reservation) {
@@ -277,16 +256,7 @@ void ShardRouter::Call::SendRemote(Part& part) {
   if (request_.cancel != nullptr && request_.cancel->IsCancelled()) {
     return PartDone(part, absl::CancelledError("request cancelled by the client"));
   }
-  part.context = std::make_unique<grpc::ClientContext>();
-  if (request_.deadline != absl::InfiniteFuture()) {
-    part.context->set_deadline(absl::ToChronoTime(request_.deadline));
-  }
-  part.context->AddMetadata(kHopMetadata, "1");
-  // Per-call metadata, not call credentials: gRPC sends those only over TLS, and a token is
-  // also what a plaintext peer behind a private network checks.
-  if (router_.options_.token != nullptr) {
-    part.context->AddMetadata("authorization", router_.options_.token->Authorization());
-  }
+  part.context = router_.SubCallContext(request_);
   // `self` keeps the call, and so the part's context, request and answer, alive until gRPC has
   // called back.
   auto self = shared_from_this();
@@ -331,30 +301,6 @@ absl::Status ShardRouter::Call::CheckAnswer(Part& part, const v1::Tensor& output
   return absl::OkStatus();
 }
 
-absl::Status ShardRouter::Call::Named(int32_t shard, const absl::Status& status) const {
-  if (status.ok() || shard == spec().index) return status;
-  // The caller's deadline and cancellation, a part too large for the shard's output cap, and
-  // a shard that refuses the part as another shard's stay what they are; anything else (no
-  // live replica, a replica without the table) is the shard being unavailable.
-  absl::StatusCode code = status.code();
-  if (code != absl::StatusCode::kDeadlineExceeded && code != absl::StatusCode::kCancelled &&
-      code != absl::StatusCode::kResourceExhausted &&
-      code != absl::StatusCode::kFailedPrecondition) {
-    code = absl::StatusCode::kUnavailable;
-  }
-  // The peer refusing this server's credentials is this server's configuration, not the
-  // client's token: said so, as the client's own call was accepted here.
-  const bool refused = status.code() == absl::StatusCode::kUnauthenticated ||
-                       status.code() == absl::StatusCode::kPermissionDenied;
-  return absl::Status(
-      code,
-      absl::StrCat("shard ", shard, " of ", spec().count, " of table '", table().name, "' (",
-                   router_.peers_[static_cast<size_t>(shard)]->target, "): ", status.message(),
-                   refused ? " (the shard refused this server's sub-call: check its "
-                             "--shard_peer_token_file)"
-                           : ""));
-}
-
 void ShardRouter::Call::PartDone(Part& part, absl::Status status) {
   router_.metrics_->CountShardCall(part.shard, status.code(), absl::Now() - part.start);
   // Only the first error is kept: the ones after it are mostly the CANCELLED that its
@@ -363,7 +309,7 @@ void ShardRouter::Call::PartDone(Part& part, absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
     if (!status.ok() && error_.ok()) {
-      error_ = Named(part.shard, status);
+      error_ = part.shard == spec().index ? status : router_.Named(table(), part.shard, status);
       first_error = true;
     }
     last = --pending_ == 0;
@@ -449,6 +395,59 @@ void ShardRouter::Call::Finish() {
                                   });
 }
 
+absl::Status ShardRouter::Named(const core::ResidentTensor& table, int32_t shard,
+                                const absl::Status& status) const {
+  if (status.ok()) return status;
+  // The caller's deadline and cancellation, a part too large for the shard's output cap, and
+  // a shard that refuses the part as another shard's stay what they are; anything else (no
+  // live replica, a replica without the table) is the shard being unavailable.
+  absl::StatusCode code = status.code();
+  if (code != absl::StatusCode::kDeadlineExceeded && code != absl::StatusCode::kCancelled &&
+      code != absl::StatusCode::kResourceExhausted &&
+      code != absl::StatusCode::kFailedPrecondition) {
+    code = absl::StatusCode::kUnavailable;
+  }
+  // The peer refusing this server's credentials is this server's configuration, not the
+  // client's token: said so, as the client's own call was accepted here.
+  const bool refused = status.code() == absl::StatusCode::kUnauthenticated ||
+                       status.code() == absl::StatusCode::kPermissionDenied;
+  return absl::Status(
+      code, absl::StrCat("shard ", shard, " of ", table.shard->count, " of table '", table.name,
+                         "' (", peers_[static_cast<size_t>(shard)]->target, "): ", status.message(),
+                         refused ? " (the shard refused this server's sub-call: check its "
+                                   "--shard_peer_token_file)"
+                                 : ""));
+}
+
+std::unique_ptr<grpc::ClientContext> ShardRouter::SubCallContext(
+    const ComputeRequest& request) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (request.deadline != absl::InfiniteFuture()) {
+    context->set_deadline(absl::ToChronoTime(request.deadline));
+  }
+  context->AddMetadata(kHopMetadata, "1");
+  // Per-call metadata, not call credentials: gRPC sends those only over TLS, and a token is
+  // also what a plaintext peer behind a private network checks.
+  if (options_.token != nullptr) {
+    context->AddMetadata("authorization", options_.token->Authorization());
+  }
+  return context;
+}
+
+std::string ShardRouter::Unroutable(const core::ShardSpec& spec, const ComputeRequest& request,
+                                    int32_t shard) const {
+  if (request.from_router) {
+    return absl::StrCat("this request is a router's sub-call: the router's --shard_peers entry ",
+                        shard, " does not reach shard ", shard);
+  }
+  if (options_.peers.empty()) return "this server has no --shard_peers to route it to";
+  if (static_cast<int64_t>(options_.peers.size()) != spec.count) {
+    return absl::StrCat("--shard_peers lists ", options_.peers.size(), " targets for its ",
+                        spec.count, " shards");
+  }
+  return "";
+}
+
 ShardRouter::ShardRouter(ComputeEntry* compute, Metrics* metrics, ShardRouterOptions options)
     : compute_(compute), metrics_(metrics), options_(std::move(options)) {
   for (const std::string& target : options_.peers) {
@@ -464,18 +463,23 @@ ShardRouter::~ShardRouter() = default;
 
 void ShardRouter::Route(ComputeRequest request, ByteBudget::Reservation* reservation,
                         ComputeEntry::Done done) {
-  // Registered before Start, so that a NoticeCancel during Start finds it. The map holds weak
-  // pointers: it never keeps a call alive.
-  auto call = std::make_shared<Call>(this, std::move(request), std::move(done));
-  {
-    absl::MutexLock lock(&mu_);
-    calls_.emplace(call.get(), call);
+  if (request.table->shard->by_key) {
+    return RouteByKey(std::move(request), reservation, std::move(done));
   }
+  auto call = std::make_shared<Call>(this, std::move(request), std::move(done));
+  Route(call);
   call->Start(reservation);
 }
 
+void ShardRouter::Route(std::shared_ptr<Routed> call) {
+  // Registered before Start, so that a NoticeCancel during Start finds it. The map holds weak
+  // pointers: it never keeps a call alive.
+  absl::MutexLock lock(&mu_);
+  calls_.emplace(call.get(), call);
+}
+
 void ShardRouter::NoticeCancel() {
-  std::vector<std::shared_ptr<Call>> calls;
+  std::vector<std::shared_ptr<Routed>> calls;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [raw, weak] : calls_) {
@@ -487,7 +491,7 @@ void ShardRouter::NoticeCancel() {
   for (const auto& call : calls) call->NoticeCancel();
 }
 
-void ShardRouter::Forget(Call* call) {
+void ShardRouter::Forget(Routed* call) {
   absl::MutexLock lock(&mu_);
   calls_.erase(call);
 }

@@ -39,6 +39,19 @@
 // A server without --shard_peers serves a sharded table's lookups whose rows it holds; any
 // other is FAILED_PRECONDITION naming the shard that holds the row.
 //
+// A keyed table sharded by key (core/key_split.h; its own rows on each shard, no row range) is
+// routed by key (key_shard_call.cc): a lookup by keys (Gather of axis 0, EmbeddingBag) whose
+// keys are all this shard's is served here as it is; any other has its keys split by
+// KeyShard, each shard's distinct keys fetched as a Gather by keys (this server's through its
+// own executors), with return_found and a policy that never fails (MISSING_DEFAULT_ROW when the
+// request's is DEFAULT_ROW, else MISSING_ZERO), and the request's own policy applied here with
+// the request's positions: ERROR's "keys[1,0] = 90210 is not a key of table 'users'", the
+// found mask, SKIP's bags. A pooled lookup pools the fetched rows here with the request's own
+// plan, so every answer is byte for byte the unsharded one. Peers' errors as above. Without
+// --shard_peers a key of another shard is FAILED_PRECONDITION naming it and its shard; a lookup
+// by indices (or GatherNd) on such a table is INVALID_ARGUMENT ("... is sharded by key: look it
+// up by keys").
+//
 // Thread-safety: Route and NoticeCancel may be called from any thread.
 
 #ifndef TENSORCOMPUTE_SERVER_SHARD_ROUTER_H_
@@ -53,6 +66,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "tensorcompute/v1/tensorcompute.grpc.pb.h"
 
 #include "server/admission/byte_budget.h"
 #include "server/admission/peer_token.h"
@@ -99,20 +115,46 @@ class ShardRouter {
   // A routed request's cancel flag may have been set: its sub-calls are cancelled.
   void NoticeCancel();
 
-  class Call;  // one routed request (shard_router.cc)
+  // One routed request in flight, as NoticeCancel sees it.
+  class Routed {
+   public:
+    virtual ~Routed() = default;
+    // Cancels the remote parts when the request's cancel flag is set.
+    virtual void NoticeCancel() = 0;
+  };
+  class Call;     // one routed request on a table sharded by rows (shard_router.cc)
+  class KeyCall;  // one on a table sharded by key (key_shard_call.cc)
 
  private:
-  struct Peer;
+  struct Peer {
+    std::string target;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::TensorCompute::Stub> stub;
+  };
 
   friend class Call;
-  void Forget(Call* call);
+  friend class KeyCall;
+  // Route's part for a table sharded by key (key_shard_call.cc).
+  void RouteByKey(ComputeRequest request, ByteBudget::Reservation* reservation,
+                  ComputeEntry::Done done);
+  void Route(std::shared_ptr<Routed> call);  // registers it, for NoticeCancel
+  void Forget(Routed* call);
+  // A sub-call's context: the request's deadline, the hop mark and this server's token.
+  std::unique_ptr<grpc::ClientContext> SubCallContext(const ComputeRequest& request) const;
+  // A remote part's error, named after its shard and target (the file comment's codes).
+  absl::Status Named(const core::ResidentTensor& table, int32_t shard,
+                     const absl::Status& status) const;
+  // Empty when a part for `shard` (another than this server's) can be routed; else why not:
+  // "this server has no --shard_peers to route it to", etc.
+  std::string Unroutable(const core::ShardSpec& spec, const ComputeRequest& request,
+                         int32_t shard) const;
 
   ComputeEntry* const compute_;
   Metrics* const metrics_;
   const ShardRouterOptions options_;
   std::vector<std::unique_ptr<Peer>> peers_;
   absl::Mutex mu_;
-  absl::flat_hash_map<Call*, std::weak_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);  // in flight
+  absl::flat_hash_map<Routed*, std::weak_ptr<Routed>> calls_ ABSL_GUARDED_BY(mu_);  // in flight
 };
 
 }  // namespace tensorcompute::server

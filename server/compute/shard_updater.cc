@@ -244,6 +244,55 @@ void ShardUpdate::Send(const core::ShardedRowUpdate& split, const core::TensorVi
     }
   }
   first_ = false;
+  Write(std::move(done));
+}
+
+void ShardUpdate::SendKeys(const core::KeyUpdateSplit& split, absl::Span<const int64_t> keys,
+                           const core::TensorView& values, Done done) {
+  const int64_t n = static_cast<int64_t>(keys.size());
+  const size_t row_bytes = n == 0 ? 0 : values.data.size() / static_cast<size_t>(n);
+  for (int32_t s = 0; s < count_; ++s) {
+    const std::vector<int64_t>& positions = split.positions[static_cast<size_t>(s)];
+    const std::vector<int64_t>& deletes = split.delete_keys[static_cast<size_t>(s)];
+    v1::UpdateRowsRequest& message = parts_[static_cast<size_t>(s)];
+    message.Clear();
+    if (first_) message.set_name(table_);
+    // Always set, if empty: the message is one by keys, and advances the replica's sequence.
+    v1::Tensor& part_keys = *message.mutable_keys();
+    part_keys.set_dtype(v1::DT_INT64);
+    part_keys.add_shape(static_cast<int64_t>(positions.size()));
+    std::string& key_bytes = *part_keys.mutable_data();
+    key_bytes.reserve(positions.size() * sizeof(int64_t));
+    for (int64_t position : positions) {
+      key_bytes.append(reinterpret_cast<const char*>(&keys[static_cast<size_t>(position)]),
+                       sizeof(int64_t));
+    }
+    if (!positions.empty()) {
+      v1::Tensor& rows = *message.mutable_values();
+      rows.set_dtype(proto::ToProtoDataType(values.dtype));
+      rows.add_shape(static_cast<int64_t>(positions.size()));
+      for (size_t d = 1; d < values.shape.size(); ++d) rows.add_shape(values.shape[d]);
+      std::string& data = *rows.mutable_data();
+      data.reserve(positions.size() * row_bytes);
+      for (int64_t position : positions) {
+        data.append(reinterpret_cast<const char*>(values.data.data()) +
+                        static_cast<size_t>(position) * row_bytes,
+                    row_bytes);
+      }
+    }
+    if (!deletes.empty()) {
+      v1::Tensor& part_deletes = *message.mutable_delete_keys();
+      part_deletes.set_dtype(v1::DT_INT64);
+      part_deletes.add_shape(static_cast<int64_t>(deletes.size()));
+      part_deletes.mutable_data()->assign(reinterpret_cast<const char*>(deletes.data()),
+                                          deletes.size() * sizeof(int64_t));
+    }
+  }
+  first_ = false;
+  Write(std::move(done));
+}
+
+void ShardUpdate::Write(Done done) {
   bool accepted = false;
   {
     absl::MutexLock lock(&mu_);

@@ -21,7 +21,9 @@
 //   messages   every replica gets every message, possibly with no rows (an empty message still
 //              advances its sequence by one), in the caller's order: the sequences of a table's
 //              replicas stay equal, so that min_sequence can be asked of any of them. Row
-//              indices are the whole table's (PrepareRowUpdate on a shard takes them).
+//              indices are the whole table's (PrepareRowUpdate on a shard takes them). A keyed
+//              table sharded by key gets messages by keys: each shard its keys (with their
+//              rows) and delete_keys (core/key_split.h), every shard a message by keys.
 //   memory     one message at a time: Send's `done` comes once every replica's write has
 //              completed, and the caller reads no next message before (backpressure). The
 //              parts sent are at most the message's bytes, one copy per shard.
@@ -55,9 +57,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "grpcpp/channel.h"
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
+#include "core/key_split.h"
 #include "core/live_rows.h"
 #include "core/tensor.h"
 #include "core/tensor_registry.h"
@@ -120,6 +124,11 @@ class ShardUpdate : public std::enable_shared_from_this<ShardUpdate> {
   // from any thread (possibly before Send returns): OK once every replica's write completed,
   // or the first error (see the file comment).
   void Send(const core::ShardedRowUpdate& split, const core::TensorView& values, Done done);
+  // Send for a keyed table sharded by key: shard s's keys (split.positions[s] of `keys`) with
+  // their rows of `values` ([len(keys), row shape...], or unset when keys is empty), and its
+  // delete_keys. Every replica gets a message by keys, possibly empty.
+  void SendKeys(const core::KeyUpdateSplit& split, absl::Span<const int64_t> keys,
+                const core::TensorView& values, Done done);
 
   // Half-closes every stream; `done` gets the largest sequence the replicas answered, or the
   // first error.
@@ -136,6 +145,8 @@ class ShardUpdate : public std::enable_shared_from_this<ShardUpdate> {
   ShardUpdate(std::string table, int32_t count);
 
   void Start();
+  // Writes parts_ to every replica; `done` as Send's.
+  void Write(Done done);
   void WriteDone(Replica& replica, bool ok);
   void StreamDone(Replica& replica, absl::Status status, int64_t sequence);
   absl::Status Named(const Replica& replica, const absl::Status& status) const;

@@ -18,6 +18,11 @@ absl::Status CheckSplitsByRows(const core::ResidentTensor* table, const core::Ga
   // A split by rows needs the first index component to pick rows of params (dimension 0),
   // with no batch dimensions in front of it.
   if (plan.batch == 1 && plan.indexed_axis == 0) return absl::OkStatus();
+  if (table->shard->by_key) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", table->name, "' is sharded by key (", table->shard->count,
+        " shards): look it up by keys (Gather along axis 0, or EmbeddingBag), not by indices"));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("tensor '", table->name, "' is sharded by rows (", table->shard->count,
                    " shards): Gather is served on axis 0 and GatherNd without batch_dims only"));

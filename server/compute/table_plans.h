@@ -13,7 +13,10 @@
 //   - a shard of a table (core/shard_spec.h; `params` its plan_view()): planned on the whole
 //     table and then split by rows (shard_router.h), so a Gather of another axis than 0 and
 //     a GatherNd with batch_dims are INVALID_ARGUMENT ("tensor 'NAME' is sharded by rows (3
-//     shards): Gather is served on axis 0 and GatherNd without batch_dims only").
+//     shards): Gather is served on axis 0 and GatherNd without batch_dims only"). A keyed
+//     table sharded by key is planned on its own rows: it serves lookups by keys only
+//     (shard_router.h), and another axis is "tensor 'NAME' is sharded by key (3 shards): look
+//     it up by keys (Gather along axis 0, or EmbeddingBag), not by indices".
 //
 // Thread-safety: pure functions.
 

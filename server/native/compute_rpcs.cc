@@ -230,6 +230,8 @@ class ComputeCall final : public UnaryReactor {
         mask = reinterpret_cast<uint8_t*>(tensor->mutable_data()->data());
       }
       out->resolve = [this, mask] { return keyed_.Resolve(mask); };
+      out->keyed = &keyed_;
+      out->found = mask;
     }
     // Strings cannot be written in place (each is its own protobuf field), and an empty output
     // has nothing to write; an answer with a found mask is serialized whole.

@@ -17,6 +17,7 @@
 #include "grpcpp/impl/codegen/proto_utils.h"
 
 #include "core/dtype.h"
+#include "core/key_split.h"
 #include "core/keyed_rows.h"
 #include "core/shape.h"
 #include "core/shard_spec.h"
@@ -71,21 +72,23 @@ class PutCall final : public UploadStreamCall {
                                        dtype_, shape_));
     if (message_.has_shard()) {
       shard_ = core::ShardSpec{message_.shard().index(), message_.shard().count(),
-                               message_.shard().total_rows()};
+                               message_.shard().total_rows(), message_.shard().by_key()};
       if (dtype_ == core::DataType::kString) {
         return absl::InvalidArgumentError(
             absl::StrCat("tensor '", name_, "': DT_STRING tables are not sharded"));
       }
       TC_RETURN_IF_ERROR(core::ValidateShardSpec(name_, *shard_, shape_[0]));
+      if (shard_->by_key)
+        TC_RETURN_IF_ERROR(core::CheckShardKind(name_, *shard_, message_.has_keyed()));
     }
     // Fails a doomed upload before its bytes are sent; Put checks again when it publishes,
     // since another upload may take the name meanwhile.
     if (message_.has_keyed()) {
       keyed_ = message_.keyed();
-      TC_ASSIGN_OR_RETURN(
-          capacity_,
-          core::CheckKeyedDescription(name_, dtype_, shape_, keyed_->capacity(), shard_.has_value(),
-                                      static_cast<core::MissingKeys>(keyed_->missing())));
+      TC_ASSIGN_OR_RETURN(capacity_, core::CheckKeyedDescription(
+                                         name_, dtype_, shape_, keyed_->capacity(),
+                                         shard_.has_value() && !shard_->by_key,
+                                         static_cast<core::MissingKeys>(keyed_->missing())));
       layout_ = core::KeyedLayout(layout_, capacity_);
     }
     if (!message_.replace()) TC_RETURN_IF_ERROR(env_.registry->CheckAbsent(name_));
@@ -248,6 +251,7 @@ class PutCall final : public UploadStreamCall {
             absl::StrCat("tensor '", name_, "': the upload ended after ", keys_.size(), " of ",
                          shape_[0], " keys; nothing was stored"));
       }
+      if (shard_.has_value()) TC_RETURN_IF_ERROR(core::CheckKeysOfShard(name_, keys_, *shard_));
       TC_ASSIGN_OR_RETURN(keyed,
                           core::KeyedRows::Build(name_, keys_, capacity_,
                                                  static_cast<core::MissingKeys>(keyed_->missing()),

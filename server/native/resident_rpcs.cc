@@ -31,6 +31,7 @@ void ToInfo(const core::ResidentTensor& entry, v1::TensorInfo* info) {
     info->mutable_shard()->set_index(entry.shard->index);
     info->mutable_shard()->set_count(entry.shard->count);
     info->mutable_shard()->set_total_rows(entry.shard->total_rows);
+    info->mutable_shard()->set_by_key(entry.shard->by_key);
   }
   info->set_bytes(entry.bytes);
   info->set_device(entry.device);

@@ -12,6 +12,7 @@
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "tensorcompute/v1/tensorcompute.pb.h"
 
+#include "core/key_split.h"
 #include "core/live_rows.h"
 #include "core/status_macros.h"
 #include "core/tensor_registry.h"
@@ -50,6 +51,7 @@ class UpdateCall final : public UploadStreamCall {
     }
     if (update_ == nullptr) return std::move(done)(Apply());
     const v1::UpdateRowsRequest& m = message<v1::UpdateRowsRequest>();
+    if (table_->shard->by_key) return ForwardByKeys(m, std::move(done));
     if (m.has_keys() || m.has_delete_keys()) {  // a sharded table has no keys
       return Refuse(absl::InvalidArgumentError(
                         absl::StrCat("table '", name_, "' has no keys; update it by indices")),
@@ -70,6 +72,32 @@ class UpdateCall final : public UploadStreamCall {
       }
       std::move(done)(sent);
     });
+  }
+
+  // A message on a keyed table sharded by key: its keys (with their rows) and delete_keys to
+  // their shards, every replica getting a message.
+  void ForwardByKeys(const v1::UpdateRowsRequest& m, Then done) {
+    // Checked whole against this shard's table (every shard has the table's row shape) before
+    // anything is sent: a bad message goes nowhere.
+    absl::StatusOr<core::RowUpdate> update = PrepareUnrouted(m);
+    if (!update.ok()) return Refuse(update.status(), std::move(done));
+    core::TensorView values;  // unset: a message of deletes only
+    if (m.has_values()) {
+      absl::StatusOr<core::TensorView> view = proto::ViewTensor(m.values(), "values");
+      if (!view.ok()) return Refuse(view.status(), std::move(done));
+      values = *view;
+    }
+    const core::KeyUpdateSplit split =
+        core::SplitKeyUpdate(update->keys, update->delete_keys, table_->shard->count);
+    const int64_t rows = static_cast<int64_t>(update->keys.size());
+    update_->SendKeys(split, update->keys, values,
+                      [this, rows, done = std::move(done)](absl::Status sent) mutable {
+                        if (sent.ok()) {
+                          ++applied_messages_;
+                          applied_rows_ += rows;
+                        }
+                        std::move(done)(sent);
+                      });
   }
 
   // A message refused here ends the call with `error`, but the messages before it stay applied
@@ -142,9 +170,37 @@ class UpdateCall final : public UploadStreamCall {
     return absl::OkStatus();
   }
 
-  // The message checked and converted: by indices, or by keys (keyed tables).
+  // The message checked and converted, for this server's rows: on a keyed table sharded by key,
+  // only keys this shard holds (this server does not forward the message: a forwarded one, or
+  // a server without --shard_peers).
   absl::StatusOr<core::RowUpdate> Prepare(const v1::UpdateRowsRequest& m) {
+    TC_ASSIGN_OR_RETURN(core::RowUpdate update, PrepareUnrouted(m));
+    if (!table_->shard.has_value() || !table_->shard->by_key) return update;
+    const core::ShardSpec& spec = *table_->shard;
+    const bool forwarded = context().client_metadata().count(kHopMetadata) > 0;
+    const std::string why =
+        forwarded ? "this message was forwarded by a server whose --shard_peers do not reach "
+                    "that shard"
+                  : "this server has no --shard_peers to forward it to";
+    auto check = [&](const char* what, const std::vector<int64_t>& keys) {
+      const int64_t i = core::ForeignKey(keys, spec);
+      if (i < 0) return absl::OkStatus();
+      return core::ForeignKeyError(name_, spec, what, {static_cast<int64_t>(keys.size())}, i,
+                                   keys[static_cast<size_t>(i)], why);
+    };
+    TC_RETURN_IF_ERROR(check("keys", update.keys));
+    TC_RETURN_IF_ERROR(check("delete_keys", update.delete_keys));
+    return update;
+  }
+
+  // The message checked and converted: by indices, or by keys (keyed tables).
+  absl::StatusOr<core::RowUpdate> PrepareUnrouted(const v1::UpdateRowsRequest& m) {
     if (!m.has_keys() && !m.has_delete_keys()) {
+      if (table_->shard.has_value() && table_->shard->by_key) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("table '", name_, "' is sharded by key (", table_->shard->count,
+                         " shards): update it by keys, not by indices"));
+      }
       TC_ASSIGN_OR_RETURN(const core::TensorView indices,
                           proto::ViewTensor(m.indices(), "indices"));
       TC_ASSIGN_OR_RETURN(const core::TensorView values, proto::ViewTensor(m.values(), "values"));

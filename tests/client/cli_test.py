@@ -1647,8 +1647,9 @@ class KeyedTablesTest(CliCase):
             ["embedding-bag", *base, "--params-name", "k_err"],
             ["put", "k_x", *base, "--input", tmp_path("k_err_rows.npy"), "--missing", "zero"],
             ["put", "k_x", *base, "--input", tmp_path("k_err_rows.npy"), "--capacity", 9],
+            # Sharded by key: keys that are not one per row.
             ["put", "k_x", *base, "--input", tmp_path("k_err_rows.npy"), "--keys",
-             tmp_path("k_err_keys.npy"), "--shards", 2, "--targets",
+             tmp_path("k_req.npy"), "--shards", 2, "--targets",
              f"{SERVER.target},{SERVER.target}"],
         ]
         for args in usage:

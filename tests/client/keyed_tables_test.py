@@ -465,7 +465,8 @@ class KeyedTest(unittest.TestCase):
                                  "tensor 'w': DT_STRING tables are not keyed",
                                  _client.put_tensor, "w", np.array(["a", "b"]), keys=[1, 2])
         self.assertRaisesMessage(grpc.StatusCode.INVALID_ARGUMENT,
-                                 "tensor 'sh': a keyed table is not sharded by row ranges",
+                                 "tensor 'sh': a keyed table is not sharded by row ranges: "
+                                 "keyed tables are sharded by key (shard.by_key)",
                                  _client.put_tensor, "sh", rows, keys=[1, 2, 3, 4],
                                  shard=(0, 2, 8))
         self.assertRaisesMessage(

@@ -20,11 +20,11 @@ tensorcompute.client for the details (dtypes, errors, retries, compression).
 
 from tensorcompute import aio
 from tensorcompute.client import (STORAGE_KINDS, Client, KeyedInfo, Shard, TensorComputeError,
-                                  TensorInfo, shard_rows)
+                                  TensorInfo, key_shard, shard_rows)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "KeyedInfo", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo",
-    "__version__", "aio", "shard_rows"
+    "__version__", "aio", "key_shard", "shard_rows"
 ]

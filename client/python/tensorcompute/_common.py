@@ -1,7 +1,8 @@
 """What the sync client (tensorcompute.client) and the asyncio one (tensorcompute.aio) share:
 every rule of the wire and of the calls, written once, with no I/O of its own.
 
-  - the public types (TensorComputeError, TensorInfo, Shard, shard_rows, STORAGE_KINDS);
+  - the public types (TensorComputeError, TensorInfo, Shard, shard_rows, key_shard,
+    STORAGE_KINDS);
   - numpy <-> tensorcompute.v1.Tensor, and each RPC's request built from a method's arguments
     (argument errors are raised here, before any RPC) and its answer decoded;
   - ClientBase: the constructor's arguments checked and turned into channels (grpc or
@@ -41,7 +42,8 @@ bytes (int: what it holds, counted against the server's --max_resident_bytes); d
 "cpu" or "gpu:N"); version (int: 1 for a name's first tensor, one more per replacement);
 created (datetime.datetime, UTC: when this version became visible); storage (str: one of
 STORAGE_KINDS, how it is stored); shard (None, or a Shard: which rows of a table sharded by
-row ranges it holds; shape is then the whole table's); sequence (int: how many changes this
+row ranges it holds, shape then the whole table's; or, with by_key=True, which keys of a keyed
+table sharded by key, key_shard); sequence (int: how many changes this
 server applied to the name's rows, one per update_rows message and per replacement; what
 min_sequence= on a lookup compares with); keyed (None, or a KeyedInfo: a table put with keys).
 """
@@ -53,10 +55,45 @@ a key it lacks, "error", "zero" or "default"); has_default_row (bool); capacity 
 it may hold); keys (int: how many keys it holds now).
 """
 
-Shard = collections.namedtuple("Shard", ["index", "count", "total_rows"], module="tensorcompute")
+Shard = collections.namedtuple("Shard", ["index", "count", "total_rows", "by_key"],
+                               defaults=(False,), module="tensorcompute")
 Shard.__doc__ = """Shard `index` of `count` of a table of `total_rows` rows: it holds rows
 [index * ceil(total_rows / count), min(total_rows, (index + 1) * ceil(total_rows / count))).
+With by_key=True, shard `index` of a keyed table sharded by key: it holds the keys k with
+key_shard(k, count) == index (total_rows is then the whole table's keys, or 0).
 """
+
+_SPLITMIX_1 = np.uint64(0xbf58476d1ce4e5b9)
+_SPLITMIX_2 = np.uint64(0x94d049bb133111eb)
+
+
+def key_shard(keys, count):
+    """The shard owning each key of a keyed table sharded by key over `count` shards: an int64
+    array of keys' shape. The documented hash (docs/resident-tables.md, "Sharding by key"),
+    splitmix64's finalizer of the key's 64 bits, then the unsigned remainder by count:
+
+        z = uint64(key)
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9      (mod 2**64)
+        z = (z ^ (z >> 27)) * 0x94d049bb133111eb      (mod 2**64)
+        z = z ^ (z >> 31)
+        shard = z % count
+
+    e.g. key_shard(1, 8) == 5 and key_shard(-1, 10) == 7.
+    """
+    count = operator.index(count)
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
+    keys = np.asarray(keys, dtype=np.int64)
+    z = np.ascontiguousarray(keys).reshape(-1).view(np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * _SPLITMIX_1
+        z = (z ^ (z >> np.uint64(27))) * _SPLITMIX_2
+        z = z ^ (z >> np.uint64(31))
+    shards = (z % np.uint64(count)).astype(np.int64)
+    return shards.reshape(keys.shape)
+
+
+key_shard.__module__ = "tensorcompute"
 
 
 def shard_rows(total_rows, count, index):
@@ -273,7 +310,8 @@ def tensor_info(info):
                       shape=tuple(info.shape), bytes=info.bytes, device=info.device,
                       version=info.version, created=created,
                       storage=_STORAGE_NAMES.get(info.storage, str(info.storage)),
-                      shard=Shard(info.shard.index, info.shard.count, info.shard.total_rows)
+                      shard=Shard(info.shard.index, info.shard.count, info.shard.total_rows,
+                                  info.shard.by_key)
                       if info.HasField("shard") else None,
                       sequence=info.sequence,
                       keyed=KeyedInfo(_MISSING_NAMES.get(info.keyed.missing,
@@ -496,7 +534,7 @@ def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=N
                                 device=device, replace=replace, storage=storage)
     if shard is not None:
         first.shard.CopyFrom(pb.ShardSpec(index=shard.index, count=shard.count,
-                                          total_rows=shard.total_rows))
+                                          total_rows=shard.total_rows, by_key=shard.by_key))
     if keyed is not None:
         first.keyed.CopyFrom(keyed)
     for message in _data_requests(first, tensor, chunk_bytes, read, key_bytes):

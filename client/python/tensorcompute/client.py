@@ -110,10 +110,10 @@ import grpc
 
 from tensorcompute import _common
 from tensorcompute._common import (STORAGE_KINDS, KeyedInfo, Shard, TensorComputeError,
-                                   TensorInfo, shard_rows)
+                                   TensorInfo, key_shard, shard_rows)
 
 __all__ = ["Client", "KeyedInfo", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo",
-           "shard_rows"]
+           "key_shard", "shard_rows"]
 
 
 class Client(_common.ClientBase):
@@ -226,7 +226,9 @@ class Client(_common.ClientBase):
 
         shard: a Shard (or an (index, count, total_rows) tuple): `array` is that shard's rows
         of a table sharded by row ranges (shard_rows gives them); a server holding it answers
-        lookups on the whole table, routing other rows to its --shard_peers.
+        lookups on the whole table, routing other rows to its --shard_peers. A keyed table is
+        sharded by key instead: Shard(index, count, 0, by_key=True) with the rows and keys
+        whose key_shard(keys, count) == index.
 
         keys: a keyed table (docs/resident-tables.md, "Keyed tables"): keys[i], a signed
         integer, is row i's key, unique (a repeat is INVALID_ARGUMENT naming both positions,
