@@ -41,13 +41,14 @@ class InferCall final : public UnaryReactor {
       }
     }
     const ComputeEntry& compute = this->compute();
-    if (absl::Status prepared = PrepareInfer(request_, compute.registry(), compute.plan_options(),
-                                             compute.embedding_bag_options(), &job_);
+    if (absl::Status prepared =
+            PrepareInfer(request_, compute.registry(), compute.plan_options(),
+                         compute.embedding_bag_options(), &job_, compute.key_pool());
         !prepared.ok()) {
       return Answer(prepared);
     }
     ComputeRequest request;
-    FillComputeRequest(job_, &request);
+    FillComputeRequest(&job_, &request);
     request.make_output = [this] { return PrepareInferOutput(&job_, &response_); };
     Submit(std::move(request));
   }

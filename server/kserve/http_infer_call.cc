@@ -61,9 +61,9 @@ absl::Status HttpInferCall::Submit(absl::string_view model, absl::string_view ve
   response_.Clear();  // keeps its buffers' pages
   job_ = InferJob();
   TC_RETURN_IF_ERROR(PrepareInfer(request_, compute_.registry(), compute_.plan_options(),
-                                  compute_.embedding_bag_options(), &job_));
+                                  compute_.embedding_bag_options(), &job_, compute_.key_pool()));
   ComputeRequest compute_request;
-  FillComputeRequest(job_, &compute_request);
+  FillComputeRequest(&job_, &compute_request);
   compute_request.deadline = options_.timeout_us.has_value()
                                  ? absl::Now() + absl::Microseconds(*options_.timeout_us)
                                  : absl::InfiniteFuture();
