@@ -32,7 +32,7 @@ struct OpParameter {
   absl::string_view name;
   Op ops[2];
   int num_ops;
-  bool table_only;  // a lookup by keys' (only a table's model takes it)
+  bool table_only;  // a lookup by keys' (only a keyed table's model takes it)
 };
 constexpr OpParameter kOpParameters[] = {
     {"axis", {Op::kGather}, 1, false},
@@ -82,16 +82,18 @@ absl::StatusOr<Model> FindModel(absl::string_view name, absl::string_view versio
 namespace {
 
 // Checks that every request parameter is one this model knows: a built-in model's operation's
-// parameters; for a table, `op` and those of every operation. Triton's own request parameters
-// (which tritonclient may send) are accepted and ignored.
-absl::Status CheckParameterNames(const InferParameters& parameters, ModelKind kind) {
+// parameters; for a table, `op` and those of every operation (a lookup by keys' only for a keyed
+// table). Triton's own request parameters (which tritonclient may send) are accepted and ignored.
+absl::Status CheckParameterNames(const InferParameters& parameters, const Model& model) {
+  const ModelKind kind = model.kind;
+  const bool keyed = model.table != nullptr && model.table->keyed != nullptr;
   static constexpr absl::string_view kIgnored[] = {
       "priority",           "timeout", "sequence_id", "sequence_start", "sequence_end",
       "binary_data_output", "headers"};
   std::vector<absl::string_view> known;
   if (kind == ModelKind::kTable) known.push_back("op");
   for (const OpParameter& p : kOpParameters) {
-    if (p.table_only && kind != ModelKind::kTable) continue;
+    if (p.table_only && !keyed) continue;
     if (kind == ModelKind::kTable || (kind == ModelKind::kGather && Takes(p, Op::kGather)) ||
         (kind == ModelKind::kGatherNd && Takes(p, Op::kGatherNd)) ||
         (kind == ModelKind::kEmbeddingBag && Takes(p, Op::kEmbeddingBag))) {
@@ -272,7 +274,7 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
                       FindModel(request.model_name(), request.model_version(), registry));
   job->model_name = request.model_name();
   const InferParameters& parameters = request.parameters();
-  TC_RETURN_IF_ERROR(CheckParameterNames(parameters, model.kind));
+  TC_RETURN_IF_ERROR(CheckParameterNames(parameters, model));
   TC_ASSIGN_OR_RETURN(const Op op, FindOp(parameters, model.kind));
   job->op = op;
 

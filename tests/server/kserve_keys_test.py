@@ -16,7 +16,9 @@ TC_SERVER_BINARY, TC_CLI_BINARY set.
 """
 
 import os
+import re
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -359,9 +361,13 @@ class KserveKeysTest(unittest.TestCase):
             ("missing with indices", "ke", {"indices": np.array([0], np.int64)},
              {"missing": "zero"},
              "missing and return_found are for lookups by keys; the request sends indices"),
-            ("return_found with indices", "plain", {"indices": np.array([0], np.int64)},
+            ("return_found with indices", "ke", {"indices": np.array([0], np.int64)},
              {"return_found": True},
              "missing and return_found are for lookups by keys; the request sends indices"),
+            ("return_found on a table without keys", "plain",
+             {"indices": np.array([0], np.int64)}, {"return_found": True},
+             "unknown parameter 'return_found': this model takes op, axis, batch_dims, mode, "
+             "include_last_offset, padding_idx"),
             ("an unknown policy", "kz", {"keys": present}, {"missing": "maybe"},
              "parameter 'missing' must be the string \"table\" (the default: the table's "
              "policy), \"error\", \"zero\", \"default\" or \"skip\" (embedding_bag only)"),
@@ -404,6 +410,38 @@ class KserveKeysTest(unittest.TestCase):
         with self.assertRaises(InferenceServerException) as caught:
             self.infer("grpc", "ke", {"keys": keys}, {})
         self.assertIn(caught.exception.message(), result.stderr)
+
+    # ---- the example in the docs ----
+
+    def test_the_example_in_the_docs(self):
+        """docs/kserve.md's keyed-table example prints what its comments show."""
+        repo = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+        with open(os.path.join(repo, "docs", "kserve.md")) as f:
+            text = f.read()
+        section = text[text.index("## Keyed tables"):]
+        code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+        expected = ""
+        lines = code.splitlines()
+        for i, line in enumerate(lines):
+            if not line.startswith("print("):
+                continue
+            for shown in lines[i + 1:]:
+                if not shown.startswith("#"):
+                    break
+                expected += shown[2:] + "\n"
+        self.assertIn("[[ True False]", expected)
+        self.cli("put", "users", "--input",
+                 self.npy("users.npy", np.arange(8, dtype=np.float32).reshape(4, 2)),
+                 "--keys", self.npy("ids.npy", np.array([90210, -42, 2**63 - 1, 7], np.int64)),
+                 "--missing", "zero")
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code.replace("localhost:50051", self.server.target)],
+                capture_output=True, text=True, timeout=60)
+        finally:
+            self.cli("delete", "users")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout, expected)
 
     # ---- metadata and configuration ----
 
