@@ -130,9 +130,11 @@ int64_t BytesInputsConversion(const inference::ModelInferRequest& request);
 // with `options`, a lookup with `bag_options` (the server's limits; the request's parameters
 // set its mode, include_last_offset and padding_idx). On success `job` holds the plan and
 // views, ready for a Task. Checked in this order: model and version (NOT_FOUND); parameter
-// names; op; raw_input_contents' count; the inputs' names; the outputs'; an embedding_bag's
-// parameters; a table's datatype; each input's decoding; a gather's axis and batch_dims; the
-// plan's own checks.
+// names; op; raw_input_contents' count; the inputs' names (indices or keys, not both); the
+// outputs'; an embedding_bag's parameters; a lookup by keys' (missing, return_found, then axis,
+// batch_dims and padding_idx refused with keys); a table's datatype; each input's decoding;
+// the keys (KeyedLookup::Prepare: the table has keys, their dtype and rank, the policy); a
+// gather's axis and batch_dims; the plan's own checks (in the keys' words for keys).
 // A lookup by keys is prepared with server/compute/keyed_lookup.h (`key_pool`, may be null,
 // splits long ones) and planned on the table's keyed view, as the native API plans it.
 absl::Status PrepareInfer(const inference::ModelInferRequest& request,
