@@ -105,7 +105,7 @@ struct Answer {
 };
 
 Answer Infer(const KeyedTable& table, const std::string& model, const std::string& body,
-             int64_t max_rank = 32) {
+             const core::PlanOptions& options = core::PlanOptions()) {
   Answer answer;
   inference::ModelInferRequest request;
   HttpInferOptions http;
@@ -113,10 +113,8 @@ Answer Infer(const KeyedTable& table, const std::string& model, const std::strin
   if (!answer.status.ok()) return answer;
   request.set_model_name(model);
   InferJob job;
-  core::PlanOptions options;
-  options.max_rank = max_rank;
   core::EmbeddingBagOptions bag;
-  bag.max_output_bytes = int64_t{1} << 30;
+  bag.max_output_bytes = options.max_output_bytes;
   answer.status = PrepareInfer(request, &table.registry, options, bag, &job);
   if (!answer.status.ok()) return answer;
   ComputeRequest compute;
@@ -276,12 +274,25 @@ TEST(KserveKeys, ErrorsAreTheNativeApis) {
                        "parameter 'return_found' must be a boolean (bool_param)"));
   EXPECT_THAT(infer(R"({"name":"keys","datatype":"INT32","shape":[1],"data":[1]})", ""),
               StatusIs(absl::StatusCode::kInvalidArgument, "keys: keys are int64, got int32 [1]"));
-  // The server's bounds hold before the keys cost memory: keys of rank 3 under max_rank 2.
-  const Answer deep =
-      Infer(*table, "users", absl::StrCat(R"({"inputs":[)", KeysInput({1}, {1, 1, 1}), "]}"),
-            /*max_rank=*/2);
-  EXPECT_THAT(deep.status,
-              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("keys")));
+  // The server's bounds hold before the keys are resolved (no slot written, no found mask):
+  // keys of rank 3 under max_rank 2, and an output past max_output_bytes, for both ops.
+  core::PlanOptions small;
+  small.max_rank = 2;
+  EXPECT_THAT(
+      Infer(*table, "users", absl::StrCat(R"({"inputs":[)", KeysInput({1}, {1, 1, 1}), "]}"), small)
+          .status,
+      StatusIs(absl::StatusCode::kInvalidArgument, ::testing::StartsWith("keys: ")));
+  small = core::PlanOptions();
+  small.max_output_bytes = 5 * kDim * sizeof(float) - 1;
+  const std::vector<int64_t> five(5, table->keys[0]);
+  for (const std::string& body : {absl::StrCat(R"({"inputs":[)", KeysInput(five, {5}),
+                                               R"(],"parameters":{"return_found":true}})"),
+                                  absl::StrCat(R"({"inputs":[)", KeysInput(five, {5, 1}),
+                                               R"(],"parameters":{"op":"embedding_bag"}})")}) {
+    EXPECT_THAT(Infer(*table, "users", body, small).status,
+                StatusIs(absl::StatusCode::kResourceExhausted))
+        << body;
+  }
 
   // A table without keys: named, in the native API's words.
   core::TensorRegistry& registry = table->registry;
