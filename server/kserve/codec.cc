@@ -289,14 +289,15 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
   TC_ASSIGN_OR_RETURN(const InputSlots slots,
                       FindInputs(request, table ? model.table.get() : nullptr, op));
   const bool by_keys = slots.keys >= 0;
+  const bool keyed_table = table && model.table->keyed != nullptr;
   bool found_output = false;
   for (const ModelInferRequest::InferRequestedOutputTensor& output : request.outputs()) {
     if (table && output.name() == kFoundName) {
-      found_output = true;
+      found_output = true;  // a table without keys is told below that found is for keys
     } else if (output.name() != kOutputName) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown output '", output.name(), "': the only output is 'output'",
-                       table ? " (and 'found', for a lookup by keys with return_found)" : ""));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown output '", output.name(), "': the only output is 'output'",
+          keyed_table ? " (and 'found', for a lookup by keys with return_found)" : ""));
     }
   }
   // A lookup's parameters, read before any input is decoded.

@@ -29,6 +29,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 import grpc
 
+from compact_reference import float16_meaning
 from embedding_bag_reference import EB_MODES, mismatch, ref_embedding_bag
 from server_process import ServerProcess
 
@@ -100,19 +101,25 @@ class KserveKeysTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         rng = np.random.default_rng(42042)
         # "kz": policy zero, with a default row and room for more keys; "ke": policy error, no
-        # default row; "plain": no keys at all.
-        cls.tables = {}
-        for name, missing, default in (("kz", "zero", True), ("ke", "error", False)):
+        # default row; "kh": stored as float16, policy default; "plain": no keys at all.
+        cls.tables, cls.policy, cls.has_default = {}, {}, {}
+        for name, missing, default, storage in (("kz", "zero", True, "as-is"),
+                                                ("ke", "error", False, "as-is"),
+                                                ("kh", "default", True, "float16")):
             n = int(rng.integers(20, 60))
             rows = (rng.standard_normal((n, 4)) * 8).astype(np.float32)
             keys = random_keys(rng, n)
             default_row = (rng.standard_normal(4) * 8).astype(np.float32) if default else None
             flags = ["--keys", cls.npy(f"{name}_keys.npy", keys), "--missing", missing,
-                     "--capacity", str(n + 7)]
+                     "--capacity", str(n + 7), "--storage", storage]
             if default:
                 flags += ["--default-row", cls.npy(f"{name}_default.npy", default_row)]
             cls.cli("put", name, "--input", cls.npy(f"{name}.npy", rows), *flags)
+            if storage == "float16":  # the rows and default row it stores mean these
+                rows = float16_meaning(rows)
+                default_row = float16_meaning(default_row)
             cls.tables[name] = Reference(rows, keys, default_row)
+            cls.policy[name], cls.has_default[name] = missing, default
         cls.cli("put", "plain", "--input",
                 cls.npy("plain.npy", rng.standard_normal((5, 4)).astype(np.float32)))
 
@@ -217,9 +224,9 @@ class KserveKeysTest(unittest.TestCase):
     def test_gather_by_keys_equals_the_dict_and_the_native_api(self):
         rng = np.random.default_rng(4211)
         for table, reference in self.tables.items():
-            policies = [None, "zero", "default", "error"] if table == "kz" else [None, "error"]
+            policies = [None, "zero", "error"] + (["default"] if self.has_default[table] else [])
             for missing in policies:
-                policy = missing or ("zero" if table == "kz" else "error")
+                policy = missing or self.policy[table]
                 fraction = 0.0 if policy == "error" else 0.4
                 for shape in [(), (int(rng.integers(0, 40)),), (3, int(rng.integers(1, 9)))]:
                     keys = reference.lookup(rng, shape, fraction)
@@ -267,10 +274,10 @@ class KserveKeysTest(unittest.TestCase):
     def test_embedding_bag_by_keys_every_mode_and_policy(self):
         rng = np.random.default_rng(4212)
         for table, reference in self.tables.items():
-            policies = ([None, "zero", "default", "skip", "error"] if table == "kz"
-                        else [None, "skip", "error"])
+            policies = [None, "zero", "skip", "error"] + (
+                ["default"] if self.has_default[table] else [])
             for missing in policies:
-                policy = missing or ("zero" if table == "kz" else "error")
+                policy = missing or self.policy[table]
                 fraction = 0.0 if policy == "error" else 0.35
                 for mode in EB_MODES * 3:
                     fixed = bool(rng.integers(2))
@@ -447,7 +454,7 @@ class KserveKeysTest(unittest.TestCase):
 
     def test_metadata_and_config_list_keys_and_found(self):
         for client in (self.grpc, self.http):
-            for name in ("kz", "ke", "plain"):
+            for name in ("kz", "ke", "kh", "plain"):
                 keyed = name != "plain"
                 metadata = client.get_model_metadata(name, as_json=True) \
                     if client is self.grpc else client.get_model_metadata(name)
@@ -473,9 +480,10 @@ class KserveKeysTest(unittest.TestCase):
                     self.assertTrue(config_inputs["indices"].get("optional", False))
                     reference = self.tables[name]
                     self.assertEqual(parameters["keyed"], "true")
-                    self.assertEqual(parameters["missing"], "zero" if name == "kz" else "error")
+                    self.assertEqual(parameters["missing"], self.policy[name])
                     self.assertEqual(parameters["default_row"],
-                                     "true" if name == "kz" else "false")
+                                     "true" if self.has_default[name] else "false")
+                    self.assertEqual(outputs["output"]["datatype"], "FP32")
                     self.assertEqual(parameters["capacity"], str(reference.n + 7))
                     self.assertEqual(parameters["keys"], str(reference.n))
                 else:
