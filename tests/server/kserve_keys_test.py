@@ -404,6 +404,33 @@ class KserveKeysTest(unittest.TestCase):
                                   "indices", "ke", {"indices": np.array([0], np.int64)},
                                   found_output=True)
 
+    def test_hostile_keys_are_refused_before_they_cost_memory(self):
+        """10^9 keys declared with one sent (raw or typed), and keys of rank 40: refused, and
+        the server's memory stays put."""
+        def rss_kib():
+            with open(f"/proc/{self.server.pid}/status") as f:
+                return int(next(line for line in f if line.startswith("VmRSS")).split()[1])
+
+        before = rss_kib()
+        for typed in (False, True):
+            request = service_pb2.ModelInferRequest(model_name="kz")
+            keys = request.inputs.add(name="keys", datatype="INT64", shape=[10**9])
+            if typed:
+                keys.contents.int64_contents.append(7)
+            else:
+                request.raw_input_contents.append(np.int64(7).tobytes())
+            request.parameters["return_found"].bool_param = True
+            with self.assertRaises(grpc.RpcError) as caught:
+                self.stub.ModelInfer(request)
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("input 'keys'", caught.exception.details())
+        deep = np.zeros((1,) * 40, np.int64)
+        with self.assertRaises(InferenceServerException) as caught:
+            self.infer("grpc", "kz", {"keys": deep}, {"return_found": True})
+        self.assertEqual(caught.exception.status(), "StatusCode.INVALID_ARGUMENT")
+        self.assertIn("keys", caught.exception.message())
+        self.assertLess(rss_kib() - before, 64 << 10)
+
     def test_the_native_api_answers_the_same_errors(self):
         """The messages above are the native API's own: the CLI gets them too."""
         ke = self.tables["ke"]
