@@ -400,16 +400,15 @@ void FillComputeRequest(InferJob* job, ComputeRequest* request) {
   request->table = job->table;
   request->builtin = job->op;
   if (job->by_keys) {
-    // Under the batch's read lease: the keys become slots, and the found mask (one byte a key,
-    // allocated only now, so that a refused request holds none) is written.
-    request->resolve = [job] {
-      uint8_t* found = nullptr;
-      if (job->return_found) {
-        job->found.assign(job->indices.data.size() / sizeof(int64_t), '\0');
-        found = reinterpret_cast<uint8_t*>(job->found.data());
-      }
-      return job->keyed.Resolve(found);
-    };
+    // The found mask, one byte a key, is made here, as the native API makes it before the
+    // request is submitted; under the batch's read lease the keys become slots and the mask is
+    // written.
+    uint8_t* found = nullptr;
+    if (job->return_found) {
+      job->found.assign(job->indices.data.size() / sizeof(int64_t), '\0');
+      found = reinterpret_cast<uint8_t*>(job->found.data());
+    }
+    request->resolve = [job, found] { return job->keyed.Resolve(found); };
   }
 }
 
