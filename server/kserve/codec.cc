@@ -409,6 +409,8 @@ void FillComputeRequest(InferJob* job, ComputeRequest* request) {
       found = reinterpret_cast<uint8_t*>(job->found.data());
     }
     request->resolve = [job, found] { return job->keyed.Resolve(found); };
+    request->keyed = &job->keyed;  // how a table sharded by key routes it
+    request->found = found;
   }
 }
 
@@ -546,6 +548,31 @@ int64_t BytesInputsConversion(const inference::ModelInferRequest& request) {
     }
   }
   return bytes;
+}
+
+KeyedLookupCost KeyedLookupBytes(const inference::ModelInferRequest& request) {
+  KeyedLookupCost cost;
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const inference::ModelInferRequest::InferInputTensor& input = request.inputs(i);
+    if (input.name() != "keys" || input.datatype() != "INT64") continue;
+    const core::Shape shape(input.shape().begin(), input.shape().end());
+    const int64_t claimed = core::CheckedNumElements(shape).value_or(0);
+    const int64_t sent =
+        i < request.raw_input_contents_size()
+            ? static_cast<int64_t>(request.raw_input_contents(i).size() / sizeof(int64_t))
+            : input.contents().int64_contents_size();
+    cost.keys = std::max<int64_t>(0, std::min(claimed, sent));
+    break;
+  }
+  if (cost.keys == 0) return cost;
+  bool found = false;
+  if (const auto it = request.parameters().find("return_found"); it != request.parameters().end()) {
+    found =
+        it->second.parameter_choice_case() == InferParameter::kBoolParam && it->second.bool_param();
+  }
+  for (const auto& output : request.outputs()) found = found || output.name() == kFoundName;
+  cost.bytes = cost.keys * static_cast<int64_t>(sizeof(int64_t) + (found ? 1 : 0));
+  return cost;
 }
 
 }  // namespace tensorcompute::server::kserve

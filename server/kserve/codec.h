@@ -125,6 +125,18 @@ struct InferJob {
 // to charge to the in-flight budget before PrepareInfer.
 int64_t BytesInputsConversion(const inference::ModelInferRequest& request);
 
+// What a lookup by keys will hold beside its keys (server/compute/keyed_lookup.h): a slot
+// (int64) for each key the request carries, and a byte for each when it asks for the found mask
+// (return_found, or the output "found"). Counted from the keys sent (raw bytes or int64
+// contents), up to the count the shape claims; zero for a request without INT64 keys. For the
+// front ends to charge to the in-flight budget before PrepareInfer makes them, in the native
+// API's words ("the slots of N keys").
+struct KeyedLookupCost {
+  int64_t keys = 0;
+  int64_t bytes = 0;
+};
+KeyedLookupCost KeyedLookupBytes(const inference::ModelInferRequest& request);
+
 // Decodes and plans `request`: the model (`registry` may be null: then only the built-in
 // models exist), its version, parameters, inputs and requested outputs. A gather is planned
 // with `options`, a lookup with `bag_options` (the server's limits; the request's parameters

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 
 #include "proto/grpc_status.h"
@@ -36,6 +37,14 @@ class InferCall final : public UnaryReactor {
   void Run() override {
     if (const int64_t raw_strings = BytesInputsConversion(request_); raw_strings > 0) {
       if (absl::Status reserved = ReserveMore(raw_strings, "BYTES inputs in raw_input_contents");
+          !reserved.ok()) {
+        return Answer(reserved);
+      }
+    }
+    // A lookup by keys' slots and found mask, charged before PrepareInfer makes them.
+    if (const KeyedLookupCost keyed = KeyedLookupBytes(request_); keyed.bytes > 0) {
+      if (absl::Status reserved =
+              ReserveMore(keyed.bytes, absl::StrCat("the slots of ", keyed.keys, " keys"));
           !reserved.ok()) {
         return Answer(reserved);
       }

@@ -315,6 +315,31 @@ TEST(KserveKeys, ErrorsAreTheNativeApis) {
                        "output 'found' is for lookups by keys; the request sends indices"));
 }
 
+TEST(KserveKeys, KeyedLookupBytesCountsTheKeysSentUpToTheShape) {
+  inference::ModelInferRequest request;
+  EXPECT_EQ(KeyedLookupBytes(request).bytes, 0);
+  auto* keys = request.add_inputs();
+  keys->set_name("keys");
+  keys->set_datatype("INT64");
+  keys->add_shape(1000000000);  // claimed; 5 sent
+  for (int64_t k = 0; k < 5; ++k) keys->mutable_contents()->add_int64_contents(k);
+  EXPECT_EQ(KeyedLookupBytes(request).keys, 5);
+  EXPECT_EQ(KeyedLookupBytes(request).bytes, 40);
+  (*request.mutable_parameters())["return_found"].set_bool_param(true);
+  EXPECT_EQ(KeyedLookupBytes(request).bytes, 45);
+  request.mutable_parameters()->clear();
+  request.add_outputs()->set_name("found");
+  EXPECT_EQ(KeyedLookupBytes(request).bytes, 45);
+  // Raw: the bytes sent, up to the shape's count.
+  keys->clear_contents();
+  keys->clear_shape();
+  keys->add_shape(3);
+  request.add_raw_input_contents(std::string(8 * 4, '\0'));
+  EXPECT_EQ(KeyedLookupBytes(request).keys, 3);
+  keys->set_datatype("INT32");  // refused before it has slots
+  EXPECT_EQ(KeyedLookupBytes(request).bytes, 0);
+}
+
 TEST(KserveKeys, MetadataAndConfigListKeysAndFound) {
   std::mt19937_64 rng(4245);
   const std::unique_ptr<KeyedTable> table = PutKeyed(rng, "users", 6, core::MissingKeys::kZero);

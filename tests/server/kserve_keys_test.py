@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -516,6 +517,69 @@ class KserveKeysTest(unittest.TestCase):
                 else:
                     self.assertNotIn("keyed", parameters)
                     self.assertFalse(config_inputs["indices"].get("optional", False))
+
+
+class KserveKeysBudgetTest(unittest.TestCase):
+    """A lookup by keys holds a slot (8 bytes) a key, and a byte a key for the found mask, beside
+    its keys: over KServe too they count against --max_inflight_bytes before they are made, in
+    the native API's words (keyed_tables_test.py's KeyedBudgetTest)."""
+
+    def test_the_slots_of_the_keys_are_charged_to_the_budget(self):
+        rng = np.random.default_rng(4244)
+        rows = rng.standard_normal((10, 1)).astype(np.float32)
+        keys = random_keys(rng, 10)
+        budget = 1_650_000
+        with ServerProcess("--cpu_threads=2", "--http_listen=127.0.0.1:0",
+                           f"--max_inflight_bytes={budget}") as server, \
+                tempfile.TemporaryDirectory() as tmp:
+            rows_path, keys_path = os.path.join(tmp, "r.npy"), os.path.join(tmp, "k.npy")
+            np.save(rows_path, rows)
+            np.save(keys_path, keys)
+            subprocess.run([CLI, "put", "small", "--input", rows_path, "--keys", keys_path,
+                            "--target", server.target], check=True, capture_output=True)
+            grpc_client = grpcclient.InferenceServerClient(url=server.target)
+            http_client = httpclient.InferenceServerClient(url=f"127.0.0.1:{server.http_port}")
+            position = {int(k): i for i, k in enumerate(keys)}
+
+            def infer(client, looked):
+                module = grpcclient if client is grpc_client else httpclient
+                tensor = module.InferInput("keys", [len(looked)], "INT64")
+                if client is grpc_client:
+                    tensor.set_data_from_numpy(looked)
+                else:
+                    tensor.set_data_from_numpy(looked, binary_data=True)
+                return client.infer("small", [tensor], parameters={"return_found": True})
+
+            # 100,000 keys over HTTP: 800 kB of binary body and 800 kB decoded from it fit the
+            # budget; with their 800 kB of slots and 100 kB of mask they do not. (Over gRPC a
+            # ModelInferRequest is held to its decoded bound before it is parsed, three times
+            # its raw bytes, which is more than the keys and their slots: that refusal comes
+            # first. KeyedLookupBytes, which both front ends charge, is kserve_keys_test.cc's.)
+            many = rng.choice(keys, 100_000)
+            with self.assertRaises(InferenceServerException) as caught:
+                infer(http_client, many)
+            self.assertEqual(caught.exception.status(), "429")
+            self.assertIn("(the slots of 100000 keys), more than the whole "
+                          f"max_inflight_bytes budget of {budget}", caught.exception.message())
+            # A tenth of them is served, with its found mask (once the refused call has let go
+            # of its bytes: until then the server answers UNAVAILABLE, "retry").
+            few = many[:10_000]
+            for client in (grpc_client, http_client):
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        result = infer(client, few)
+                        break
+                    except InferenceServerException as error:
+                        if (error.status() not in ("StatusCode.UNAVAILABLE", "503")
+                                or time.monotonic() > deadline):
+                            raise
+                        time.sleep(0.05)
+                np.testing.assert_array_equal(result.as_numpy("output"),
+                                              rows[[position[int(k)] for k in few]])
+                self.assertTrue(result.as_numpy("found").all())
+            grpc_client.close()
+            http_client.close()
 
 
 if __name__ == "__main__":
