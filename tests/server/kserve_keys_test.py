@@ -32,6 +32,7 @@ import grpc
 
 from compact_reference import float16_meaning
 from embedding_bag_reference import EB_MODES, mismatch, ref_embedding_bag
+from reserved_ports import ReservedPorts
 from server_process import ServerProcess
 
 CLI = os.environ.get("TC_CLI_BINARY", "")
@@ -580,6 +581,56 @@ class KserveKeysBudgetTest(unittest.TestCase):
                 self.assertTrue(result.as_numpy("found").all())
             grpc_client.close()
             http_client.close()
+
+
+class KserveKeysShardedTest(unittest.TestCase):
+    """A table sharded by key (docs/resident-tables.md): a KServe lookup by keys sent to any
+    shard's server is routed by key as a native one is, with the found mask."""
+
+    def test_any_shard_answers_every_key(self):
+        rng = np.random.default_rng(4245)
+        n, shards = 300, 3
+        keys = random_keys(rng, n)
+        rows = rng.standard_normal((n, 4)).astype(np.float32)
+        reference = Reference(rows, keys)
+        with tempfile.TemporaryDirectory() as tmp:
+            rows_path, keys_path = os.path.join(tmp, "t.npy"), os.path.join(tmp, "k.npy")
+            np.save(rows_path, rows)
+            np.save(keys_path, keys)
+            reservation = ReservedPorts(shards)
+            ports = reservation.numbers
+            peers = ",".join(f"ipv4:127.0.0.1:{p}" for p in ports)
+            servers = []
+            try:
+                for index, port in enumerate(ports):
+                    servers.append(ServerProcess(
+                        "--cpu_threads=1", f"--listen=127.0.0.1:{port}", "--http_listen=127.0.0.1:0",
+                        f"--preload=T={rows_path}", f"--preload_keys=T={keys_path}:zero",
+                        f"--shard_index={index}", f"--shard_count={shards}",
+                        f"--shard_peers={peers}").__enter__())
+                for server in servers:
+                    for transport in ("grpc", "http-binary"):
+                        looked = reference.lookup(rng, (4, 5), 0.3)
+                        slots, found = reference.slots(looked, "zero")
+                        tensor_module = httpclient if transport.startswith("http") else grpcclient
+                        client = (httpclient.InferenceServerClient(
+                            url=f"127.0.0.1:{server.http_port}")
+                                  if transport.startswith("http")
+                                  else grpcclient.InferenceServerClient(url=server.target))
+                        tensor = tensor_module.InferInput("keys", [4, 5], "INT64")
+                        if transport.startswith("http"):
+                            tensor.set_data_from_numpy(looked, binary_data=True)
+                        else:
+                            tensor.set_data_from_numpy(looked)
+                        result = client.infer("T", [tensor], parameters={"return_found": True})
+                        np.testing.assert_array_equal(result.as_numpy("output"),
+                                                      reference.extended[slots])
+                        np.testing.assert_array_equal(result.as_numpy("found"), found)
+                        client.close()
+            finally:
+                for server in servers:
+                    server.__exit__(None, None, None)
+                reservation.close()
 
 
 if __name__ == "__main__":
