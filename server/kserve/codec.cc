@@ -32,13 +32,16 @@ struct OpParameter {
   absl::string_view name;
   Op ops[2];
   int num_ops;
+  bool table_only;  // a lookup by keys' (only a keyed table's model takes it)
 };
 constexpr OpParameter kOpParameters[] = {
-    {"axis", {Op::kGather}, 1},
-    {"batch_dims", {Op::kGather, Op::kGatherNd}, 2},
-    {"mode", {Op::kEmbeddingBag}, 1},
-    {"include_last_offset", {Op::kEmbeddingBag}, 1},
-    {"padding_idx", {Op::kEmbeddingBag}, 1},
+    {"axis", {Op::kGather}, 1, false},
+    {"batch_dims", {Op::kGather, Op::kGatherNd}, 2, false},
+    {"mode", {Op::kEmbeddingBag}, 1, false},
+    {"include_last_offset", {Op::kEmbeddingBag}, 1, false},
+    {"padding_idx", {Op::kEmbeddingBag}, 1, false},
+    {"missing", {Op::kGather, Op::kEmbeddingBag}, 2, true},
+    {"return_found", {Op::kGather, Op::kEmbeddingBag}, 2, true},
 };
 
 bool Takes(const OpParameter& parameter, Op op) {
@@ -79,15 +82,18 @@ absl::StatusOr<Model> FindModel(absl::string_view name, absl::string_view versio
 namespace {
 
 // Checks that every request parameter is one this model knows: a built-in model's operation's
-// parameters; for a table, `op` and those of every operation. Triton's own request parameters
-// (which tritonclient may send) are accepted and ignored.
-absl::Status CheckParameterNames(const InferParameters& parameters, ModelKind kind) {
+// parameters; for a table, `op` and those of every operation (a lookup by keys' only for a keyed
+// table). Triton's own request parameters (which tritonclient may send) are accepted and ignored.
+absl::Status CheckParameterNames(const InferParameters& parameters, const Model& model) {
+  const ModelKind kind = model.kind;
+  const bool keyed = model.table != nullptr && model.table->keyed != nullptr;
   static constexpr absl::string_view kIgnored[] = {
       "priority",           "timeout", "sequence_id", "sequence_start", "sequence_end",
       "binary_data_output", "headers"};
   std::vector<absl::string_view> known;
   if (kind == ModelKind::kTable) known.push_back("op");
   for (const OpParameter& p : kOpParameters) {
+    if (p.table_only && !keyed) continue;
     if (kind == ModelKind::kTable || (kind == ModelKind::kGather && Takes(p, Op::kGather)) ||
         (kind == ModelKind::kGatherNd && Takes(p, Op::kGatherNd)) ||
         (kind == ModelKind::kEmbeddingBag && Takes(p, Op::kEmbeddingBag))) {
@@ -151,36 +157,51 @@ absl::StatusOr<Op> FindOp(const InferParameters& parameters, ModelKind kind) {
 struct InputSlots {
   int params = -1;
   int indices = -1;
+  int keys = -1;
   int offsets = -1;
   int weights = -1;
 };
 
-// Finds the inputs `op` takes (params only when it does not come from a table) and checks that
-// no other is there and none is missing. The messages say what the model takes: "model 'emb'
-// takes indices", "model 'embedding_bag' takes params and indices, and optionally offsets and
-// per_sample_weights".
-absl::StatusOr<InputSlots> FindInputs(const ModelInferRequest& request, bool table, Op op) {
+// Finds the inputs `op` takes (params only when it does not come from a table, keys only on a
+// table's model) and checks that no other is there and none is missing. The messages say what
+// the model takes: "model 'emb' takes indices", "model 'users' takes indices or keys",
+// "model 'embedding_bag' takes params and indices, and optionally offsets and
+// per_sample_weights". Whether the table has keys is the keyed lookup's check
+// (server/compute/keyed_lookup.h), made with the native API's words.
+absl::StatusOr<InputSlots> FindInputs(const ModelInferRequest& request,
+                                      const core::ResidentTensor* table, Op op) {
   const bool bag = op == Op::kEmbeddingBag;
+  const bool keyed = table != nullptr && table->keyed != nullptr && op != Op::kGatherNd;
   const std::vector<absl::string_view> required =
-      table ? std::vector<absl::string_view>{"indices"}
-            : std::vector<absl::string_view>{"params", "indices"};
+      table != nullptr ? std::vector<absl::string_view>{keyed ? "indices or keys" : "indices"}
+                       : std::vector<absl::string_view>{"params", "indices"};
   std::string takes = absl::StrJoin(required, " and ");
   if (bag) absl::StrAppend(&takes, ", and optionally offsets and per_sample_weights");
   InputSlots slots;
   for (int i = 0; i < request.inputs_size(); ++i) {
     const std::string& name = request.inputs(i).name();
-    int* slot = name == "indices"                       ? &slots.indices
-                : (!table && name == "params")          ? &slots.params
-                : (bag && name == "offsets")            ? &slots.offsets
-                : (bag && name == "per_sample_weights") ? &slots.weights
-                                                        : nullptr;
+    if (name == "keys" && table != nullptr && op == Op::kGatherNd) {
+      return absl::InvalidArgumentError(
+          "op \"gather_nd\" does not take keys: a key names a whole row, which is op "
+          "\"gather\" along axis 0");
+    }
+    int* slot = name == "indices"                        ? &slots.indices
+                : (table != nullptr && name == "keys")   ? &slots.keys
+                : (table == nullptr && name == "params") ? &slots.params
+                : (bag && name == "offsets")             ? &slots.offsets
+                : (bag && name == "per_sample_weights")  ? &slots.weights
+                                                         : nullptr;
     if (slot == nullptr) {
       const bool bag_input = name == "offsets" || name == "per_sample_weights";
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown input '", name, "': model '", request.model_name(), "' takes ", takes,
-          table && bag_input ? absl::StrCat(" with op \"", OpName(op), "\" (", name,
-                                            " is for op \"embedding_bag\")")
-                             : std::string()));
+      std::string why;
+      if (table != nullptr && bag_input) {
+        why =
+            absl::StrCat(" with op \"", OpName(op), "\" (", name, " is for op \"embedding_bag\")");
+      } else if (table == nullptr && name == "keys") {
+        why = " (keys are for a resident table put with keys: use the table's model)";
+      }
+      return absl::InvalidArgumentError(absl::StrCat("unknown input '", name, "': model '",
+                                                     request.model_name(), "' takes ", takes, why));
     }
     if (*slot >= 0) {
       return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is given twice"));
@@ -193,12 +214,48 @@ absl::StatusOr<InputSlots> FindInputs(const ModelInferRequest& request, bool tab
                        "other for all inputs"));
     }
   }
-  if (slots.indices < 0 || (!table && slots.params < 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", request.model_name(), "' takes ",
-                                                   takes, "; missing ",
-                                                   slots.indices < 0 ? "indices" : "params"));
+  if (slots.indices >= 0 && slots.keys >= 0) {
+    return absl::InvalidArgumentError("set either indices or keys, not both");
+  }
+  if ((slots.indices < 0 && slots.keys < 0) || (table == nullptr && slots.params < 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", request.model_name(), "' takes ", takes, "; missing ",
+                     slots.indices < 0 && slots.keys < 0 ? required.back() : "params"));
   }
   return slots;
+}
+
+// A lookup by keys' parameters: `missing` (core::ParseMissingKeys's spellings, those of the
+// Python client and the CLI: "table", "error", "zero", "default", "skip", in any case) and
+// `return_found`. With indices, either one (but missing "table" and return_found false) is the
+// native API's INVALID_ARGUMENT.
+struct KeyParameters {
+  core::MissingKeys missing = core::MissingKeys::kTable;
+  bool return_found = false;
+};
+
+absl::StatusOr<KeyParameters> KeyParametersOf(const InferParameters& parameters, bool by_keys) {
+  KeyParameters keys;
+  if (const auto it = parameters.find("missing"); it != parameters.end()) {
+    const InferParameter& p = it->second;
+    const std::optional<core::MissingKeys> missing =
+        p.parameter_choice_case() == InferParameter::kStringParam
+            ? core::ParseMissingKeys(p.string_param())
+            : std::nullopt;
+    if (!missing.has_value()) {
+      return absl::InvalidArgumentError(
+          "parameter 'missing' must be the string \"table\" (the default: the table's policy), "
+          "\"error\", \"zero\", \"default\" or \"skip\" (embedding_bag only)");
+    }
+    keys.missing = *missing;
+  }
+  TC_ASSIGN_OR_RETURN(const std::optional<bool> found, BoolParameter(parameters, "return_found"));
+  keys.return_found = found.value_or(false);
+  if (!by_keys && (keys.missing != core::MissingKeys::kTable || keys.return_found)) {
+    return absl::InvalidArgumentError(
+        "missing and return_found are for lookups by keys; the request sends indices");
+  }
+  return keys;
 }
 
 }  // namespace
@@ -211,12 +268,13 @@ absl::StatusOr<DataType> ParseDatatype(absl::string_view datatype, absl::string_
 
 absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRegistry* registry,
                           const core::PlanOptions& options,
-                          const core::EmbeddingBagOptions& bag_options, InferJob* job) {
+                          const core::EmbeddingBagOptions& bag_options, InferJob* job,
+                          core::ThreadPool* key_pool) {
   TC_ASSIGN_OR_RETURN(const Model model,
                       FindModel(request.model_name(), request.model_version(), registry));
   job->model_name = request.model_name();
   const InferParameters& parameters = request.parameters();
-  TC_RETURN_IF_ERROR(CheckParameterNames(parameters, model.kind));
+  TC_RETURN_IF_ERROR(CheckParameterNames(parameters, model));
   TC_ASSIGN_OR_RETURN(const Op op, FindOp(parameters, model.kind));
   job->op = op;
 
@@ -228,17 +286,45 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
         "raw_input_contents has ", request.raw_input_contents_size(), " entries for ",
         request.inputs_size(), " inputs: send every input's data there, in order, or none"));
   }
-  TC_ASSIGN_OR_RETURN(const InputSlots slots, FindInputs(request, table, op));
+  TC_ASSIGN_OR_RETURN(const InputSlots slots,
+                      FindInputs(request, table ? model.table.get() : nullptr, op));
+  const bool by_keys = slots.keys >= 0;
+  const bool keyed_table = table && model.table->keyed != nullptr;
+  bool found_output = false;
   for (const ModelInferRequest::InferRequestedOutputTensor& output : request.outputs()) {
-    if (output.name() != kOutputName) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown output '", output.name(), "': the only output is 'output'"));
+    if (table && output.name() == kFoundName) {
+      found_output = true;  // a table without keys is told below that found is for keys
+    } else if (output.name() != kOutputName) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown output '", output.name(), "': the only output is 'output'",
+          keyed_table ? " (and 'found', for a lookup by keys with return_found)" : ""));
     }
   }
   // A lookup's parameters, read before any input is decoded.
   core::EmbeddingBagOptions bag = bag_options;
   if (op == Op::kEmbeddingBag) {
     TC_ASSIGN_OR_RETURN(bag, EmbeddingBagParameters(parameters, bag));
+  }
+  TC_ASSIGN_OR_RETURN(const KeyParameters key_parameters, KeyParametersOf(parameters, by_keys));
+  if (found_output && !by_keys) {
+    return absl::InvalidArgumentError(
+        "output 'found' is for lookups by keys; the request sends indices");
+  }
+  job->by_keys = by_keys;
+  job->return_found = key_parameters.return_found || found_output;
+  if (by_keys) {
+    TC_ASSIGN_OR_RETURN(const std::optional<int64_t> axis, IntParameter(parameters, "axis"));
+    TC_ASSIGN_OR_RETURN(const std::optional<int64_t> batch_dims,
+                        IntParameter(parameters, "batch_dims"));
+    if (axis.value_or(0) != 0 || batch_dims.value_or(0) != 0) {
+      return absl::InvalidArgumentError(
+          "a Gather by keys is along axis 0 without batch_dims (a key names a whole row)");
+    }
+    if (op == Op::kEmbeddingBag && bag.padding_idx.has_value()) {
+      return absl::InvalidArgumentError(
+          "padding_idx is for indices; with keys, missing=SKIP leaves out the keys a table "
+          "lacks");
+    }
   }
 
   if (table) {
@@ -258,19 +344,32 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
     int at;
     core::TensorView* view;
   };
-  for (const Wanted& w :
-       {Wanted{slots.params, &job->params}, Wanted{slots.indices, &job->indices},
-        Wanted{slots.offsets, &job->offsets}, Wanted{slots.weights, &job->weights}}) {
+  core::TensorView keys;
+  for (const Wanted& w : {Wanted{slots.params, &job->params}, Wanted{slots.indices, &job->indices},
+                          Wanted{slots.keys, &keys}, Wanted{slots.offsets, &job->offsets},
+                          Wanted{slots.weights, &job->weights}}) {
     if (w.at < 0) continue;
     TC_ASSIGN_OR_RETURN(*w.view, DecodeInferInput(request, w.at, &job->decoded));
   }
+  if (by_keys) {
+    // Planned on the table's keyed view with the keys' slots in place of indices, as the
+    // native API plans (server/native/compute_rpcs.cc): the answer is byte for byte its own.
+    TC_RETURN_IF_ERROR(job->keyed.Prepare(job->table.get(), keys, key_parameters.missing,
+                                          op == Op::kEmbeddingBag, options.max_rank, key_pool));
+    job->params = job->table->keyed_view();
+    job->indices = job->keyed.slots();
+    if (op == Op::kEmbeddingBag && job->keyed.policy() == core::MissingKeys::kSkip) {
+      bag.padding_idx = job->keyed.zero_slot();
+    }
+  }
 
-  // The plan.
+  // The plan (a lookup by keys' in the keys' words).
   if (op == Op::kEmbeddingBag) {
-    TC_ASSIGN_OR_RETURN(job->plan,
-                        PlanEmbeddingBagOn(job->table.get(), job->params, job->indices,
-                                           slots.offsets >= 0 ? &job->offsets : nullptr,
-                                           slots.weights >= 0 ? &job->weights : nullptr, bag));
+    absl::StatusOr<core::EmbeddingBagPlan> plan = PlanEmbeddingBagOn(
+        job->table.get(), job->params, job->indices, slots.offsets >= 0 ? &job->offsets : nullptr,
+        slots.weights >= 0 ? &job->weights : nullptr, bag);
+    if (!plan.ok()) return by_keys ? KeyedLookup::InKeysWords(plan.status()) : plan.status();
+    job->plan = *std::move(plan);
     return absl::OkStatus();
   }
   TC_ASSIGN_OR_RETURN(const std::optional<int64_t> batch_dims,
@@ -283,22 +382,36 @@ absl::Status PrepareInfer(const ModelInferRequest& request, const core::TensorRe
     TC_ASSIGN_OR_RETURN(const std::optional<int64_t> axis, IntParameter(parameters, "axis"));
     // ONNX and tf.gather both default to axis 0 when batch_dims is 0; with batch_dims set,
     // tf.gather's default axis is batch_dims, which is what an unset axis means to the plan.
-    plan = PlanGatherOn(job->table.get(), job->params, job->indices, axis, batch_dims.value_or(0),
-                        options);
+    plan =
+        PlanGatherOn(job->table.get(), job->params, job->indices,
+                     by_keys ? std::optional<int64_t>(0) : axis, batch_dims.value_or(0), options);
   }
-  if (!plan.ok()) return plan.status();
+  if (!plan.ok()) return by_keys ? KeyedLookup::InKeysWords(plan.status()) : plan.status();
   job->plan = *std::move(plan);
   return absl::OkStatus();
 }
 
-void FillComputeRequest(const InferJob& job, ComputeRequest* request) {
-  request->plan = job.plan;
-  request->params = job.params;
-  request->indices = job.indices;
-  request->offsets = job.offsets;
-  request->weights = job.weights;
-  request->table = job.table;
-  request->builtin = job.op;
+void FillComputeRequest(InferJob* job, ComputeRequest* request) {
+  request->plan = job->plan;
+  request->params = job->params;
+  request->indices = job->indices;
+  request->offsets = job->offsets;
+  request->weights = job->weights;
+  request->table = job->table;
+  request->builtin = job->op;
+  if (job->by_keys) {
+    // The found mask, one byte a key, is made here, as the native API makes it before the
+    // request is submitted; under the batch's read lease the keys become slots and the mask is
+    // written.
+    uint8_t* found = nullptr;
+    if (job->return_found) {
+      job->found.assign(job->indices.data.size() / sizeof(int64_t), '\0');
+      found = reinterpret_cast<uint8_t*>(job->found.data());
+    }
+    request->resolve = [job, found] { return job->keyed.Resolve(found); };
+    request->keyed = &job->keyed;  // how a table sharded by key routes it
+    request->found = found;
+  }
 }
 
 core::MutableTensorView PrepareInferOutput(InferJob* job, inference::ModelInferResponse* response) {
@@ -336,6 +449,18 @@ void CompleteInferResponse(const ModelInferRequest& request, InferJob* job,
     for (const std::string& s : strings) proto::AppendKserveBytesElement(s, raw);
     job->output_strings = core::Tensor();
   }
+  if (job->return_found) {
+    // An empty output that no executor slotted still has its entry, so that found's is second.
+    if (response->raw_output_contents_size() == 0) response->add_raw_output_contents();
+    // BOOL of the keys' shape, one byte a key, as Resolve wrote it (moved, not copied).
+    inference::ModelInferResponse::InferOutputTensor* found = response->add_outputs();
+    found->set_name(std::string(kFoundName));
+    found->set_datatype("BOOL");
+    for (int64_t d : job->indices.shape) found->add_shape(d);
+    job->found.resize(job->indices.data.size() / sizeof(int64_t));
+    *response->add_raw_output_contents() = std::move(job->found);
+    job->found = std::string();
+  }
 }
 
 absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(
@@ -363,6 +488,12 @@ absl::StatusOr<inference::ModelMetadataResponse> ModelMetadata(
     }
     add(response.add_inputs(), "indices", "INT64", {-1});
     add(response.add_outputs(), kOutputName, *datatype, {-1});
+    if (model.table->keyed != nullptr) {
+      // A keyed table is also looked up by keys, in place of indices, and answers the found
+      // mask when asked (return_found).
+      add(response.add_inputs(), "keys", "INT64", {-1});
+      add(response.add_outputs(), kFoundName, "BOOL", {-1});
+    }
   } else if (model.kind == ModelKind::kEmbeddingBag) {
     // params and the output are rank 2, [rows, dim] and [bags, dim]; their datatype is one of
     // FP16, BF16, FP32 and FP64 (empty: it varies), and so is per_sample_weights'. indices has
@@ -417,6 +548,31 @@ int64_t BytesInputsConversion(const inference::ModelInferRequest& request) {
     }
   }
   return bytes;
+}
+
+KeyedLookupCost KeyedLookupBytes(const inference::ModelInferRequest& request) {
+  KeyedLookupCost cost;
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const inference::ModelInferRequest::InferInputTensor& input = request.inputs(i);
+    if (input.name() != "keys" || input.datatype() != "INT64") continue;
+    const core::Shape shape(input.shape().begin(), input.shape().end());
+    const int64_t claimed = core::CheckedNumElements(shape).value_or(0);
+    const int64_t sent =
+        i < request.raw_input_contents_size()
+            ? static_cast<int64_t>(request.raw_input_contents(i).size() / sizeof(int64_t))
+            : input.contents().int64_contents_size();
+    cost.keys = std::max<int64_t>(0, std::min(claimed, sent));
+    break;
+  }
+  if (cost.keys == 0) return cost;
+  bool found = false;
+  if (const auto it = request.parameters().find("return_found"); it != request.parameters().end()) {
+    found =
+        it->second.parameter_choice_case() == InferParameter::kBoolParam && it->second.bool_param();
+  }
+  for (const auto& output : request.outputs()) found = found || output.name() == kFoundName;
+  cost.bytes = cost.keys * static_cast<int64_t>(sizeof(int64_t) + (found ? 1 : 0));
+  return cost;
 }
 
 }  // namespace tensorcompute::server::kserve

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 
 #include "proto/grpc_status.h"
@@ -40,14 +41,23 @@ class InferCall final : public UnaryReactor {
         return Answer(reserved);
       }
     }
+    // A lookup by keys' slots and found mask, charged before PrepareInfer makes them.
+    if (const KeyedLookupCost keyed = KeyedLookupBytes(request_); keyed.bytes > 0) {
+      if (absl::Status reserved =
+              ReserveMore(keyed.bytes, absl::StrCat("the slots of ", keyed.keys, " keys"));
+          !reserved.ok()) {
+        return Answer(reserved);
+      }
+    }
     const ComputeEntry& compute = this->compute();
-    if (absl::Status prepared = PrepareInfer(request_, compute.registry(), compute.plan_options(),
-                                             compute.embedding_bag_options(), &job_);
+    if (absl::Status prepared =
+            PrepareInfer(request_, compute.registry(), compute.plan_options(),
+                         compute.embedding_bag_options(), &job_, compute.key_pool());
         !prepared.ok()) {
       return Answer(prepared);
     }
     ComputeRequest request;
-    FillComputeRequest(job_, &request);
+    FillComputeRequest(&job_, &request);
     request.make_output = [this] { return PrepareInferOutput(&job_, &response_); };
     Submit(std::move(request));
   }

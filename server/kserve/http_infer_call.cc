@@ -56,14 +56,20 @@ absl::Status HttpInferCall::Submit(absl::string_view model, absl::string_view ve
   TC_RETURN_IF_ERROR(budget.CheckDecoded(
       total, absl::StrCat(body_.size(), " bytes of HTTP body and the inputs decoded from it")));
   TC_RETURN_IF_ERROR(reservation_.Grow(decoded_bytes));
+  // A lookup by keys' slots and found mask, by the same rule, before PrepareInfer makes them.
+  if (const KeyedLookupCost keyed = KeyedLookupBytes(request_); keyed.bytes > 0) {
+    TC_RETURN_IF_ERROR(budget.CheckDecoded(reservation_.bytes() + keyed.bytes,
+                                           absl::StrCat("the slots of ", keyed.keys, " keys")));
+    TC_RETURN_IF_ERROR(reservation_.Grow(keyed.bytes));
+  }
   request_.set_model_name(std::string(model));
   request_.set_model_version(std::string(version));
   response_.Clear();  // keeps its buffers' pages
   job_ = InferJob();
   TC_RETURN_IF_ERROR(PrepareInfer(request_, compute_.registry(), compute_.plan_options(),
-                                  compute_.embedding_bag_options(), &job_));
+                                  compute_.embedding_bag_options(), &job_, compute_.key_pool()));
   ComputeRequest compute_request;
-  FillComputeRequest(job_, &compute_request);
+  FillComputeRequest(&job_, &compute_request);
   compute_request.deadline = options_.timeout_us.has_value()
                                  ? absl::Now() + absl::Microseconds(*options_.timeout_us)
                                  : absl::InfiniteFuture();

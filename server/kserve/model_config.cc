@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 
 #include "core/dtype.h"
+#include "core/keyed_rows.h"
 #include "core/status_macros.h"
 #include "core/table_storage.h"
 #include "server/kserve/codec.h"
@@ -28,6 +29,26 @@ inference::DataType TritonDataType(absl::string_view kserve_datatype) {
   return inference::TYPE_INVALID;
 }
 
+namespace {
+
+// A table's policy as the Python client and the CLI spell it ("error", "zero", "default").
+std::string MissingPolicyName(core::MissingKeys missing) {
+  switch (missing) {
+    case core::MissingKeys::kZero:
+      return "zero";
+    case core::MissingKeys::kDefaultRow:
+      return "default";
+    case core::MissingKeys::kSkip:
+      return "skip";
+    case core::MissingKeys::kTable:
+    case core::MissingKeys::kError:
+      break;
+  }
+  return "error";
+}
+
+}  // namespace
+
 absl::StatusOr<inference::ModelConfigResponse> ModelConfig(
     absl::string_view name, absl::string_view version, const core::TensorRegistry* registry,
     const batching::BatcherOptions& batching) {
@@ -46,7 +67,11 @@ absl::StatusOr<inference::ModelConfigResponse> ModelConfig(
     input.set_name(tensor.name());
     input.set_data_type(TritonDataType(tensor.datatype()));
     for (int64_t d : tensor.shape()) input.add_dims(d);
-    input.set_optional(tensor.name() == "offsets" || tensor.name() == "per_sample_weights");
+    // A keyed table takes indices or keys, so neither is required by itself.
+    input.set_optional(tensor.name() == "offsets" || tensor.name() == "per_sample_weights" ||
+                       tensor.name() == "keys" ||
+                       (tensor.name() == "indices" && model.kind == ModelKind::kTable &&
+                        model.table->keyed != nullptr));
   }
   for (const auto& tensor : metadata.outputs()) {
     inference::ModelOutput& output = *config.add_output();
@@ -68,6 +93,16 @@ absl::StatusOr<inference::ModelConfigResponse> ModelConfig(
     parameters["dtype"].set_string_value(std::string(core::DataTypeName(table.logical_dtype())));
     parameters["shape"].set_string_value(
         absl::StrCat("[", absl::StrJoin(table.logical_shape(), ","), "]"));
+    if (table.keyed != nullptr) {
+      // Looked up by keys too: the policy for a key it lacks (the Python client's and the
+      // CLI's spelling), whether it has a default row, its capacity and the keys held now.
+      const core::KeyedRows& keyed = *table.keyed;
+      parameters["keyed"].set_string_value("true");
+      parameters["missing"].set_string_value(MissingPolicyName(keyed.missing()));
+      parameters["default_row"].set_string_value(keyed.has_default_row() ? "true" : "false");
+      parameters["capacity"].set_string_value(absl::StrCat(keyed.capacity()));
+      parameters["keys"].set_string_value(absl::StrCat(keyed.size()));
+    }
     if (table.shard.has_value()) {
       parameters["shard"].set_string_value(
           absl::StrCat(table.shard->index, "/", table.shard->count));

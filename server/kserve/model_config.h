@@ -8,12 +8,17 @@
 //   max_batch_size               0: a request carries its whole shape (no batch dimension)
 //   input, output                ModelMetadata's, datatypes as Triton's TYPE_* (TYPE_INVALID
 //                                where it varies with the request: params, the output);
-//                                offsets and per_sample_weights optional; dims -1: any size
+//                                offsets and per_sample_weights optional; a keyed table's
+//                                indices and keys optional (one or the other), and its
+//                                output "found" (sent only when asked); dims -1: any size
 //   dynamic_batching             the server's batcher: max_queue_delay_microseconds
 //                                (--max_queue_delay_us) and preferred_batch_size
 //                                (--max_batch_size)
 //   parameters                   a table's: "op" (its default op, "gather"), "storage",
-//                                "dtype", "shape" and, for a shard, "shard" ("i/N")
+//                                "dtype", "shape"; for a keyed table "keyed" ("true"),
+//                                "missing" (its policy: "error", "zero" or "default"),
+//                                "default_row" ("true"/"false"), "capacity" and "keys" (held
+//                                now); and, for a shard, "shard" ("i/N")
 //
 // Thread-safety: pure functions of their arguments (the registry is thread-safe).
 
