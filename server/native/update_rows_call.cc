@@ -153,6 +153,9 @@ class UpdateCall final : public UploadStreamCall {
           absl::StrCat("UpdateRows message ", applied_messages_ + 1, " names tensor '", m.name(),
                        "'; the stream updates '", name_, "' (later messages leave name empty)"));
     }
+    // A keyed table that grew is held as its latest: the old one's memory goes with its
+    // lookups, even while a long stream forwards or applies messages.
+    table_ = core::LatestGrowth(std::move(table_));
     return absl::OkStatus();
   }
 
@@ -165,9 +168,6 @@ class UpdateCall final : public UploadStreamCall {
   absl::Status Apply() {
     const absl::Time arrived = absl::Now();
     const v1::UpdateRowsRequest& m = message<v1::UpdateRowsRequest>();
-    // A keyed table that grew is held as its latest: the old one's memory goes with its
-    // lookups.
-    table_ = core::LatestGrowth(std::move(table_));
     TC_ASSIGN_OR_RETURN(const core::RowUpdate update, Prepare(m));
     TC_ASSIGN_OR_RETURN(sequence_,
                         core::ApplyRowUpdate(*table_, update, env_.write_device, &growth_));
