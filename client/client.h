@@ -222,7 +222,8 @@ struct UpdateOptions {
   std::function<void(int64_t sent, int64_t total)> on_progress;
   // A keyed table (PutOptions::keys): UpdateRows' `indices` are the keys whose rows `values`
   // holds (int64, rank 1; UpdateRowsRequest.keys): a key the table holds gets its row
-  // replaced, a new key a free slot. false (default): row indices.
+  // replaced, a new key a free slot (the server grows the table when none is left, within
+  // --max_resident_bytes). false (default): row indices.
   bool by_keys = false;
   // With by_keys: keys to remove (int64, rank 1; UpdateRowsRequest.delete_keys), sent before
   // the rows so that their slots are free for new keys. Must outlive the call; unset: none.
@@ -243,7 +244,7 @@ struct UpdateRowsResult {
 struct KeyedInfo {
   core::MissingKeys missing = core::MissingKeys::kError;  // the table's policy
   bool has_default_row = false;
-  int64_t capacity = 0;  // the rows it may hold
+  int64_t capacity = 0;  // its slots now: the capacity put, or what updates grew it to
   int64_t keys = 0;      // the keys it holds now
 };
 

@@ -451,6 +451,20 @@ void KeyIndex::Reserve(int64_t keys) {
   Rehash(BucketsFor(keys));
 }
 
+KeyIndex KeyIndex::CopyWithRoom(int64_t keys) const {
+  KeyIndex copy;
+  copy.num_buckets_ = std::max(num_buckets_, BucketsFor(std::max(keys, size_)));
+  copy.buckets_ = Allocate(copy.num_buckets_);
+  ClearBuckets(copy.buckets_.get(), 0, copy.num_buckets_);
+  for (int64_t b = 0; b < num_buckets_; ++b) {
+    for (int s = 0; s < kSlots; ++s) {
+      if (buckets_[b].rows[s] != kEmpty) copy.Place(buckets_[b].keys[s], buckets_[b].rows[s]);
+    }
+  }
+  copy.size_ = size_;
+  return copy;
+}
+
 void KeyIndex::Rehash(int64_t num_buckets) {
   Buckets old = std::exchange(buckets_, Allocate(num_buckets));
   const int64_t old_count = std::exchange(num_buckets_, num_buckets);

@@ -87,6 +87,10 @@ class KeyIndex {
   // Makes room for `keys` keys in all without a rehash (sized to kWorkingLoad when it must
   // grow). Never shrinks.
   void Reserve(int64_t keys);
+  // A copy of this index (the same keys and rows) with room for `keys` keys in all, sized as
+  // Reserve sizes it (never fewer buckets than this one): for a keyed table that grows
+  // (core/table_growth.h). A const method: it may run beside lookups.
+  KeyIndex CopyWithRoom(int64_t keys) const;
 
   int64_t size() const { return size_; }
   // Bytes held by the index: the buckets and this object.

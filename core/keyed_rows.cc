@@ -1,5 +1,6 @@
 #include "core/keyed_rows.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -153,8 +154,10 @@ absl::StatusOr<std::shared_ptr<KeyedRows>> KeyedRows::Build(std::string name,
   if (!index.ok()) return Invalid(name, index.status().message());
   index->Reserve(capacity);
   if (missing == MissingKeys::kTable) missing = MissingKeys::kError;
-  return std::shared_ptr<KeyedRows>(
+  std::shared_ptr<KeyedRows> keyed(
       new KeyedRows(std::move(name), *std::move(index), capacity, missing, has_default_row));
+  keyed->TakeFirstSlots(keyed->size());  // the put's keys hold slots [0, size)
+  return keyed;
 }
 
 KeyedRows::KeyedRows(std::string name, KeyIndex index, int64_t capacity, MissingKeys missing,
@@ -165,16 +168,27 @@ KeyedRows::KeyedRows(std::string name, KeyIndex index, int64_t capacity, Missing
       missing_(missing),
       has_default_row_(has_default_row),
       size_(index_.size()),
-      used_(static_cast<size_t>((capacity + 63) / 64), 0) {
-  // The put's keys hold slots [0, size).
-  for (int64_t slot = 0; slot < index_.size(); ++slot) {
+      used_(static_cast<size_t>((capacity + 63) / 64), 0) {}
+
+void KeyedRows::TakeFirstSlots(int64_t used) {
+  for (int64_t slot = 0; slot < used; ++slot) {
     used_[slot >> 6] |= uint64_t{1} << (slot & 63);
   }
-  cursor_ = capacity_ > 0 ? index_.size() % capacity_ : 0;
+  cursor_ = capacity_ > 0 ? used % capacity_ : 0;
 }
 
-absl::StatusOr<KeyedRows::Upsert> KeyedRows::PlanUpsert(
-    absl::Span<const int64_t> keys, absl::Span<const int64_t> delete_keys) const {
+std::shared_ptr<KeyedRows> KeyedRows::Grown(int64_t capacity) const {
+  std::shared_ptr<KeyedRows> grown(
+      new KeyedRows(name_, index_.CopyWithRoom(capacity), capacity, missing_, has_default_row_));
+  std::copy(used_.begin(), used_.end(), grown->used_.begin());
+  // The old slots' bitmap ends in zeros past capacity_: the new slots are free. New keys
+  // take them first, from the first past the old capacity.
+  grown->cursor_ = capacity > capacity_ ? capacity_ : cursor_;
+  return grown;
+}
+
+KeyedRows::Upsert KeyedRows::PlanUpsert(absl::Span<const int64_t> keys,
+                                        absl::Span<const int64_t> delete_keys) const {
   Upsert plan;
   plan.slots.resize(keys.size());
   plan.added.resize(keys.size());
@@ -186,20 +200,17 @@ absl::StatusOr<KeyedRows::Upsert> KeyedRows::PlanUpsert(
     plan.deleted.push_back(delete_keys[i]);
     plan.freed.push_back(doomed[i]);
   }
-  for (int64_t slot : plan.slots) plan.added_count += slot < 0 ? 1 : 0;
-  const int64_t free_slots = capacity_ - index_.size() + static_cast<int64_t>(plan.freed.size());
-  if (plan.added_count > free_slots) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("table '", name_, "' is full: the message adds ", plan.added_count,
-                     " keys and ", free_slots, " slots of its capacity ", capacity_,
-                     " are free (put it again with a larger capacity)"));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    plan.added[i] = plan.slots[i] < 0 ? 1 : 0;
+    plan.added_count += plan.added[i];
   }
+  plan.free_slots = capacity_ - index_.size() + static_cast<int64_t>(plan.freed.size());
+  if (plan.short_slots() > 0) return plan;
   // New keys take the freed slots first, then free ones from the cursor on.
   size_t next_freed = 0;
   int64_t scan = cursor_;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (plan.slots[i] >= 0) continue;
-    plan.added[i] = 1;
+    if (!plan.added[i]) continue;
     if (next_freed < plan.freed.size()) {
       plan.slots[i] = plan.freed[next_freed++];
       continue;
@@ -209,6 +220,12 @@ absl::StatusOr<KeyedRows::Upsert> KeyedRows::PlanUpsert(
     scan = scan + 1 == capacity_ ? 0 : scan + 1;
   }
   return plan;
+}
+
+std::string KeyedRows::FullWords(const Upsert& plan) const {
+  return absl::StrCat("table '", name_, "' is full: the message adds ", plan.added_count,
+                      " keys and ", plan.free_slots, " slots of its capacity ", capacity_,
+                      " are free");
 }
 
 void KeyedRows::Commit(const Upsert& plan, absl::Span<const int64_t> keys) {

@@ -9,6 +9,8 @@
 //   - slot C is a row of zeros, slot C + 1 the default row (zeros when the table has none),
 //     both in the table's stored form (core/table_storage.h), so that every executor and kernel
 //     reads them as any other row.
+// A table whose free slots an update outgrows is copied into a larger one, published in its
+// place (core/table_growth.h), whose hidden rows are after its own capacity.
 // Lookups by position see the C slots only (ResidentTensor::plan_view). A lookup by keys is
 // planned on all C + 2 rows (ResidentTensor::keyed_view) with a buffer of slots in place of
 // indices, filled by Resolve under the batch's read lease (batching::Task::resolve), so an
@@ -20,7 +22,8 @@
 // reads slot C as the bag's padding row, so that the key adds nothing and does not count.
 //
 // Thread-safety: const methods may run concurrently; the key index is changed only under the
-// table's write gate (core/live_rows.h), and lookups resolve under a read lease.
+// table's write gate (core/live_rows.h), by its update holding the update lock, and lookups
+// resolve under a read lease.
 
 #ifndef TENSORCOMPUTE_CORE_KEYED_ROWS_H_
 #define TENSORCOMPUTE_CORE_KEYED_ROWS_H_
@@ -139,25 +142,39 @@ class KeyedRows {
   // changes: the slot each of its keys writes (a key present keeps its slot; a new key takes a
   // slot freed by the message's deletes, else a free one), and the keys it deletes.
   struct Upsert {
-    std::vector<int64_t> slots;    // keys[i]'s slot
+    std::vector<int64_t> slots;    // keys[i]'s slot; -1 for a new key when short() > 0
     std::vector<uint8_t> added;    // 1 where keys[i] is new
     std::vector<int64_t> deleted;  // the delete_keys present, in order
     std::vector<int64_t> freed;    // their slots
     int64_t added_count = 0;
+    int64_t free_slots = 0;  // the table's free slots and the ones its deletes free
+    // The new keys there is no slot for: the plan fits (and may be committed) when 0.
+    int64_t short_slots() const { return added_count > free_slots ? added_count - free_slots : 0; }
   };
-  // RESOURCE_EXHAUSTED when the message adds more keys than there are slots for: "table 'T' is
-  // full: the message adds 3 keys and 1 slots of its capacity 8 are free (put it again with a
-  // larger capacity)". REQUIRES: the table's write gate; `keys` and `delete_keys` each
-  // without repeats, and disjoint (PrepareKeyedRowUpdate checks that).
-  absl::StatusOr<Upsert> PlanUpsert(absl::Span<const int64_t> keys,
-                                    absl::Span<const int64_t> delete_keys) const;
-  // Makes `plan` so in the key index. REQUIRES: PlanUpsert made it for `keys`, under the same
-  // hold of the write gate, nothing changed since.
+  // When the message adds more keys than there are slots for, the plan says by how much
+  // (short_slots()) and chooses no slot for the new keys: the caller grows the table
+  // (core/table_growth.h) or refuses the message (FullWords). REQUIRES: no other writer (the
+  // table's update lock, LiveRows::Update); `keys` and `delete_keys` each without repeats, and
+  // disjoint (PrepareKeyedRowUpdate checks that). Runs beside lookups.
+  Upsert PlanUpsert(absl::Span<const int64_t> keys, absl::Span<const int64_t> delete_keys) const;
+  // How a refusal of a plan that does not fit begins: "table 'T' is full: the message adds 3
+  // keys and 1 slots of its capacity 8 are free".
+  std::string FullWords(const Upsert& plan) const;
+  // Makes `plan` so in the key index. REQUIRES: PlanUpsert made it for `keys` under the same
+  // hold of the update lock, plan.short_slots() == 0; the table's write gate.
   void Commit(const Upsert& plan, absl::Span<const int64_t> keys);
+
+  // The same keys in the same slots, with room for `capacity` slots (the table grown, as
+  // core/table_growth.h lays it out): the index copied with room for them, the new slots
+  // free, the first of them searched first. REQUIRES: capacity() <= capacity <=
+  // kMaxKeyedCapacity; no writer (reads beside lookups).
+  std::shared_ptr<KeyedRows> Grown(int64_t capacity) const;
 
  private:
   KeyedRows(std::string name, KeyIndex index, int64_t capacity, MissingKeys missing,
             bool has_default_row);
+  // Marks the first `used` slots taken.
+  void TakeFirstSlots(int64_t used);
 
   bool Used(int64_t slot) const { return (used_[slot >> 6] >> (slot & 63)) & 1; }
 

@@ -13,6 +13,7 @@
 #include "core/shape.h"
 #include "core/shard_spec.h"
 #include "core/status_macros.h"
+#include "core/table_growth.h"
 #include "core/table_storage.h"
 #include "core/tensor_registry.h"
 
@@ -53,12 +54,23 @@ absl::StatusOr<int64_t> LiveRows::Write(absl::FunctionRef<absl::Status()> write,
   return sequence_.load(std::memory_order_acquire);
 }
 
-int64_t LiveRows::Retire(Fate fate) {
+int64_t LiveRows::Retire(Fate fate, std::shared_ptr<const ResidentTensor> grown_into) {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](bool* writing) { return !*writing; }, &writing_));
   fate_ = fate;
+  grown_into_ = std::move(grown_into);
   return sequence_.load(std::memory_order_acquire);
+}
+
+LiveRows::Fate LiveRows::fate() const {
+  absl::MutexLock lock(&mu_);
+  return fate_;
+}
+
+std::shared_ptr<const ResidentTensor> LiveRows::grown_into() const {
+  absl::MutexLock lock(&mu_);
+  return grown_into_;
 }
 
 void TableLeases::Acquire(std::vector<std::shared_ptr<LiveRows>> gates) {
@@ -321,17 +333,36 @@ absl::StatusOr<ShardedRowUpdate> SplitRowUpdate(const ResidentTensor& table,
   return split;
 }
 
-absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpdate& update,
-                                       const DeviceRowWriter& device_write) {
+absl::Status RetiredError(const ResidentTensor& table, LiveRows::Fate fate) {
+  if (fate == LiveRows::Fate::kDeleted) {
+    return absl::NotFoundError(absl::StrCat("tensor '", table.name, "' was deleted"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("tensor '", table.name,
+                   "' was replaced while rows were being updated; the update was not applied "
+                   "to the new version (version ",
+                   table.version, " is gone)"));
+}
+
+std::shared_ptr<const ResidentTensor> LatestGrowth(std::shared_ptr<const ResidentTensor> table) {
+  while (table != nullptr && table->live != nullptr) {
+    std::shared_ptr<const ResidentTensor> next = table->live->grown_into();
+    if (next == nullptr) break;
+    table = std::move(next);
+  }
+  return table;
+}
+
+namespace {
+
+// Writes `update` into `table` under its write gate: its rows at their rows, or a message by
+// keys at the slots `upsert` planned, whose keys are committed once the rows are written.
+absl::StatusOr<int64_t> WriteUpdate(const ResidentTensor& table, const RowUpdate& update,
+                                    const std::optional<KeyedRows::Upsert>& upsert,
+                                    const DeviceRowWriter& device_write) {
+  const absl::Span<const int64_t> rows =
+      upsert.has_value() ? absl::Span<const int64_t>(upsert->slots) : update.rows;
   auto write = [&]() -> absl::Status {
-    // A message by keys: its slots, found now that no other writer can move keys; the key
-    // index changes last, once the rows are written.
-    std::optional<KeyedRows::Upsert> upsert;
-    absl::Span<const int64_t> rows = update.rows;
-    if (update.by_keys) {
-      TC_ASSIGN_OR_RETURN(upsert, table.keyed->PlanUpsert(update.keys, update.delete_keys));
-      rows = upsert->slots;
-    }
     if (table.device_copy.gpu >= 0 && !rows.empty()) {
       if (!device_write) {
         return absl::FailedPreconditionError(
@@ -355,17 +386,49 @@ absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpd
     if (upsert.has_value()) table.keyed->Commit(*upsert, update.keys);
     return absl::OkStatus();
   };
-  auto retired = [&](LiveRows::Fate fate) {
-    if (fate == LiveRows::Fate::kDeleted) {
-      return absl::NotFoundError(absl::StrCat("tensor '", table.name, "' was deleted"));
-    }
-    return absl::FailedPreconditionError(
-        absl::StrCat("tensor '", table.name,
-                     "' was replaced while rows were being updated; the update was not applied "
-                     "to the new version (version ",
-                     table.version, " is gone)"));
-  };
+  auto retired = [&](LiveRows::Fate fate) { return RetiredError(table, fate); };
   return table.live->Write(write, retired);
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpdate& update,
+                                       const DeviceRowWriter& device_write,
+                                       const TableGrowth* growth) {
+  std::shared_ptr<const ResidentTensor> grown;  // holds the table followed or grown into
+  const ResidentTensor* target = &table;
+  for (;;) {
+    // Held past the lock's release: a growth below may drop the last other hold of `target`.
+    const std::shared_ptr<const ResidentTensor> held = grown;
+    const std::shared_ptr<LiveRows> live = target->live;
+    absl::MutexLock updating(&live->update_lock());
+    if (std::shared_ptr<const ResidentTensor> next = live->grown_into(); next != nullptr) {
+      grown = std::move(next);
+      target = grown.get();
+      continue;
+    }
+    // A message by keys: its slots, found now that no other update can move keys; the key
+    // index changes last, once the rows are written.
+    std::optional<KeyedRows::Upsert> upsert;
+    if (update.by_keys) {
+      upsert = target->keyed->PlanUpsert(update.keys, update.delete_keys);
+      if (upsert->short_slots() > 0) {
+        if (const LiveRows::Fate fate = live->fate(); fate != LiveRows::Fate::kLive) {
+          return RetiredError(*target, fate);
+        }
+        if (growth == nullptr) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              target->keyed->FullWords(*upsert), " (put it again with a larger capacity)"));
+        }
+        // Built beside the lookups, published in the table's place; the message is planned
+        // again on it (under its own update lock: another update may reach it first).
+        TC_ASSIGN_OR_RETURN(grown, GrowKeyedTable(*target, *upsert, *growth));
+        target = grown.get();
+        continue;
+      }
+    }
+    return WriteUpdate(*target, update, upsert, device_write);
+  }
 }
 
 absl::Status CheckMinSequence(const ResidentTensor& table, int64_t min_sequence) {

@@ -20,6 +20,12 @@
 //   - A tensor replaced or deleted is retired: a later update is refused (FAILED_PRECONDITION
 //     for a replaced one, NOT_FOUND for a deleted one), and an update under way when that
 //     happens finishes first (it is ordered before the replacement).
+//   - A keyed table that grows (core/table_growth.h) is retired too, pointing at the larger
+//     table published in its place (grown_into): an update that holds it applies to that one.
+//     Its lookups in flight finish on it; its sequence stays the one of the rows it holds.
+//   - Updates of a table run one at a time, each holding its update lock (update_lock) from
+//     the message's plan to its last write. What they read outside the gate (the key index
+//     planned on, the rows a growth copies) changes only under that lock.
 // A lease may be let go by another thread than the one that took it (a GPU batch is answered
 // from its slot's thread), so the gate is built on a mutex held only to change its counts.
 //
@@ -47,6 +53,7 @@ namespace tensorcompute::core {
 
 struct ResidentTensor;
 struct DeviceCopy;
+struct TableGrowth;
 
 class LiveRows {
  public:
@@ -64,7 +71,10 @@ class LiveRows {
   void ReleaseRead();
 
   // What became of a retired tensor.
-  enum class Fate { kLive, kReplaced, kDeleted };
+  enum class Fate { kLive, kReplaced, kDeleted, kGrown };
+
+  // Held by each update of the table from its plan to its last write (the file comment).
+  absl::Mutex& update_lock() ABSL_LOCK_RETURNED(update_mu_) { return update_mu_; }
 
   // Runs `write` with every read lease let go and none taken meanwhile, then advances the
   // sequence if it returned OK, and returns the new sequence. Returns `write`'s error (the
@@ -74,16 +84,23 @@ class LiveRows {
   absl::StatusOr<int64_t> Write(absl::FunctionRef<absl::Status()> write,
                                 absl::FunctionRef<absl::Status(Fate)> retired);
 
-  // Refuses later writes (`fate` is kReplaced or kDeleted), after the one under way if any,
-  // and returns the final sequence.
-  int64_t Retire(Fate fate);
+  // Refuses later writes (`fate` is kReplaced, kDeleted or kGrown), after the one under way
+  // if any, and returns the final sequence. `grown_into`: for kGrown, the table published in
+  // this one's place (TensorRegistry::PutGrown).
+  int64_t Retire(Fate fate, std::shared_ptr<const ResidentTensor> grown_into = nullptr);
+
+  Fate fate() const;
+  // The table this one grew into (kGrown), or null.
+  std::shared_ptr<const ResidentTensor> grown_into() const;
 
  private:
-  absl::Mutex mu_;
+  absl::Mutex update_mu_;
+  mutable absl::Mutex mu_;
   int64_t readers_ ABSL_GUARDED_BY(mu_) = 0;
   bool writer_ ABSL_GUARDED_BY(mu_) = false;   // a write waits for readers or runs
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // the write has begun (readers are out)
   Fate fate_ ABSL_GUARDED_BY(mu_) = Fate::kLive;
+  std::shared_ptr<const ResidentTensor> grown_into_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> sequence_;
 };
 
@@ -170,8 +187,9 @@ struct ShardedRowUpdate {
 //     for delete_keys);
 //   a key in both: "delete_keys[0] = 9 is also in keys[2]; a message writes or deletes a key,
 //     not both".
-// ApplyRowUpdate finds the slots, with the table's writers held off: RESOURCE_EXHAUSTED
-// when the message adds more keys than the table has free slots (KeyedRows::PlanUpsert).
+// ApplyRowUpdate finds the slots, with the table's other updates held off; a message that adds
+// more keys than the table has free slots grows it (core/table_growth.h), or is
+// RESOURCE_EXHAUSTED when it cannot (the memory budget), changing nothing.
 absl::StatusOr<RowUpdate> PrepareKeyedRowUpdate(const ResidentTensor& table, const TensorView& keys,
                                                 const TensorView& values,
                                                 const TensorView& delete_keys);
@@ -189,13 +207,30 @@ absl::StatusOr<ShardedRowUpdate> SplitRowUpdate(const ResidentTensor& table,
 // UNAVAILABLE, which means the device is out of service and its copy is never read again:
 // the host rows are then written. Errors for a retired table: FAILED_PRECONDITION "tensor 'T'
 // was replaced while rows were being updated; the update was not applied to the new version"
-// or NOT_FOUND "tensor 'T' was deleted".
-// REQUIRES: `update` was prepared for `table`; device_write is set if table has a device copy.
+// or NOT_FOUND "tensor 'T' was deleted" (RetiredError).
+// A table that grew (LiveRows::grown_into) is followed: the update applies to the table it
+// grew into. A message by keys that adds more keys than `table` has free slots grows it first
+// with `growth` (core/table_growth.h: its errors, e.g. RESOURCE_EXHAUSTED past
+// max_resident_bytes, change nothing); without `growth` it is RESOURCE_EXHAUSTED "table 'T' is
+// full: the message adds 3 keys and 1 slots of its capacity 8 are free (put it again with a
+// larger capacity)".
+// REQUIRES: `update` was prepared for `table` (or a table it grew from); device_write is set
+// if table has a device copy.
 using DeviceRowWriter =
     std::function<absl::Status(const DeviceCopy& copy, absl::Span<const int64_t> rows,
                                int64_t row_bytes, absl::Span<const uint8_t> stored)>;
 absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpdate& update,
-                                       const DeviceRowWriter& device_write);
+                                       const DeviceRowWriter& device_write,
+                                       const TableGrowth* growth = nullptr);
+
+// `table`, or the table it grew into, and so on (LiveRows::grown_into): where its updates
+// apply now, and what an update stream should hold, so that the old table's memory goes when
+// its lookups are done.
+std::shared_ptr<const ResidentTensor> LatestGrowth(std::shared_ptr<const ResidentTensor> table);
+
+// What an update of a retired `table` answers (`fate`: kReplaced or kDeleted; see
+// ApplyRowUpdate).
+absl::Status RetiredError(const ResidentTensor& table, LiveRows::Fate fate);
 
 // OK when `table` has reached `min_sequence` (0: any), else FAILED_PRECONDITION: "table 'T' is
 // at sequence 41 on this server; the request needs min_sequence 42 (retry, or ask another

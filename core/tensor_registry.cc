@@ -164,6 +164,39 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
   return entry;
 }
 
+absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::PutGrown(
+    const ResidentTensor& old, Tensor tensor, DeviceCopy device_copy, Reservation reservation,
+    std::shared_ptr<KeyedRows> keyed) {
+  auto held = std::make_shared<Held>();
+  ResidentTensor& entry = held->entry;
+  entry.name = old.name;
+  entry.tensor = std::move(tensor);
+  entry.storage = old.storage;
+  entry.device = old.device;
+  entry.device_copy = std::move(device_copy);
+  entry.version = old.version;
+  entry.created = old.created;
+  entry.bytes = reservation.bytes();
+  entry.shard = old.shard;
+  entry.stats = old.stats;
+  entry.keyed = std::move(keyed);
+  held->reservation = std::move(reservation);
+  std::shared_ptr<const ResidentTensor> grown(held, &held->entry);
+  std::shared_ptr<const ResidentTensor> replaced;  // let go after the lock
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(old.name);
+  if (it == entries_.end() || it->second.get() != &old) {
+    return RetiredError(old, old.live->fate() == LiveRows::Fate::kDeleted
+                                 ? LiveRows::Fate::kDeleted
+                                 : LiveRows::Fate::kReplaced);
+  }
+  // No update advances the sequence meanwhile: the caller holds the update lock.
+  entry.live = std::make_shared<LiveRows>(old.live->sequence());
+  old.live->Retire(LiveRows::Fate::kGrown, grown);
+  replaced = std::exchange(it->second, grown);
+  return grown;
+}
+
 absl::Status TensorRegistry::CheckAbsent(absl::string_view name) const {
   const std::shared_ptr<const ResidentTensor> existing = Find(name);
   return existing == nullptr ? absl::OkStatus() : ExistsError(name, existing->version);

@@ -199,6 +199,19 @@ class TensorRegistry {
       Reservation reservation, TableStorage storage = TableStorage::kAsIs,
       std::optional<ShardSpec> shard = std::nullopt, std::shared_ptr<KeyedRows> keyed = nullptr);
 
+  // Publishes `tensor`, keyed table `old` grown (core/table_growth.h: `keyed` its keys with
+  // room, `tensor` its rows laid out for keyed->capacity()), in `old`'s place, keeping
+  // `reservation`'s bytes until the entry is freed. The name, version, creation time, storage,
+  // shard, statistics and sequence are `old`'s; `old` is retired as grown (LiveRows::Retire
+  // kGrown), pointing at the new entry. Gathers holding `old` finish on it. When `old` is no
+  // longer the name's entry (replaced or deleted meanwhile) nothing is published: RetiredError's
+  // words (core/live_rows.h). REQUIRES: old.live->update_lock() held.
+  absl::StatusOr<std::shared_ptr<const ResidentTensor>> PutGrown(const ResidentTensor& old,
+                                                                 Tensor tensor,
+                                                                 DeviceCopy device_copy,
+                                                                 Reservation reservation,
+                                                                 std::shared_ptr<KeyedRows> keyed);
+
   // The current entry of `name`, or null.
   std::shared_ptr<const ResidentTensor> Find(absl::string_view name) const;
 

@@ -305,9 +305,10 @@ PY
     say "- $storage: 1,000 rows updated twice (one message, then 4 KiB messages); 1,208 rows read back from the GPU equal the CPU's byte for byte ($(echo $sequence | tr -s ' '))"
   fi
 done
-# Keyed tables (issue 42): the same keyed table on the GPU and on the CPU, looked up by keys
-# (some missing) with Gather and with EmbeddingBag (SUM and MEAN, missing keys skipped): the same
-# bytes, and the same found masks.
+# Keyed tables (issue 42): the same keyed table on the GPU and on the CPU, grown past its
+# capacity by an update adding 100 keys (core/table_growth.h: the GPU copy is placed anew), then
+# looked up by keys (some missing, some added) with Gather and with EmbeddingBag (SUM and MEAN,
+# missing keys skipped): the same bytes, and the same found masks.
 python3 - "$work" <<'PY'
 import random, struct, sys
 work = sys.argv[1]
@@ -324,8 +325,18 @@ while len(keys) < 4096:
     if k not in keys:
         keys.append(k)
 write(f"{work}/keyed_keys.npy", "<i8", (4096,), struct.pack("<4096q", *keys))
-absent = [k + 1 for k in keys[4:200] if k + 1 not in set(keys)]
-asked = [rng.choice(keys) if rng.random() < 0.8 else rng.choice(absent) for _ in range(3000)]
+added = []
+while len(added) < 100:
+    k = rng.randrange(-2**63, 2**63)
+    if k not in keys and k not in added:
+        added.append(k)
+write(f"{work}/keyed_added.npy", "<i8", (100,), struct.pack("<100q", *added))
+write(f"{work}/keyed_added_rows.npy", "<f4", (100, 64),
+      struct.pack("<6400f", *[rng.uniform(-1, 1) for _ in range(6400)]))
+held = set(keys) | set(added)
+absent = [k + 1 for k in keys[4:200] if k + 1 not in held]
+asked = [rng.choice(keys + added) if rng.random() < 0.8 else rng.choice(absent)
+         for _ in range(3000)]
 write(f"{work}/keyed_asked.npy", "<i8", (3000,), struct.pack("<3000q", *asked))
 write(f"{work}/keyed_offsets.npy", "<i8", (100,), struct.pack("<100q", *range(0, 3000, 30)))
 write(f"{work}/keyed_default.npy", "<f4", (64,), struct.pack("<64f", *([0.5] * 64)))
@@ -337,6 +348,10 @@ for storage in as-is float16 int8-rowwise; do
     "$cli" put "keyed_$device" --target 127.0.0.1:$port --input "$work/live.npy" --device $device \
       --storage $storage --keys "$work/keyed_keys.npy" --missing default \
       --default-row "$work/keyed_default.npy" --replace >> "$out/e2e.log" 2>&1 || ok=0
+    # Full at put (capacity: its 4,096 rows): the 100 keys added grow it to 8,192 slots.
+    "$cli" update "keyed_$device" --target 127.0.0.1:$port --keys "$work/keyed_added.npy" \
+      --values "$work/keyed_added_rows.npy" >> "$out/e2e.log" 2>&1 || ok=0
+    "$cli" list --target 127.0.0.1:$port >> "$out/e2e.log" 2>&1 || ok=0
     "$cli" gather --target 127.0.0.1:$port --params-name "keyed_$device" \
       --keys "$work/keyed_asked.npy" --found-out "$work/keyed_found_$device.npy" \
       --out "$work/keyed_gather_$device.npy" >> "$out/e2e.log" 2>&1 || ok=0
@@ -354,7 +369,7 @@ for storage in as-is float16 int8-rowwise; do
     npy_data_equal "$work/${f}_gpu.npy" "$work/${f}_cpu.npy" || { same=0; say "- keyed $storage: $f differs between the GPU and the CPU"; }
   done
   [ $same = 1 ] || { failed=1; continue; }
-  say "- keyed $storage: 3,000 keys (about 20% missing) by Gather (missing: the default row) and by EmbeddingBag SUM and MEAN (missing: skipped), from a GPU table and a CPU one: the same bytes and found masks"
+  say "- keyed $storage: grown from 4,096 to 8,192 slots by 100 keys added; 3,000 keys (about 20% missing) by Gather (missing: the default row) and by EmbeddingBag SUM and MEAN (missing: skipped), from a GPU table and a CPU one: the same bytes and found masks"
 done
 stop_server keyed
 took

@@ -15,6 +15,7 @@
 #include "core/key_split.h"
 #include "core/live_rows.h"
 #include "core/status_macros.h"
+#include "core/table_growth.h"
 #include "core/tensor_registry.h"
 #include "proto/tensor_codec.h"
 #include "server/compute/shard_router.h"
@@ -29,7 +30,11 @@ class UpdateCall final : public UploadStreamCall {
   UpdateCall(const ResidentEnv& env, grpc::CallbackServerContext* context, grpc::ByteBuffer* reply)
       : UploadStreamCall(env, Rpc::kUpdateRows, context, v1::UpdateRowsRequest::default_instance()),
         env_(env),
-        reply_(*reply) {}
+        reply_(*reply) {
+    growth_.registry = env.registry;
+    growth_.place = env.place;
+    growth_.pool = env.pool;
+  }
 
  private:
   absl::Status Ready() override { return KeepsTables(env_); }
@@ -148,6 +153,9 @@ class UpdateCall final : public UploadStreamCall {
           absl::StrCat("UpdateRows message ", applied_messages_ + 1, " names tensor '", m.name(),
                        "'; the stream updates '", name_, "' (later messages leave name empty)"));
     }
+    // A keyed table that grew is held as its latest: the old one's memory goes with its
+    // lookups, even while a long stream forwards or applies messages.
+    table_ = core::LatestGrowth(std::move(table_));
     return absl::OkStatus();
   }
 
@@ -161,7 +169,9 @@ class UpdateCall final : public UploadStreamCall {
     const absl::Time arrived = absl::Now();
     const v1::UpdateRowsRequest& m = message<v1::UpdateRowsRequest>();
     TC_ASSIGN_OR_RETURN(const core::RowUpdate update, Prepare(m));
-    TC_ASSIGN_OR_RETURN(sequence_, core::ApplyRowUpdate(*table_, update, env_.write_device));
+    TC_ASSIGN_OR_RETURN(sequence_,
+                        core::ApplyRowUpdate(*table_, update, env_.write_device, &growth_));
+    table_ = core::LatestGrowth(std::move(table_));
     const int64_t rows =
         static_cast<int64_t>(update.by_keys ? update.keys.size() : update.rows.size());
     ++applied_messages_;
@@ -260,6 +270,7 @@ class UpdateCall final : public UploadStreamCall {
 
   const ResidentEnv& env_;
   grpc::ByteBuffer& reply_;
+  core::TableGrowth growth_;  // keyed tables grow within max_resident_bytes
   std::string name_;
   std::shared_ptr<const core::ResidentTensor> table_;
   int64_t sequence_ = 0;

@@ -12,7 +12,9 @@
 // Answer: UpdateRowsResponse (the table's sequence after the last message, the rows and
 // messages applied), once the client half-closed. An error stops the stream; the messages
 // before it stay applied (they are absolute values: safe to send again). A table replaced or
-// deleted meanwhile is FAILED_PRECONDITION or NOT_FOUND (ApplyRowUpdate's words).
+// deleted meanwhile is FAILED_PRECONDITION or NOT_FOUND (ApplyRowUpdate's words). A keyed
+// table that a message by keys outgrows grows within max_resident_bytes (core/table_growth.h,
+// placed on its device as PutTensor places an upload); the call then holds the grown table.
 //
 // A sharded table's update on a server with --shard_peers (not itself a forwarded one, marked
 // kHopMetadata) is not applied here: each message, checked against the whole table

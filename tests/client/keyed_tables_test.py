@@ -720,7 +720,8 @@ class PreloadKeysTest(unittest.TestCase):
 
 class UpdateByKeysTest(unittest.TestCase):
     """update_rows(keys=, values=, delete_keys=) on keyed tables: upserts and deletes against a
-    dict, the capacity, and readers during updates (never a torn row, never another key's)."""
+    dict, tables growing past their capacity (and refusing to past the memory budget), and
+    readers during updates and growth (never a torn row, never another key's)."""
 
     def test_upserts_and_deletes_match_a_dict(self):
         rng = np.random.default_rng(421)
@@ -764,24 +765,93 @@ class UpdateByKeysTest(unittest.TestCase):
                                       params_name=f"{name}_ref")
                 self.assertEqual(got.tobytes(), want.tobytes(), f"{storage} step {step}")
 
-    def test_a_full_table_refuses_the_message_whole(self):
-        _client.put_tensor("full", np.ones((3, 4), np.float32), keys=[1, 2, 3], capacity=4,
-                           replace=True)
-        _client.update_rows("full", keys=[4], values=np.full((1, 4), 4, np.float32))
-        with self.assertRaises(TensorComputeError) as caught:
-            _client.update_rows("full", keys=[1, 5], values=np.full((2, 4), 9, np.float32))
-        self.assertEqual(caught.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
-        self.assertIn("table 'full' is full: the message adds 1 keys and 0 slots of its "
-                      "capacity 4 are free", caught.exception.message)
-        got = _client.gather(None, keys=[1, 4], params_name="full")
-        self.assertEqual(got.tolist(), [[1] * 4, [4] * 4])  # key 1 untouched
-        # Deleting makes room, in the same call (deletes go first).
-        _client.update_rows("full", keys=[5], values=np.full((1, 4), 5, np.float32),
-                            delete_keys=[2])
-        got, found = _client.gather(None, keys=[2, 5], params_name="full", missing="zero",
-                                    return_found=True)
-        self.assertEqual(found.tolist(), [False, True])
-        self.assertEqual(got.tolist(), [[0] * 4, [5] * 4])
+    def test_keys_past_the_capacity_grow_the_table(self):
+        # From 4 slots to 1500 keys by random upserts and deletes: the table doubles, or takes
+        # what a message needs, and keeps its version; every key reads its row as stored.
+        rng = np.random.default_rng(4242)
+        for storage in ("as-is", "float16", "int8-rowwise"):
+            name = f"grow_{storage}"
+            keys = random_keys(rng, 3)
+            rows = rng.standard_normal((3, 4)).astype(np.float32)
+            put = _client.put_tensor(name, rows, keys=keys, capacity=4, storage=storage,
+                                     missing="zero", replace=True)
+            reference = {int(k): rows[i] for i, k in enumerate(keys)}
+            capacity, growths = 4, 0
+            while len(reference) < 1500:
+                present = np.array(list(reference), np.int64)
+                new = absent_keys(rng, present, int(rng.integers(1, 150)))
+                old = rng.choice(present, size=min(len(present), int(rng.integers(0, 10))),
+                                 replace=False)
+                upsert = rng.permutation(np.concatenate([new, old]))
+                doomed = [k for k in rng.choice(present, size=min(len(present), 8),
+                                                replace=False).tolist()
+                          if k not in set(old.tolist())][:int(rng.integers(0, 8))]
+                # The deletes go first; then the new keys need free slots, or a growth.
+                short = len(new) - (capacity - (len(reference) - len(doomed)))
+                if short > 0:
+                    capacity, growths = max(2 * capacity, capacity + short), growths + 1
+                values = rng.standard_normal((len(upsert), 4)).astype(np.float32)
+                sequence = _client.update_rows(name, keys=upsert, values=values,
+                                               delete_keys=doomed)
+                for k in doomed:
+                    reference.pop(int(k))
+                for k, v in zip(upsert.tolist(), values):
+                    reference[int(k)] = v
+                info = [t for t in _client.list_tensors() if t.name == name][0]
+                self.assertEqual(info.keyed, KeyedInfo("zero", False, capacity, len(reference)))
+                self.assertEqual(info.shape, (capacity, 4))
+                self.assertEqual(info.version, put.version)
+                self.assertEqual(info.sequence, sequence)
+                asked = np.concatenate([np.array(list(reference), np.int64),
+                                        absent_keys(rng, present, 5)])
+                got, found = _client.gather(None, keys=asked, params_name=name,
+                                            return_found=True, min_sequence=sequence)
+                self.assertEqual(found.tolist(), [int(k) in reference for k in asked.tolist()])
+                # The expected rows, stored the same way: a by-index table of them.
+                expected = np.stack([reference.get(int(k), np.zeros(4, np.float32))
+                                     for k in asked.tolist()])
+                _client.put_tensor(f"{name}_ref", expected, storage=storage, replace=True)
+                want = _client.gather(None, np.arange(len(asked)), params_name=f"{name}_ref")
+                self.assertEqual(got.tobytes(), want.tobytes(), f"{storage}, {len(reference)}")
+            self.assertGreaterEqual(growths, 5, storage)
+            _client.delete_tensor(name)
+            _client.delete_tensor(f"{name}_ref")
+
+    def test_a_table_that_cannot_grow_within_the_budget_refuses_the_message_whole(self):
+        # 1000 rows of 256 bytes (272512 bytes with the hidden rows and the key index) on a
+        # server of 400000: growing by 10 slots needs 275232 more beside it.
+        rng = np.random.default_rng(43)
+        rows = rng.standard_normal((1000, 64)).astype(np.float32)
+        keys = random_keys(rng, 1000)
+        with ServerProcess("--cpu_threads=1", "--max_resident_bytes=400000") as server, \
+                Client(server.target, timeout=60.0) as client:
+            put = client.put_tensor("tight", rows, keys=keys)
+            self.assertEqual(put.bytes, 272512)
+            new = absent_keys(rng, keys, 10)
+            upsert = np.concatenate([keys[:3], new])
+            with self.assertRaises(TensorComputeError) as caught:
+                client.update_rows("tight", keys=upsert,
+                                   values=np.full((len(upsert), 64), 9, np.float32))
+            self.assertEqual(caught.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertEqual(
+                caught.exception.message,
+                "table 'tight' is full: the message adds 10 keys and 0 slots of its capacity "
+                "1000 are free, and growing it to 1010 slots needs 275232 bytes beside its "
+                "272512 while it is copied, but 272512 of max_resident_bytes = 400000 are in "
+                "use; delete a tensor or raise --max_resident_bytes")
+            # Nothing changed: the capacity, the keys, the sequence, the rows overwritten.
+            info = client.list_tensors()[0]
+            self.assertEqual(info.keyed, KeyedInfo("error", False, 1000, 1000))
+            self.assertEqual(info.sequence, put.sequence)
+            np.testing.assert_array_equal(client.gather(None, keys=keys[:3], params_name="tight"),
+                                          rows[:3])
+            # Deleting makes room, in the same call (deletes go first).
+            client.update_rows("tight", keys=new, values=np.full((10, 64), 5, np.float32),
+                               delete_keys=keys[990:])
+            got, found = client.gather(None, keys=np.concatenate([keys[990:], new]),
+                                       params_name="tight", missing="zero", return_found=True)
+            self.assertEqual(found.tolist(), [False] * 10 + [True] * 10)
+            self.assertTrue((got[10:] == 5).all() and (got[:10] == 0).all())
 
     def test_errors(self):
         _client.put_tensor("upd_err", np.ones((2, 4), np.float32), keys=[1, 2], replace=True)
@@ -855,10 +925,8 @@ class UpdateByKeysTest(unittest.TestCase):
                 picked = rng.choice(candidates, size=12, replace=False)
                 keys, doomed = picked[:6], picked[6:]
                 values = np.stack([np.full(dim, tag(k, write), np.float32) for k in keys])
-                try:
-                    _client.update_rows("moving", keys=keys, values=values, delete_keys=doomed)
-                except TensorComputeError as e:  # a full table refuses a message whole
-                    self.assertEqual(e.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+                # 96 keys over 64 slots: should more than 64 be held, the table grows.
+                _client.update_rows("moving", keys=keys, values=values, delete_keys=doomed)
         finally:
             stop.set()
             for t in threads:

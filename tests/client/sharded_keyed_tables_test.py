@@ -365,6 +365,41 @@ class ShardedKeyedTablesTest(unittest.TestCase):
                    for n in ("s0", "s1", "s2"))
         self.assertEqual(held, len(reference))
 
+    def test_keys_past_a_shards_capacity_grow_that_shard(self):
+        # Each shard put full (capacity: its keys); 300 keys added through one replica grow
+        # every shard on every replica alike, and lookups through any replica read them all.
+        rng = np.random.default_rng(11)
+        keys = random_keys(rng, 90)
+        rows = rng.standard_normal((90, DIM)).astype(np.float32)
+        capacity = {}
+        for name in REPLICAS:
+            index = SHARD_OF[name]
+            k, r = shard_part(keys, rows, index)
+            capacity[index] = len(k)
+            _clients[name].put_tensor("G", r, keys=k, missing="zero", replace=True,
+                                      shard=Shard(index, SHARDS, len(keys), by_key=True))
+        reference = {int(k): r for k, r in zip(keys, rows)}
+        new = rng.integers(INT64_MIN, INT64_MAX, size=300, dtype=np.int64)
+        new = np.unique(new[~np.isin(new, keys)])
+        values = rng.standard_normal((len(new), DIM)).astype(np.float32)
+        _clients["s1"].update_rows("G", keys=new, values=values)
+        for k, v in zip(new.tolist(), values):
+            reference[int(k)] = v
+        infos = {n: {i.name: i for i in _clients[n].list_tensors()}["G"] for n in REPLICAS}
+        for name, info in infos.items():
+            index = SHARD_OF[name]
+            owned = sum(1 for k in reference if key_shard(k, SHARDS) == index)
+            self.assertEqual(info.keyed.keys, owned, name)
+            added = owned - capacity[index]
+            self.assertEqual(info.keyed.capacity,
+                             max(2 * capacity[index], capacity[index] + added), name)
+        self.assertEqual(infos["s0"].keyed, infos["s0b"].keyed)
+        ask = np.concatenate([np.array(list(reference), np.int64), keys[:10] + 1])
+        expected = np.stack([reference.get(int(k), np.zeros(DIM, np.float32)) for k in ask])
+        for replica in REPLICAS:
+            got = _clients[replica].gather(None, keys=ask, params_name="G", missing="zero")
+            self.same(got, expected, replica)
+
     def test_updates_by_indices_are_refused(self):
         with self.assertRaises(TensorComputeError) as e:
             _clients["s2"].update_rows("U", indices=[0], values=np.zeros((1, DIM), np.float32))

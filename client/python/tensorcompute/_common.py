@@ -52,7 +52,8 @@ KeyedInfo = collections.namedtuple("KeyedInfo", ["missing", "has_default_row", "
                                    module="tensorcompute")
 KeyedInfo.__doc__ = """A keyed table's keys (put_tensor with keys=): missing (str: its policy for
 a key it lacks, "error", "zero" or "default"); has_default_row (bool); capacity (int: the rows
-it may hold); keys (int: how many keys it holds now).
+it has now, the capacity put or what update_rows grew it to); keys (int: how many keys it holds
+now).
 """
 
 Shard = collections.namedtuple("Shard", ["index", "count", "total_rows", "by_key"],

@@ -238,9 +238,10 @@ class Client(_common.ClientBase):
         "zero" or "default" (its default_row). default_row: that row, in the dtype lookups
         return and the row shape (float32 [dim] for "float16" and "int8-rowwise", stored as
         the rows are; uint8 [dim + 8] for "int8-rowwise-prequantized"); a list of numbers is
-        sent in that dtype. capacity: the rows the table may hold (None: its rows; at least
-        them; its TensorInfo.shape[0], the free rows reading zeros by position). The key index
-        is counted against --max_resident_bytes at 16 bytes a key of capacity. missing,
+        sent in that dtype. capacity: the rows the table holds before update_rows must grow it
+        (None: its rows; at least them; its TensorInfo.shape[0], the free rows reading zeros by
+        position). The key index is counted against --max_resident_bytes at 16 bytes a key of
+        capacity. missing,
         default_row or capacity without keys is ValueError.
         """
         make_requests = _common.put_uploads(name, array, device, replace, chunk_bytes, storage,
@@ -262,8 +263,10 @@ class Client(_common.ClientBase):
 
         A keyed table (put_tensor(keys=...)) is updated by keys instead: keys= (int64, rank 1)
         with values= [len(keys), row shape...] upserts (a key the table holds gets its row
-        replaced, a new key is added into a free slot of its capacity: RESOURCE_EXHAUSTED
-        "table 'T' is full" when none is left, that message changing nothing), and
+        replaced, a new key is added into a free slot of its capacity; when none is left the
+        server grows the table, to twice its capacity or what the message needs, within
+        --max_resident_bytes: RESOURCE_EXHAUSTED "table 'T' is full: ..." past it, that message
+        changing nothing; list_tensors() shows the new keyed.capacity), and
         delete_keys= removes keys (one the table lacks is no change). The deletes are sent
         first, so their slots are free for the keys written.
 
