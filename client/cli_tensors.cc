@@ -190,6 +190,38 @@ int RunPut(Client& client, const PutFlags& f) {
 
 namespace {
 
+// Puts shard `s` of --shards (`part`, `bytes` long) on each replica its --targets entry lists
+// ('|'-separated), a client each, whatever --all-targets says, printing "stored shard s of N
+// <held> on REPLICA: ..." for each. The first failure stops it, naming the shard and replica.
+template <typename Part>
+int PutShardOnReplicas(const PutFlags& f, const std::string& entry, int32_t s, const Part& part,
+                       int64_t bytes, PutOptions options, const std::string& held,
+                       const PutInput& input, const ClientFactory& connect) {
+  options.all_targets = false;
+  for (absl::string_view replica : absl::StrSplit(entry, '|')) {
+    absl::StatusOr<std::unique_ptr<Client>> client = connect(std::string(replica));
+    if (!client.ok()) {
+      PrintError(client.status());
+      return kUsage;
+    }
+    ProgressLine progress(absl::StrCat("put ", f.name, " shard ", s, " to ", replica),
+                          StderrIsATerminal());
+    const CallOptions call{PutDeadline((*client)->options().timeout, bytes, f.timeout_given)};
+    absl::StatusOr<TensorInfo> info =
+        (*client)->PutTensor(f.name, part, WithProgress(options, &progress), call);
+    progress.Done();
+    if (!info.ok()) {
+      return PutFailed(
+          input, f.input,
+          absl::Status(info.status().code(),
+                       absl::StrCat("shard ", s, " on ", replica, ": ", info.status().message())));
+    }
+    std::printf("stored shard %d of %d %s on %s: %s\n", s, f.shards, held.c_str(),
+                std::string(replica).c_str(), Describe(*info).c_str());
+  }
+  return kOk;
+}
+
 // `put --keys --shards N`: the rows of each key go to shard KeyShard(key, N) (core/key_split.h),
 // the whole input read into memory first (its rows are picked, not a range). --capacity applies
 // to each shard; without it a shard's capacity is its keys.
@@ -240,33 +272,13 @@ int PutShardedByKey(const PutFlags& f, const std::vector<std::string>& targets,
     const core::Tensor key_tensor = core::Tensor::FromValues<int64_t>(
         core::DataType::kInt64, {n}, absl::MakeConstSpan(part_keys));
     PutOptions options = keyed_options;
-    options.all_targets = false;
     options.keys = key_tensor.view();
     options.shard = core::ShardSpec{s, f.shards, rows, /*by_key=*/true};
-    for (absl::string_view replica : absl::StrSplit(targets[static_cast<size_t>(s)], '|')) {
-      absl::StatusOr<std::unique_ptr<Client>> client = connect(std::string(replica));
-      if (!client.ok()) {
-        PrintError(client.status());
-        return kUsage;
-      }
-      ProgressLine progress(absl::StrCat("put ", f.name, " shard ", s, " to ", replica),
-                            StderrIsATerminal());
-      const CallOptions call{PutDeadline((*client)->options().timeout,
-                                         static_cast<int64_t>(part->bytes().size()),
-                                         f.timeout_given)};
-      absl::StatusOr<TensorInfo> info =
-          (*client)->PutTensor(f.name, part->view(), WithProgress(options, &progress), call);
-      progress.Done();
-      if (!info.ok()) {
-        return PutFailed(
-            input, f.input,
-            absl::Status(info.status().code(), absl::StrCat("shard ", s, " on ", replica, ": ",
-                                                            info.status().message())));
-      }
-      std::printf("stored shard %d of %d by key (%lld of %lld keys) on %s: %s\n", s, f.shards,
-                  static_cast<long long>(n), static_cast<long long>(rows),
-                  std::string(replica).c_str(), Describe(*info).c_str());
-    }
+    const int code =
+        PutShardOnReplicas(f, targets[static_cast<size_t>(s)], s, part->view(),
+                           static_cast<int64_t>(part->bytes().size()), options,
+                           absl::StrFormat("by key (%d of %d keys)", n, rows), input, connect);
+    if (code != kOk) return code;
   }
   return kOk;
 }
@@ -299,34 +311,12 @@ int RunPutSharded(const PutFlags& f, const ClientFactory& connect) {
   for (int32_t s = 0; s < f.shards; ++s) {
     const core::RowRange rows = core::ShardRows(total, f.shards, s);
     PutOptions options = f.options;
-    // Each shard goes only to the replicas its --targets entry lists (a client each, below),
-    // whatever --all-targets says.
-    options.all_targets = false;
     options.shard = core::ShardSpec{s, f.shards, total};
-    for (absl::string_view replica : absl::StrSplit(targets[static_cast<size_t>(s)], '|')) {
-      absl::StatusOr<std::unique_ptr<Client>> client = connect(std::string(replica));
-      if (!client.ok()) {
-        PrintError(client.status());
-        return kUsage;
-      }
-      ProgressLine progress(absl::StrCat("put ", f.name, " shard ", s, " to ", replica),
-                            StderrIsATerminal());
-      const TensorSource part = SourceRows(whole, rows);
-      const CallOptions call{PutDeadline((*client)->options().timeout,
-                                         SourceBytes(part).value_or(0), f.timeout_given)};
-      absl::StatusOr<TensorInfo> info =
-          (*client)->PutTensor(f.name, part, WithProgress(options, &progress), call);
-      progress.Done();
-      if (!info.ok()) {
-        return PutFailed(
-            *input, f.input,
-            absl::Status(info.status().code(), absl::StrCat("shard ", s, " on ", replica, ": ",
-                                                            info.status().message())));
-      }
-      std::printf("stored shard %d of %d (rows [%lld, %lld)) on %s: %s\n", s, f.shards,
-                  static_cast<long long>(rows.begin), static_cast<long long>(rows.end),
-                  std::string(replica).c_str(), Describe(*info).c_str());
-    }
+    const TensorSource part = SourceRows(whole, rows);
+    const int code = PutShardOnReplicas(
+        f, targets[static_cast<size_t>(s)], s, part, SourceBytes(part).value_or(0), options,
+        absl::StrFormat("(rows [%d, %d))", rows.begin, rows.end), *input, connect);
+    if (code != kOk) return code;
   }
   return kOk;
 }
