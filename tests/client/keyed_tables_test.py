@@ -2,11 +2,11 @@
 tensorcompute-server, on random tables with random int64 keys (negative ones, 0, INT64_MIN and
 INT64_MAX among them), checked against a NumPy dictionary reference.
 
-The reference: a keyed table put with rows R and keys K (capacity C >= len(R)) answers a lookup
-by keys as the same lookup by indices on the "extended" table R + [zeros] + [default row]
-would, each key replaced by its row (key -> position in K), a missing one by the zero row
-(missing="zero", and "skip" in bags as padding_idx) or the default row ("default"). So every
-keyed answer is compared
+The reference (tests/testing/keyed_reference.py): a keyed table put with rows R and keys K
+(capacity C >= len(R)) answers a lookup by keys as the same lookup by indices on the "extended"
+table R + [zeros] + [default row] would, each key replaced by its row (key -> position in K), a
+missing one by the zero row (missing="zero", and "skip" in bags as padding_idx) or the default
+row ("default"). So every keyed answer is compared
   - with NumPy on that extended table (exactly for Gather and unweighted SUM/MAX; within
     embedding_bag_reference's bound otherwise), and
   - byte for byte with the server's own by-index answer on the extended table put under
@@ -40,10 +40,10 @@ from tensorcompute.v1 import tensorcompute_pb2 as pb
 from tensorcompute.v1 import tensorcompute_pb2_grpc as pb_grpc
 from compact_reference import dequantize_rowwise8, float16_meaning, quantize_rowwise8
 from embedding_bag_reference import EB_MODES, mismatch, ref_embedding_bag
+from keyed_reference import (INT64_MAX, INT64_MIN, SPECIAL_KEYS, KeyedReference as Reference,
+                             random_keys)
 from server_process import ServerProcess
 
-INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-SPECIAL_KEYS = [INT64_MIN, INT64_MAX, 0, -1, 1]
 
 _server = None
 _client = None
@@ -65,16 +65,6 @@ def tearDownModule():
 
 # --- the reference ---------------------------------------------------------------------------
 
-def random_keys(rng, n):
-    """n unique int64 keys in random order, the extremes, 0 and +-1 among them when n >= 5."""
-    drawn = rng.integers(INT64_MIN, INT64_MAX, size=2 * n + 8, dtype=np.int64, endpoint=True)
-    pool = np.unique(np.concatenate([np.array(SPECIAL_KEYS, np.int64), drawn]))
-    special = pool[np.isin(pool, SPECIAL_KEYS)]
-    others = rng.permutation(pool[~np.isin(pool, SPECIAL_KEYS)])
-    keys = np.concatenate([special, others])[:n]
-    return rng.permutation(keys)
-
-
 def absent_keys(rng, keys, n):
     """n keys that are not in `keys` (the extremes and 0 first, when absent)."""
     present = set(keys.tolist())
@@ -84,26 +74,6 @@ def absent_keys(rng, keys, n):
         if k not in present and k not in out:
             out.append(k)
     return np.array(rng.permutation(out)[:n], np.int64)
-
-
-class Reference:
-    """A keyed table as a dict from key to row, over the extended table (rows, then the zero
-    row, then the default row)."""
-
-    def __init__(self, rows, keys, default_row=None):
-        self.rows = len(keys)
-        self.slot = {int(k): i for i, k in enumerate(keys)}
-        zero = np.zeros((1,) + rows.shape[1:], rows.dtype)
-        default = zero if default_row is None else np.asarray(default_row, rows.dtype)[None]
-        self.extended = np.concatenate([rows, zero, default])
-
-    def slots(self, keys, missing):
-        """The extended table's row of each key (same shape), and the found mask."""
-        keys = np.asarray(keys, np.int64)
-        fill = self.rows + 1 if missing == "default" else self.rows
-        found = np.array([int(k) in self.slot for k in keys.reshape(-1)], bool)
-        slots = np.array([self.slot.get(int(k), fill) for k in keys.reshape(-1)], np.int64)
-        return slots.reshape(keys.shape), found.reshape(keys.shape)
 
 
 def lookup_keys(rng, keys, shape, missing_fraction):

@@ -32,64 +32,14 @@ import grpc
 
 from compact_reference import float16_meaning
 from embedding_bag_reference import EB_MODES, mismatch, ref_embedding_bag
+from keyed_reference import INT64_MAX, INT64_MIN, KeyedReference as Reference, random_keys
 from reserved_ports import ReservedPorts
 from server_process import ServerProcess
 
 CLI = os.environ.get("TC_CLI_BINARY", "")
-INT64_MIN, INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-SPECIAL_KEYS = [INT64_MIN, INT64_MAX, 0, -1, 1]
 # The ways a request travels: gRPC raw_input_contents, gRPC typed contents, HTTP JSON data,
 # HTTP binary data.
 TRANSPORTS = ("grpc", "grpc-typed", "http-json", "http-binary")
-
-
-def random_keys(rng, n):
-    """n unique int64 keys in random order, the extremes, 0 and +-1 among them (n >= 5)."""
-    drawn = rng.integers(INT64_MIN, INT64_MAX, size=2 * n + 8, dtype=np.int64, endpoint=True)
-    pool = np.unique(np.concatenate([np.array(SPECIAL_KEYS, np.int64), drawn]))
-    special = pool[np.isin(pool, SPECIAL_KEYS)]
-    others = rng.permutation(pool[~np.isin(pool, SPECIAL_KEYS)])
-    return rng.permutation(np.concatenate([special, others])[:n])
-
-
-class Reference:
-    """A keyed table as a dict from key to row, over the extended table (rows, then the zero
-    row, then the default row)."""
-
-    def __init__(self, rows, keys, default_row=None):
-        self.n = len(keys)
-        self.slot = {int(k): i for i, k in enumerate(keys)}
-        zero = np.zeros((1,) + rows.shape[1:], rows.dtype)
-        default = zero if default_row is None else np.asarray(default_row, rows.dtype)[None]
-        self.extended = np.concatenate([rows, zero, default])
-
-    def slots(self, keys, missing):
-        """The extended table's row of each key (same shape), and the found mask."""
-        keys = np.asarray(keys, np.int64)
-        fill = self.n + 1 if missing == "default" else self.n
-        flat = keys.reshape(-1).tolist()
-        found = np.array([k in self.slot for k in flat], bool).reshape(keys.shape)
-        slots = np.array([self.slot.get(k, fill) for k in flat], np.int64).reshape(keys.shape)
-        return slots, found
-
-    def absent(self, rng, n):
-        """n keys the table lacks."""
-        out = []
-        while len(out) < n:
-            k = int(rng.integers(INT64_MIN, INT64_MAX, dtype=np.int64, endpoint=True))
-            if k not in self.slot:
-                out.append(k)
-        return np.array(out, np.int64)
-
-    def lookup(self, rng, shape, missing_fraction):
-        """Random lookup keys of `shape`: present ones (repeats allowed), and absent ones with
-        probability missing_fraction each."""
-        n = int(np.prod(shape, dtype=np.int64))
-        keys = np.array(list(self.slot), np.int64)
-        out = keys[rng.integers(0, len(keys), size=n)]
-        mask = rng.random(n) < missing_fraction
-        out = np.where(mask, self.absent(rng, max(n, 1))[:n], out)
-        return out.astype(np.int64).reshape(shape)
 
 
 class KserveKeysTest(unittest.TestCase):
