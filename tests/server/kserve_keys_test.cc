@@ -139,7 +139,7 @@ Answer Infer(const KeyedTable& table, const std::string& model, const std::strin
   EXPECT_EQ(response.outputs(0).name(), "output");
   const std::string& raw = response.raw_output_contents(0);
   answer.output.resize(raw.size() / sizeof(float));
-  std::memcpy(answer.output.data(), raw.data(), raw.size());
+  if (!raw.empty()) std::memcpy(answer.output.data(), raw.data(), raw.size());
   answer.output_shape.assign(response.outputs(0).shape().begin(),
                              response.outputs(0).shape().end());
   if (response.outputs_size() > 1) {
