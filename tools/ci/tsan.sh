@@ -35,9 +35,9 @@ tests_regex='^(core_test|batching_test|server_test)\.'
 # protobuf 3.21's map_field.h gives MapFieldBase two more members (seq1_, seq2_), so code built
 # here and Debian's uninstrumented libprotobuf disagree on its layout, and the library's
 # SpaceUsedLong crashes (SEGV) on maps our code built. Single-threaded decoders, or a server test
-# whose threads the rest of this run covers; ASan+UBSan run them all. (KserveEmbeddingBag decodes
-# its requests from JSON, through the same held-bytes count.)
-tests_excluded='^server_test\.(KserveJson|KserveJsonRandom|KserveJsonMemory|KserveEmbeddingBag|DecodedSizeTest)\.'
+# whose threads the rest of this run covers; ASan+UBSan run them all. (KserveEmbeddingBag and
+# KserveKeys decode their requests from JSON, through the same held-bytes count.)
+tests_excluded='^server_test\.(KserveJson|KserveJsonRandom|KserveJsonMemory|KserveEmbeddingBag|KserveKeys|DecodedSizeTest)\.'
 binaries=(tests/core/core_test tests/batching/batching_test tests/server/server_test
           server/tensorcompute-server)
 
