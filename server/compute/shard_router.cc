@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -19,6 +18,7 @@
 #include "proto/grpc_status.h"
 #include "proto/tensor_codec.h"
 #include "server/compute/peer_channel.h"
+#include "server/compute/shard_fan_out.h"
 #include "server/compute/table_plans.h"
 
 namespace tensorcompute::server {
@@ -52,32 +52,25 @@ absl::StatusOr<std::vector<std::string>> ParseShardPeers(const std::string& flag
   return peers;
 }
 
-// One routed request. Shared by its parts' callbacks; the last reference frees it. The callbacks
-// hold `Part&`: parts_ is filled once, in Split, before any part is sent, and never reallocates.
-class ShardRouter::Call : public ShardRouter::Routed,
-                          public std::enable_shared_from_this<ShardRouter::Call> {
+// One routed request on a table sharded by row ranges. Shared by its parts' callbacks; the last
+// reference frees it. The callbacks hold `Part&`: parts_ is filled once, in Split, before any
+// part is sent, and never reallocates.
+class ShardRouter::Call : public ShardRouter::FanOut {
  public:
   Call(ShardRouter* router, ComputeRequest request, ComputeEntry::Done done)
-      : router_(*router), request_(std::move(request)), done_(std::move(done)) {}
+      : FanOut(router, std::move(request), std::move(done)) {}
 
   // Splits, charges and sends the parts; on a failure before any is sent, answers.
   void Start(ByteBudget::Reservation* reservation);
 
-  void NoticeCancel() override {
-    if (request_.cancel != nullptr && request_.cancel->IsCancelled()) CancelRemote();
-  }
-
  private:
-  struct Part {
-    int32_t shard = 0;
+  struct Part : PartState {
     std::vector<int64_t> values;  // index values, first component global
     int64_t rows = 0;             // rows it answers
-    absl::Time start;
     // Local: its indices (rows relative to the shard) and output.
     core::Tensor local_indices;
     core::Tensor local_output;
     // Remote.
-    std::unique_ptr<grpc::ClientContext> context;
     v1::GatherRequest gather;
     v1::GatherNdRequest gather_nd;
     v1::GatherResponse gather_answer;
@@ -86,41 +79,18 @@ class ShardRouter::Call : public ShardRouter::Routed,
     absl::Span<const uint8_t> answer;
   };
 
-  const core::ResidentTensor& table() const { return *request_.table; }
-  const core::ShardSpec& spec() const { return *request_.table->shard; }
   absl::Status Split();
   absl::Status CheckRoutable(const Part& part) const;
-  void SendLocal(Part& part);
-  void SendRemote(Part& part);
-  // A part finished: its status, then (when all have) the answer.
-  void PartDone(Part& part, absl::Status status);
+  void SendLocal(PartState& state) override;
+  void SendRemote(PartState& state) override;
   absl::Status CheckAnswer(Part& part, const v1::Tensor& output);
-  void CancelRemote();
-  void Finish();
-  void Answer(absl::Status status) {
-    router_.Forget(this);
-    std::move(done_)(std::move(status));
-  }
+  void Finish() override;
 
-  ShardRouter& router_;
-  ComputeRequest request_;
-  ComputeEntry::Done done_;
-  bool pooled_ = false;    // a pooled lookup: rows fetched, then pooled here
-  bool nd_ = false;        // parts are GatherNd sub-calls
-  int64_t depth_ = 1;      // index values per output row
-  int64_t row_bytes_ = 0;  // bytes of one output row of a part
-  core::DataType dtype_ = core::DataType::kUnspecified;  // the parts' answers' dtype
-  core::RowSplit rows_;                                  // !pooled_
-  core::BagRowSplit bags_;                               // pooled_
-  std::vector<Part> parts_;                              // by shard, only those with rows
-  core::Tensor fetched_;                                 // pooled_: the fetched rows as one table
-  core::Tensor fetched_indices_;
-
-  absl::Mutex mu_;
-  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  bool sent_ ABSL_GUARDED_BY(mu_) = false;          // every part has been sent
-  bool cancel_asked_ ABSL_GUARDED_BY(mu_) = false;  // CancelRemote came before that
+  bool nd_ = false;          // parts are GatherNd sub-calls
+  int64_t depth_ = 1;        // index values per output row
+  core::RowSplit rows_;      // !pooled_
+  core::BagRowSplit bags_;   // pooled_
+  std::vector<Part> parts_;  // by shard, only those with rows
 };
 
 absl::Status ShardRouter::Call::Split() {
@@ -161,7 +131,7 @@ absl::Status ShardRouter::Call::Split() {
 }
 
 absl::Status ShardRouter::Call::CheckRoutable(const Part& part) const {
-  if (part.shard == spec().index) return absl::OkStatus();
+  if (local(part)) return absl::OkStatus();
   const std::string why = router_.Unroutable(spec(), request_, part.shard);
   if (why.empty()) return absl::OkStatus();
   const core::RowRange own = core::ShardRows(spec());
@@ -182,31 +152,14 @@ void ShardRouter::Call::Start(ByteBudget::Reservation* reservation) {
   for (const Part& part : parts_) bytes += part.rows * row_bytes_;
   if (pooled_) bytes += bags_.fetched_rows * row_bytes_;
   if (absl::Status grown = reservation->Grow(bytes); !grown.ok()) return Answer(grown);
-  if (parts_.empty()) return Finish();
-  // The full count before the first send: a part may finish (even on this thread) before the
-  // next is sent, and must not find pending_ at zero.
-  {
-    absl::MutexLock lock(&mu_);
-    pending_ = parts_.size();
-  }
-  // Remote parts first: their round trips overlap the local part's compute.
-  for (Part& part : parts_) {
-    if (part.shard != spec().index) SendRemote(part);
-  }
-  for (Part& part : parts_) {
-    if (part.shard == spec().index) SendLocal(part);
-  }
-  bool cancel = false;
-  {
-    absl::MutexLock lock(&mu_);
-    sent_ = true;
-    cancel = cancel_asked_;
-  }
-  if (cancel) CancelRemote();  // asked while the parts were being sent
+  std::vector<PartState*> parts;
+  for (Part& part : parts_) parts.push_back(&part);
+  SendAll(std::move(parts));
 }
 
-void ShardRouter::Call::SendLocal(Part& part) {
-  part.start = absl::Now();
+void ShardRouter::Call::SendLocal(PartState& state) {
+  Part& part = static_cast<Part&>(state);
+  const core::PlanOptions options = BeginLocal(part);
   // The part's rows renumbered to the shard's own (only each tuple's first component is a row).
   const int64_t first = core::ShardRows(spec()).begin;
   std::vector<int64_t> local = part.values;
@@ -214,8 +167,6 @@ void ShardRouter::Call::SendLocal(Part& part) {
   const core::Shape shape = nd_ ? core::Shape{part.rows, depth_} : core::Shape{part.rows};
   part.local_indices =
       core::Tensor::FromValues<int64_t>(core::DataType::kInt64, shape, absl::MakeConstSpan(local));
-  core::PlanOptions options = router_.compute_->plan_options();
-  options.max_output_bytes = std::numeric_limits<int64_t>::max();  // charged in Start
   ComputeRequest sub;
   sub.params = table().local_view();
   sub.indices = part.local_indices.view();
@@ -223,40 +174,15 @@ void ShardRouter::Call::SendLocal(Part& part) {
       nd_ ? PlanGatherNdOn(&table(), sub.params, sub.indices, 0, options)
           : PlanGatherOn(&table(), sub.params, sub.indices, 0, 0, options);
   if (!plan.ok()) return PartDone(part, plan.status());
-  // Its own buffer, not the request's output: Finish interleaves the parts' rows in the
-  // request's order. Allocated flat, as the bytes are all that is read back.
-  absl::StatusOr<core::Tensor> output = core::Tensor::Allocate(
-      dtype_,
-      core::Shape{part.rows * row_bytes_ / static_cast<int64_t>(core::ElementSize(dtype_))});
-  if (!output.ok()) return PartDone(part, output.status());
-  part.local_output = *std::move(output);
   sub.plan = *std::move(plan);
-  sub.table = request_.table;
-  sub.deadline = request_.deadline;
-  sub.cancel = request_.cancel;
-  sub.from_router = true;
-  const core::Shape out_shape = batching::OutputShape(sub.plan);
-  sub.make_output = [&part, out_shape] {
-    core::MutableTensorView view;
-    view.dtype = part.local_output.dtype();
-    view.shape = out_shape;
-    view.data = part.local_output.mutable_bytes();
-    return view;
-  };
-  router_.compute_->SubmitCharged(std::move(sub),
-                                  [self = shared_from_this(), &part](absl::Status status) {
-                                    part.answer = part.local_output.bytes();
-                                    self->PartDone(part, std::move(status));
-                                  });
+  SubmitLocal(part, std::move(sub), part.rows, &part.local_output,
+              [&part] { part.answer = part.local_output.bytes(); });
 }
 
-void ShardRouter::Call::SendRemote(Part& part) {
+void ShardRouter::Call::SendRemote(PartState& state) {
+  Part& part = static_cast<Part&>(state);
+  if (!BeginRemote(part)) return;
   Peer& peer = *router_.peers_[static_cast<size_t>(part.shard)];
-  part.start = absl::Now();
-  if (request_.cancel != nullptr && request_.cancel->IsCancelled()) {
-    return PartDone(part, absl::CancelledError("request cancelled by the client"));
-  }
-  part.context = router_.SubCallContext(request_);
   // `self` keeps the call, and so the part's context, request and answer, alive until gRPC has
   // called back.
   auto self = shared_from_this();
@@ -265,23 +191,22 @@ void ShardRouter::Call::SendRemote(Part& part) {
     part.gather_nd.set_min_sequence(request_.min_sequence);
     SetIndices(part.values, {part.rows, depth_}, part.gather_nd.mutable_indices());
     peer.stub->async()->GatherNd(part.context.get(), &part.gather_nd, &part.gather_nd_answer,
-                                 [self, &part](grpc::Status status) {
+                                 [self, this, &part](grpc::Status status) {
                                    absl::Status done = proto::FromGrpcStatus(status);
                                    if (done.ok())
-                                     done = self->CheckAnswer(part, part.gather_nd_answer.output());
-                                   self->PartDone(part, std::move(done));
+                                     done = CheckAnswer(part, part.gather_nd_answer.output());
+                                   PartDone(part, std::move(done));
                                  });
   } else {
     part.gather.set_params_name(table().name);
     part.gather.set_min_sequence(request_.min_sequence);
     SetIndices(part.values, {part.rows}, part.gather.mutable_indices());
     peer.stub->async()->Gather(part.context.get(), &part.gather, &part.gather_answer,
-                               [self, &part](grpc::Status status) {
+                               [self, this, &part](grpc::Status status) {
                                  absl::Status done = proto::FromGrpcStatus(status);
-                                 if (done.ok()) {
-                                   done = self->CheckAnswer(part, part.gather_answer.output());
-                                 }
-                                 self->PartDone(part, std::move(done));
+                                 if (done.ok())
+                                   done = CheckAnswer(part, part.gather_answer.output());
+                                 PartDone(part, std::move(done));
                                });
   }
 }
@@ -301,46 +226,7 @@ absl::Status ShardRouter::Call::CheckAnswer(Part& part, const v1::Tensor& output
   return absl::OkStatus();
 }
 
-void ShardRouter::Call::PartDone(Part& part, absl::Status status) {
-  router_.metrics_->CountShardCall(part.shard, status.code(), absl::Now() - part.start);
-  // Only the first error is kept: the ones after it are mostly the CANCELLED that its
-  // CancelRemote causes, and would hide the cause.
-  bool last = false, first_error = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!status.ok() && error_.ok()) {
-      error_ = part.shard == spec().index ? status : router_.Named(table(), part.shard, status);
-      first_error = true;
-    }
-    last = --pending_ == 0;
-  }
-  if (first_error) CancelRemote();  // the others' answers are no longer needed
-  if (last) Finish();
-}
-
-void ShardRouter::Call::CancelRemote() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!sent_) {  // Start is still sending: it cancels them once they are all sent
-      cancel_asked_ = true;
-      return;
-    }
-  }
-  // Once sent, parts_ and their contexts no longer change; TryCancel is thread-safe, and is
-  // called without the lock because a cancelled call may complete on this thread.
-  for (Part& part : parts_) {
-    if (part.context != nullptr) part.context->TryCancel();
-  }
-}
-
 void ShardRouter::Call::Finish() {
-  absl::Status error;
-  {
-    absl::MutexLock lock(&mu_);
-    error = error_;
-  }
-  if (!error.ok()) return Answer(error);
-  // Every part is done: this runs on the thread of the last one (or in Start, with none).
   if (!pooled_) {
     if (!request_.make_output) return Answer(absl::OkStatus());  // an empty output
     const core::MutableTensorView out = std::move(request_.make_output)();
@@ -359,40 +245,16 @@ void ShardRouter::Call::Finish() {
     }
     return Answer(absl::OkStatus());
   }
-  // A pooled lookup: the fetched rows as one table (shard by shard, then the zero padding
-  // row), pooled by the request's own plan renumbered onto them.
-  const auto& bag = std::get<core::EmbeddingBagPlan>(request_.plan);
-  absl::StatusOr<core::Tensor> fetched =
-      core::Tensor::Allocate(bag.dtype, core::Shape{bags_.fetched_rows, bag.dim});
-  if (!fetched.ok()) return Answer(fetched.status());
-  fetched_ = *std::move(fetched);
-  uint8_t* dst = fetched_.mutable_bytes().data();
-  for (const Part& part : parts_) {
-    if (!part.answer.empty()) std::memcpy(dst, part.answer.data(), part.answer.size());
-    dst += part.answer.size();
-  }
-  if (bags_.padding_slot >= 0 && row_bytes_ > 0) {
-    std::memset(dst, 0, static_cast<size_t>(row_bytes_));
-  }
-  fetched_indices_ = core::Tensor::FromValues<int64_t>(
-      core::DataType::kInt64, request_.indices.shape, absl::MakeConstSpan(bags_.indices));
-  // fetched_ and fetched_indices_ are members, kept alive by `self` in the pooling task's done,
-  // so the task's views stay valid until it finishes.
-  ComputeRequest pool;
-  pool.plan = core::PlanOnFetchedRows(bag, bags_);
-  pool.params = fetched_.view();
-  pool.indices = fetched_indices_.view();
-  pool.offsets = request_.offsets;
-  pool.weights = request_.weights;
-  pool.deadline = request_.deadline;
-  pool.cancel = request_.cancel;
-  pool.make_output = std::move(request_.make_output);
-  router_.Forget(this);  // now an ordinary task, cancelled by the batcher
-  // done_ directly, not Answer: the call was forgotten above.
-  router_.compute_->SubmitCharged(std::move(pool),
-                                  [self = shared_from_this()](absl::Status status) {
-                                    std::move(self->done_)(std::move(status));
-                                  });
+  // A pooled lookup: the fetched rows shard by shard, then the zero padding row.
+  PoolFetched(bags_, request_.indices.shape, [this](uint8_t* dst) {
+    for (const Part& part : parts_) {
+      if (!part.answer.empty()) std::memcpy(dst, part.answer.data(), part.answer.size());
+      dst += part.answer.size();
+    }
+    if (bags_.padding_slot >= 0 && row_bytes_ > 0) {
+      std::memset(dst, 0, static_cast<size_t>(row_bytes_));
+    }
+  });
 }
 
 absl::Status ShardRouter::Named(const core::ResidentTensor& table, int32_t shard,

@@ -122,6 +122,7 @@ class ShardRouter {
     // Cancels the remote parts when the request's cancel flag is set.
     virtual void NoticeCancel() = 0;
   };
+  class FanOut;   // what every routed request shares (shard_fan_out.h)
   class Call;     // one routed request on a table sharded by rows (shard_router.cc)
   class KeyCall;  // one on a table sharded by key (key_shard_call.cc)
 
@@ -132,6 +133,7 @@ class ShardRouter {
     std::unique_ptr<v1::TensorCompute::Stub> stub;
   };
 
+  friend class FanOut;
   friend class Call;
   friend class KeyCall;
   // Route's part for a table sharded by key (key_shard_call.cc).
