@@ -114,10 +114,7 @@ void ShardRouter::KeyCall::Start(ByteBudget::Reservation* reservation) {
   // lookup's fetched table (one more row: SKIP's padding row).
   int64_t bytes = batching::OutputBytes(request_.plan) + split_.fetched_rows * (row_bytes_ + 1);
   if (pooled_) bytes += (split_.fetched_rows + 1) * row_bytes_;
-  if (absl::Status grown = reservation->Grow(bytes); !grown.ok()) return Answer(grown);
-  std::vector<PartState*> parts;
-  for (Part& part : parts_) parts.push_back(&part);
-  SendAll(std::move(parts));
+  ChargeAndSend(reservation, bytes, parts_);
 }
 
 void ShardRouter::KeyCall::SendLocal(PartState& state) {

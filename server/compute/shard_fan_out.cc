@@ -15,7 +15,9 @@ void ShardRouter::FanOut::NoticeCancel() {
   if (request_.cancel != nullptr && request_.cancel->IsCancelled()) CancelRemote();
 }
 
-void ShardRouter::FanOut::SendAll(std::vector<PartState*> parts) {
+void ShardRouter::FanOut::ChargeAndSend(ByteBudget::Reservation* reservation, int64_t bytes,
+                                        std::vector<PartState*> parts) {
+  if (absl::Status grown = reservation->Grow(bytes); !grown.ok()) return Answer(grown);
   parts_ = std::move(parts);
   if (parts_.empty()) return Finish();
   // The full count before the first send: a part may end (even on this thread) before the
@@ -112,7 +114,7 @@ void ShardRouter::FanOut::PartDone(PartState& part, absl::Status status) {
 void ShardRouter::FanOut::CancelRemote() {
   {
     absl::MutexLock lock(&mu_);
-    if (!sent_) {  // SendAll is still sending: it cancels them once they are all sent
+    if (!sent_) {  // ChargeAndSend is still sending: it cancels them once they are all sent
       cancel_asked_ = true;
       return;
     }

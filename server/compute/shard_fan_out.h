@@ -9,8 +9,8 @@
 // lookup's fetched rows pooled here with the request's own plan.
 //
 // A derived call owns its parts (each derives from PartState, and stays where it is from
-// SendAll until the call is freed), makes and checks each part's sub-request, and assembles the
-// answer in Finish.
+// ChargeAndSend until the call is freed), makes and checks each part's sub-request, and assembles
+// the answer in Finish.
 //
 // Thread-safety: parts end on any thread; NoticeCancel may be called from any thread.
 
@@ -54,9 +54,18 @@ class ShardRouter::FanOut : public ShardRouter::Routed,
   const core::ShardSpec& spec() const { return *request_.table->shard; }
   bool local(const PartState& part) const { return part.shard == spec().index; }
 
-  // Sends every part (the remote ones first); with none, finishes at once. Call once, after
-  // the call's bytes are charged. Every part ends in PartDone exactly once.
-  void SendAll(std::vector<PartState*> parts);
+  // Charges `bytes` to the request's reservation, held until the answer is sent (refused:
+  // that is the answer), then sends every part, the remote ones first; with none, finishes at
+  // once. Called once. Every part sent ends in PartDone exactly once.
+  template <typename Part>
+  void ChargeAndSend(ByteBudget::Reservation* reservation, int64_t bytes,
+                     std::vector<Part>& parts) {
+    std::vector<PartState*> states;
+    for (Part& part : parts) states.push_back(&part);
+    ChargeAndSend(reservation, bytes, std::move(states));
+  }
+  void ChargeAndSend(ByteBudget::Reservation* reservation, int64_t bytes,
+                     std::vector<PartState*> parts);
   virtual void SendRemote(PartState& part) = 0;
   virtual void SendLocal(PartState& part) = 0;
   // Every part has ended without an error: the answer is assembled and given (Answer, or
@@ -95,7 +104,7 @@ class ShardRouter::FanOut : public ShardRouter::Routed,
   void CancelRemote();
 
   ComputeEntry::Done done_;
-  std::vector<PartState*> parts_;  // set once by SendAll, before any part is sent
+  std::vector<PartState*> parts_;  // set once by ChargeAndSend, before any part is sent
   core::Tensor fetched_;           // PoolFetched's table and indices, alive while it pools
   core::Tensor fetched_indices_;
 

@@ -151,10 +151,7 @@ void ShardRouter::Call::Start(ByteBudget::Reservation* reservation) {
   int64_t bytes = batching::OutputBytes(request_.plan);
   for (const Part& part : parts_) bytes += part.rows * row_bytes_;
   if (pooled_) bytes += bags_.fetched_rows * row_bytes_;
-  if (absl::Status grown = reservation->Grow(bytes); !grown.ok()) return Answer(grown);
-  std::vector<PartState*> parts;
-  for (Part& part : parts_) parts.push_back(&part);
-  SendAll(std::move(parts));
+  ChargeAndSend(reservation, bytes, parts_);
 }
 
 void ShardRouter::Call::SendLocal(PartState& state) {
