@@ -428,7 +428,8 @@ int RunList(Client& client, bool json) {
            {"sequence", t.sequence},
            {"shard", t.shard.has_value() ? nlohmann::json{{"index", t.shard->index},
                                                           {"count", t.shard->count},
-                                                          {"total_rows", t.shard->total_rows}}
+                                                          {"total_rows", t.shard->total_rows},
+                                                          {"by_key", t.shard->by_key}}
                                          : nlohmann::json(nullptr)},
            {"keyed", t.keyed.has_value()
                          ? nlohmann::json{{"keys", t.keyed->keys},
@@ -442,8 +443,9 @@ int RunList(Client& client, bool json) {
            {t.name, core::DataTypeName(t.dtype), core::ShapeToString(t.shape),
             core::TableStorageFlagName(t.storage), absl::StrCat(t.bytes), t.device,
             absl::StrCat(t.version), Rfc3339(t.created),
-            t.shard.has_value() ? absl::StrCat(t.shard->index, "/", t.shard->count)
-                                : std::string("-"),
+            t.shard.has_value()
+                ? absl::StrCat(t.shard->index, "/", t.shard->count, t.shard->by_key ? ":key" : "")
+                : std::string("-"),
             absl::StrCat(t.sequence),
             t.keyed.has_value() ? absl::StrCat(t.keyed->keys, "/", t.keyed->capacity)
                                 : std::string("-")}) {

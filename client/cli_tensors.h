@@ -25,10 +25,11 @@
 // one line per call describing the tensor stored or deleted; update prints
 // "updated NAME: R rows in M messages, sequence S" (S: what a lookup's min_sequence takes);
 // list prints a table (NAME DTYPE SHAPE STORAGE BYTES DEVICE VERSION CREATED SHARD SEQUENCE
-// KEYS, plus a TARGET column in front when the client has several targets; SHARD is "I/N" or
-// "-", KEYS "held/capacity" for a keyed table or "-") or, with --json, one JSON array of
-// objects with those fields (lower-case; "created" in RFC 3339, "shape" an array, "target"
-// always there, "shard" null or {index, count, total_rows}, "keyed" null or {keys, capacity,
+// KEYS, plus a TARGET column in front when the client has several targets; SHARD is "I/N" for
+// shard I of N by row ranges, "I/N:key" for one of a table sharded by key, or "-", KEYS
+// "held/capacity" for a keyed table or "-") or, with --json, one JSON array of objects with
+// those fields (lower-case; "created" in RFC 3339, "shape" an array, "target" always there,
+// "shard" null or {index, count, total_rows, by_key}, "keyed" null or {keys, capacity,
 // missing (core::MissingKeysName's), has_default_row}).
 // Each replica holds its own copies: list asks every target.
 //

@@ -26,6 +26,7 @@ answer), a sixth holds shard 1 of T without --shard_peers.
 Needs $TC_SERVER_BINARY, $TC_CLI_BINARY and the `tensorcompute` package.
 """
 
+import json
 import os
 import subprocess
 import tempfile
@@ -430,6 +431,19 @@ class ShardedKeyedTablesTest(unittest.TestCase):
             info = {i.name: i for i in _clients[name].list_tensors()}["CLIK"]
             self.assertEqual(info.keyed.capacity, 300)
             self.assertEqual(info.shard, Shard(SHARD_OF[name], SHARDS, 400, True))
+        # list says which shard, and that it is by key, in both forms.
+        listed = subprocess.run([os.environ["TC_CLI_BINARY"], "list", "--json", "--target",
+                                 f"127.0.0.1:{_ports['s2']}"],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        shard = {t["name"]: t for t in json.loads(listed.stdout)}["CLIK"]["shard"]
+        self.assertEqual(shard, {"index": 2, "count": 3, "total_rows": 400, "by_key": True})
+        listed = subprocess.run([os.environ["TC_CLI_BINARY"], "list", "--target",
+                                 f"127.0.0.1:{_ports['s2']}"],
+                                capture_output=True, text=True, timeout=60)
+        lines = [line.split() for line in listed.stdout.splitlines()]
+        column = lines[0].index("SHARD")
+        self.assertEqual({line[0]: line[column] for line in lines[1:]}["CLIK"], "2/3:key")
         ask = keys[rng.integers(0, 400, (9, 7))]
         where = {int(k): i for i, k in enumerate(keys)}
         expected = rows[[[where[int(k)] for k in row] for row in ask]]
