@@ -5,8 +5,8 @@
 // says, on a miss, which slot the row is read into and which row that evicts.
 //
 //   Placement   set-associative: the slots are sets of kWays; a row may live only in its set,
-//               chosen by a hash of its number (so a lookup reads one set's tags, and a caller
-//               can lock sets apart). Within a set, the least recently used row is the victim.
+//               chosen by a hash of its number (so a lookup reads one set's tags). Within a set,
+//               the least recently used row is the victim.
 //   Admission   TinyLFU (Einziger, Friedman and Manes, "TinyLFU: A Highly Efficient Cache
 //               Admission Policy", ACM Transactions on Storage 13(4), 2017). A row's first
 //               access lately sets its bit in a doorkeeper (a Bloom filter of 16 bits a slot,
@@ -21,7 +21,7 @@
 //
 // With admission off (Options::admission = false) it is a set-associative LRU.
 //
-// Thread-safety: none; a cache serializes its calls (per set, as Set() allows, or whole).
+// Thread-safety: none; a cache serializes all its calls (the counts are shared by every set).
 
 #ifndef TENSORCOMPUTE_CORE_ROW_CACHE_POLICY_H_
 #define TENSORCOMPUTE_CORE_ROW_CACHE_POLICY_H_
