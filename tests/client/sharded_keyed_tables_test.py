@@ -35,6 +35,7 @@ import unittest
 import numpy as np
 
 from tensorcompute import Client, Shard, TensorComputeError, key_shard
+from replica_answers import ReplicaAnswers
 from reserved_ports import ReservedPorts
 from server_process import ServerProcess
 
@@ -165,20 +166,8 @@ def reference_bags(table, keys, offsets, mode, policy):
     return out, found
 
 
-class ShardedKeyedTablesTest(unittest.TestCase):
-    def same(self, got, want, what):
-        self.assertEqual((got.dtype, got.shape), (want.dtype, want.shape), what)
-        self.assertEqual(got.tobytes(), want.tobytes(), what)
-
-    def both(self, replica, method, *args, **kwargs):
-        """The replica's answer and the unsharded server's, or their errors."""
-        answers = []
-        for name in (replica, "whole"):
-            try:
-                answers.append(getattr(_clients[name], method)(*args, **kwargs))
-            except TensorComputeError as e:
-                answers.append((e.code, e.message))
-        return answers
+class ShardedKeyedTablesTest(ReplicaAnswers, unittest.TestCase):
+    clients = _clients
 
     def test_key_shard_is_the_published_hash(self):
         # core/key_index.h's worked examples (KeyShardHash(1) % 8, and so on).

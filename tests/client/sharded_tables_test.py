@@ -28,6 +28,7 @@ import numpy as np
 
 from tensorcompute import Client, Shard, TensorComputeError, shard_rows
 from prometheus_scrape import labels, scrape
+from replica_answers import ReplicaAnswers
 from reserved_ports import ReservedPorts
 from server_process import ServerProcess
 
@@ -97,20 +98,8 @@ def random_rows(rng, rows, shape, dtype):
     return rng.integers(-rows, rows, size=shape).astype(dtype)
 
 
-class ShardedTablesTest(unittest.TestCase):
-    def same(self, got, want, what):
-        self.assertEqual((got.dtype, got.shape), (want.dtype, want.shape), what)
-        self.assertEqual(got.tobytes(), want.tobytes(), what)
-
-    def both(self, replica, method, *args, **kwargs):
-        """The replica's answer and the unsharded server's, or their errors."""
-        answers = []
-        for name in (replica, "whole"):
-            try:
-                answers.append(getattr(_clients[name], method)(*args, **kwargs))
-            except TensorComputeError as e:
-                answers.append((e.code, e.message))
-        return answers
+class ShardedTablesTest(ReplicaAnswers, unittest.TestCase):
+    clients = _clients
 
     def test_shards_are_listed(self):
         for name, index in (("s0", 0), ("s0b", 0), ("s1", 1), ("s2", 2)):
