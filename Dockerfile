@@ -68,7 +68,7 @@ RUN apt-get update \
       g++ cmake ninja-build pkg-config ccache \
       libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
       libspdlog-dev nlohmann-json3-dev libcli11-dev prometheus-cpp-dev libssl-dev \
-      libboost1.81-dev \
+      libboost1.81-dev liburing-dev \
  && rm -rf /var/lib/apt/lists/*
 
 FROM toolchain AS build

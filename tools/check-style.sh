@@ -3,6 +3,7 @@
 #  1. core/ knows nothing of the wire: no gRPC, protobuf or spdlog includes under core/.
 #  2. CUDA headers only under core/cuda/ (and in the fake CUDA runtime, a test double that
 #     defines the runtime's functions: tests/cuda/testing/).
+#  2b. io_uring (liburing) only under core/disk/, whose headers keep it out of their API.
 #  3. server/kserve/ is a front end on the server, never the reverse: nothing outside it
 #     includes it (server/main.cc, which assembles the binary, and its own tests excepted), and
 #     nothing else in server/ (the compute entry server/compute_service.* included) includes
@@ -22,6 +23,11 @@ fi
 if grep -rnE '#include\s*[<"]cuda' --include='*.h' --include='*.cc' --exclude-dir=.venv --exclude-dir=.venv-triton . \
      | grep -v '^./core/cuda/' | grep -v '^./tests/cuda/testing/' | grep -v '^./build'; then
   echo "check-style: only core/cuda/ may include CUDA headers" >&2
+  fail=1
+fi
+if grep -rnE '#include\s*[<"]liburing' --include='*.h' --include='*.cc' core server client tools tests \
+     | grep -v '^core/disk/[a-z_]*\.cc:'; then
+  echo "check-style: only core/disk/'s sources may include liburing" >&2
   fail=1
 fi
 if grep -rnE '#include\s*"server/kserve/' --include='*.h' --include='*.cc' \

@@ -20,6 +20,8 @@ packages=(
   # KServe v2 HTTP/REST on Boost.Beast and Asio (header-only; TLS with libssl-dev below): the
   # server's front end and the load tester's client; JSON with nlohmann-json above
   libboost1.81-dev
+  # tables on disk (core/disk): io_uring for many direct reads in flight
+  liburing-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # style check in CI
