@@ -11,8 +11,8 @@
 //               Admission Policy", ACM Transactions on Storage 13(4), 2017). A row's first
 //               access lately sets its bit in a doorkeeper (a Bloom filter of 16 bits a slot,
 //               two hashes, cleared after 2 x capacity() new rows: about 5% false positives);
-//               later ones are counted in a count-min sketch of 4-bit counters (four hashes,
-//               conservative increments), halved after kSampleFactor x capacity() counts so
+//               later ones are counted in a count-min sketch of 4-bit counters (sixteen a slot,
+//               as Caffeine sizes its sketch; four hashes, conservative increments), halved after kSampleFactor x capacity() counts so
 //               that old popularity fades. A row's frequency is its count plus its doorkeeper
 //               bit. A missing row takes a full set's victim's slot only if it is more frequent
 //               than the victim; else it is served without being cached. Rows asked for once
@@ -64,9 +64,17 @@ class RowCachePolicy {
   // cached, row >= 0.
   Placement Admit(int64_t row);
 
+  // The row's slot when cached, else -1, without counting an access or touching its recency
+  // (for a cache that rechecks a row it missed before admitting it).
+  int64_t Slot(int64_t row) const;
+
   // Drops `row` from the cache if it is there (a row rewritten by its own update, or whose read
   // failed); its slot becomes free. Returns the slot it held, or -1.
   int64_t Erase(int64_t row);
+
+  // The bytes a policy of `slots` holds (its vectors; what memory_bytes() returns for it).
+  static int64_t MemoryBytes(int64_t slots);
+  int64_t memory_bytes() const { return MemoryBytes(capacity()); }
 
   // The set `row` belongs to, in [0, sets()).
   int64_t Set(int64_t row) const;

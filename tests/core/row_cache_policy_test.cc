@@ -45,6 +45,9 @@ TEST(RowCachePolicy, RandomCallsKeepEveryRowInOneSlotOfItsSet) {
         if (shadow != slot_of.end()) slot_of.erase(shadow);
         continue;
       }
+      const int frequency = policy.Frequency(row);
+      ASSERT_EQ(policy.Slot(row), shadow == slot_of.end() ? -1 : shadow->second) << step;
+      ASSERT_EQ(policy.Frequency(row), frequency) << "Slot counts nothing";
       const int64_t found = policy.Find(row);
       ASSERT_EQ(found, shadow == slot_of.end() ? -1 : shadow->second) << "step " << step;
       if (found >= 0) continue;
