@@ -374,10 +374,17 @@ absl::StatusOr<int64_t> WriteUpdate(const ResidentTensor& table, const RowUpdate
       // UNAVAILABLE: the device is out of service, its copy never read again (live_rows.h).
       if (!device.ok() && !absl::IsUnavailable(device)) return device;
     }
+    const uint8_t* from = update.bytes().data();
+    if (table.disk != nullptr) {  // through to the file and the cached copy (disk_rows.h)
+      for (size_t i = 0; i < rows.size(); ++i) {
+        TC_RETURN_IF_ERROR(
+            table.disk->Write(rows[i], from + static_cast<int64_t>(i) * update.row_bytes));
+      }
+      return absl::OkStatus();
+    }
     // The one place a published tensor's bytes change: they were allocated writable, and the
     // gate keeps every reader out (the file comment).
     uint8_t* base = const_cast<uint8_t*>(table.tensor.view().data.data());
-    const uint8_t* from = update.bytes().data();
     for (size_t i = 0; i < rows.size(); ++i) {
       std::memcpy(base + rows[i] * update.row_bytes,
                   from + static_cast<int64_t>(i) * update.row_bytes,
@@ -387,7 +394,11 @@ absl::StatusOr<int64_t> WriteUpdate(const ResidentTensor& table, const RowUpdate
     return absl::OkStatus();
   };
   auto retired = [&](LiveRows::Fate fate) { return RetiredError(table, fate); };
-  return table.live->Write(write, retired);
+  absl::StatusOr<int64_t> sequence = table.live->Write(write, retired);
+  // A table on disk's rows are durable before the message is answered; synced after the
+  // lookups were let back in, so that they never wait for the disk's flush.
+  if (sequence.ok() && table.disk != nullptr) TC_RETURN_IF_ERROR(table.disk->Sync());
+  return sequence;
 }
 
 }  // namespace

@@ -214,6 +214,11 @@ absl::StatusOr<ShardedRowUpdate> SplitRowUpdate(const ResidentTensor& table,
 // max_resident_bytes, change nothing); without `growth` it is RESOURCE_EXHAUSTED "table 'T' is
 // full: the message adds 3 keys and 1 slots of its capacity 8 are free (put it again with a
 // larger capacity)".
+// A table on disk (core/disk_rows.h) has its rows written through to its file and its cached
+// copies, with readers held off, then synced (fdatasync) after they are let back in: an update
+// answered OK is on disk. The disk's errors are UNAVAILABLE naming the table: a failed write
+// stops the message part way (the rows before it are in the file and served; the sequence does
+// not advance), and a failed sync leaves the message served but perhaps not durable.
 // REQUIRES: `update` was prepared for `table` (or a table it grew from); device_write is set
 // if table has a device copy.
 using DeviceRowWriter =

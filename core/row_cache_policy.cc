@@ -54,7 +54,9 @@ uint64_t CountersFor(int64_t capacity) {
 uint64_t DoorkeeperBitsFor(int64_t capacity) {
   return absl::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(64, 16 * capacity)));
 }
-int64_t CapacityFor(int64_t slots) { return std::max<int64_t>(1, slots / RowCachePolicy::kWays) * RowCachePolicy::kWays; }
+int64_t CapacityFor(int64_t slots) {
+  return std::max<int64_t>(1, slots / RowCachePolicy::kWays) * RowCachePolicy::kWays;
+}
 
 }  // namespace
 

@@ -12,12 +12,13 @@
 //               access lately sets its bit in a doorkeeper (a Bloom filter of 16 bits a slot,
 //               two hashes, cleared after 2 x capacity() new rows: about 5% false positives);
 //               later ones are counted in a count-min sketch of 4-bit counters (sixteen a slot,
-//               as Caffeine sizes its sketch; four hashes, conservative increments), halved after kSampleFactor x capacity() counts so
-//               that old popularity fades. A row's frequency is its count plus its doorkeeper
-//               bit. A missing row takes a full set's victim's slot only if it is more frequent
-//               than the victim; else it is served without being cached. Rows asked for once
-//               never reach the sketch, so a scan, however long, neither flushes the rows asked
-//               for repeatedly (as it does under plain LRU) nor ages their counts.
+//               as Caffeine sizes its sketch; four hashes, conservative increments), halved after
+//               kSampleFactor x capacity() counts so that old popularity fades. A row's frequency
+//               is its count plus its doorkeeper bit. A missing row takes a full set's victim's
+//               slot only if it is more frequent than the victim; else it is served without being
+//               cached. Rows asked for once never reach the sketch, so a scan, however long,
+//               neither flushes the rows asked for repeatedly (as it does under plain LRU) nor ages
+//               their counts.
 //
 // With admission off (Options::admission = false) it is a set-associative LRU.
 //

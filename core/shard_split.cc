@@ -70,9 +70,14 @@ absl::StatusOr<RowSplit> SplitRows(const EmbeddingBagPlan& plan, const TensorVie
   });
 }
 
-absl::StatusOr<BagRowSplit> SplitBagRows(const EmbeddingBagPlan& plan, const TensorView& indices,
-                                         int32_t count) {
-  const int64_t n = plan.num_indices, total = plan.rows;
+namespace {
+
+// The distinct rows of `n` index values (rows of a table of `total`, padding_row's uses left
+// out), per shard, and the values renumbered into them; `bad` makes the error for a flat
+// position.
+template <typename BadError>
+absl::StatusOr<BagRowSplit> SplitDistinct(const TensorView& indices, int64_t n, int64_t total,
+                                          int64_t padding_row, int32_t count, BadError bad) {
   BagRowSplit split;
   split.rows.resize(static_cast<size_t>(count));
   split.indices.resize(static_cast<size_t>(n));
@@ -81,9 +86,9 @@ absl::StatusOr<BagRowSplit> SplitBagRows(const EmbeddingBagPlan& plan, const Ten
   absl::flat_hash_map<int64_t, int64_t> slot_in_shard;
   for (int64_t k = 0; k < n; ++k) {
     const int64_t row = Normalize(IndexAt(indices, k), total);
-    if (row < 0) return EmbeddingBagBadIndexError(plan, indices, k);
+    if (row < 0) return bad(k);
     split.indices[static_cast<size_t>(k)] = row;
-    if (row == plan.padding_row) continue;
+    if (row == padding_row) continue;
     auto [it, inserted] = slot_in_shard.try_emplace(row, 0);
     if (inserted) {
       std::vector<int64_t>& part = split.rows[static_cast<size_t>(ShardOfRow(total, count, row))];
@@ -98,13 +103,28 @@ absl::StatusOr<BagRowSplit> SplitBagRows(const EmbeddingBagPlan& plan, const Ten
         static_cast<int64_t>(split.rows[static_cast<size_t>(s)].size());
   }
   split.fetched_rows = base.back();
-  if (plan.padding_row >= 0) split.padding_slot = split.fetched_rows++;
+  if (padding_row >= 0) split.padding_slot = split.fetched_rows++;
   for (int64_t& v : split.indices) {
-    v = v == plan.padding_row
+    v = v == padding_row
             ? split.padding_slot
             : base[static_cast<size_t>(ShardOfRow(total, count, v))] + slot_in_shard[v];
   }
   return split;
+}
+
+}  // namespace
+
+absl::StatusOr<BagRowSplit> SplitBagRows(const EmbeddingBagPlan& plan, const TensorView& indices,
+                                         int32_t count) {
+  return SplitDistinct(
+      indices, plan.num_indices, plan.rows, plan.padding_row, count,
+      [&](int64_t position) { return EmbeddingBagBadIndexError(plan, indices, position); });
+}
+
+absl::StatusOr<BagRowSplit> SplitBagRows(const GatherPlan& plan, const TensorView& indices,
+                                         int32_t count) {
+  return SplitDistinct(indices, plan.num_indices, plan.index_dims[0], -1, count,
+                       [&](int64_t position) { return BadIndexError(plan, indices, position); });
 }
 
 EmbeddingBagPlan PlanOnFetchedRows(const EmbeddingBagPlan& plan, const BagRowSplit& split) {
@@ -114,6 +134,22 @@ EmbeddingBagPlan PlanOnFetchedRows(const EmbeddingBagPlan& plan, const BagRowSpl
   out.row_bytes = plan.dim * plan.element_size;
   out.index_dtype = DataType::kInt64;
   out.padding_row = split.padding_slot;
+  return out;
+}
+
+EmbeddingBagPlan PlanOnStagedRows(const EmbeddingBagPlan& plan, const BagRowSplit& split) {
+  EmbeddingBagPlan out = plan;
+  out.rows = split.fetched_rows;
+  out.index_dtype = DataType::kInt64;
+  out.padding_row = split.padding_slot;
+  return out;
+}
+
+GatherPlan PlanOnStagedRows(const GatherPlan& plan, const BagRowSplit& split) {
+  GatherPlan out = plan;
+  out.rows = split.fetched_rows;
+  out.index_dims[0] = split.fetched_rows;
+  out.index_dtype = DataType::kInt64;
   return out;
 }
 

@@ -9,7 +9,8 @@
 //                  shard; each shard's part keeps the output's order.
 //   SplitBagRows   a pooled lookup: the distinct rows it reads, fetched once each, and the
 //                  request's indices renumbered into them, so that the same plan pooled over
-//                  the fetched rows gives the unsharded answer bit for bit.
+//                  the fetched rows gives the unsharded answer bit for bit. (With one shard:
+//                  the rows a lookup on a table on disk stages, for any Gather of axis 0 too.)
 //
 // Index values are checked here, against the whole table, with the words and the position
 // that the unsharded request gets (BadIndexError, EmbeddingBagBadIndexError): a bad index is
@@ -68,14 +69,26 @@ struct BagRowSplit {
   std::vector<int64_t> indices;
 };
 
-// REQUIRES: `plan` pooled (not unpooled), planned on the whole table, from `indices`.
+// REQUIRES: `plan` planned on the whole table, from `indices`.
 absl::StatusOr<BagRowSplit> SplitBagRows(const EmbeddingBagPlan& plan, const TensorView& indices,
+                                         int32_t count);
+// The same for a Gather of axis 0 (plan.indexed_axis == 0, plan.batch == 1, plan.depth == 1),
+// which has no padding row: a table on disk stages the distinct rows a Gather reads
+// (server/compute/disk_lookup.h). REQUIRES: as above.
+absl::StatusOr<BagRowSplit> SplitBagRows(const GatherPlan& plan, const TensorView& indices,
                                          int32_t count);
 
 // `plan`, planned on the whole table, made to pool the fetched rows of `split` instead: a
 // float table of split.fetched_rows rows in the plan's output dtype (encoding none), indices
 // int64 (split.indices), its padding row renumbered. Offsets and weights are unchanged.
 EmbeddingBagPlan PlanOnFetchedRows(const EmbeddingBagPlan& plan, const BagRowSplit& split);
+
+// `plan`, planned on the whole table, made to read the rows of `split` (count 1) staged as they
+// are stored (a table on disk's: dtype, encoding and row bytes unchanged, split.fetched_rows
+// rows, indices int64 (split.indices), the padding row renumbered). For a Gather,
+// REQUIRES: as SplitBagRows's.
+EmbeddingBagPlan PlanOnStagedRows(const EmbeddingBagPlan& plan, const BagRowSplit& split);
+GatherPlan PlanOnStagedRows(const GatherPlan& plan, const BagRowSplit& split);
 
 }  // namespace tensorcompute::core
 

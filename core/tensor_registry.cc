@@ -115,8 +115,13 @@ absl::StatusOr<TensorRegistry::Reservation> TensorRegistry::Reserve(absl::string
 
 absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
     std::string name, Tensor tensor, DeviceCopy device_copy, bool replace, Reservation reservation,
-    TableStorage storage, std::optional<ShardSpec> shard, std::shared_ptr<KeyedRows> keyed) {
+    TableStorage storage, std::optional<ShardSpec> shard, std::shared_ptr<KeyedRows> keyed,
+    std::shared_ptr<DiskRows> disk) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
+  if (disk != nullptr && (shard.has_value() || keyed != nullptr || device_copy.gpu >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "': a table on disk is not sharded or keyed"));
+  }
   if (absl::Status rows = CheckStoredRows(name, storage, tensor.view()); !rows.ok()) return rows;
   if (shard.has_value()) {
     const int64_t rows = tensor.shape().empty() ? 0 : tensor.shape()[0];
@@ -131,6 +136,7 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
   held->entry.storage = storage;
   held->entry.shard = shard;
   held->entry.keyed = std::move(keyed);
+  held->entry.disk = std::move(disk);
   held->entry.device =
       device_copy.gpu >= 0 ? absl::StrCat("gpu:", device_copy.gpu) : std::string("cpu");
   held->entry.device_copy = std::move(device_copy);

@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
+#include "core/disk_rows.h"
 #include "core/dtype.h"
 #include "core/keyed_rows.h"
 #include "core/live_rows.h"
@@ -84,25 +85,34 @@ struct ResidentTensor {
   // keyed->capacity() rows; `tensor` holds kKeyedHiddenRows more (the zero and default rows),
   // which plan_view() and local_view() leave out and keyed_view() shows.
   std::shared_ptr<KeyedRows> keyed;
+  // Set for a table on disk (core/disk_rows.h, issue 43): its rows are in disk's file behind a
+  // row cache, and `tensor` holds none of them (its first dimension is 0; its dtype and other
+  // dimensions are the stored rows'). plan_view() has the table's rows, disk->rows().
+  std::shared_ptr<DiskRows> disk;
 
   TableEncoding encoding() const { return EncodingOf(storage); }
   bool compact() const { return storage != TableStorage::kAsIs; }
   DataType logical_dtype() const { return LogicalDtype(storage, tensor.dtype()); }
   Shape logical_shape() const { return LogicalShape(storage, plan_view().shape); }
   // What requests are planned against: `tensor`'s view, or for a shard by row range the whole
-  // table's (a shard by key's is its own: a lookup by keys is split before it is planned):
-  // its first dimension total_rows and its data a null pointer of the whole table's length,
-  // which planning checks but never reads. Its plans are split by shard (core/shard_split.h),
-  // never executed as they are (a kernel that did would fault at once, not read wrong rows).
+  // table's (a shard by key's is its own: a lookup by keys is split before it is planned), or
+  // for a table on disk its rows on disk: its first dimension total_rows (or disk->rows()) and
+  // its data a null pointer of the whole table's length, which planning checks but never
+  // reads. Such plans are split by shard (core/shard_split.h) or made again on the rows fetched
+  // from disk (server/compute/disk_lookup.h), never executed as they are (a kernel that did
+  // would fault at once, not read wrong rows).
   TensorView plan_view() const {
     TensorView view = local_view();
-    if (shard.has_value() && !shard->by_key && !view.shape.empty()) {
+    if (view.shape.empty()) return view;
+    int64_t rows = -1;
+    if (shard.has_value() && !shard->by_key) rows = shard->total_rows;
+    if (disk != nullptr) rows = disk->rows();
+    if (rows >= 0) {
       size_t row_bytes = ElementSize(view.dtype);
       for (size_t d = 1; d < view.shape.size(); ++d)
         row_bytes *= static_cast<size_t>(view.shape[d]);
-      view.shape[0] = shard->total_rows;
-      view.data =
-          absl::Span<const uint8_t>(nullptr, row_bytes * static_cast<size_t>(shard->total_rows));
+      view.shape[0] = rows;
+      view.data = absl::Span<const uint8_t>(nullptr, row_bytes * static_cast<size_t>(rows));
     }
     return view;
   }
@@ -194,10 +204,14 @@ class TensorRegistry {
   // table (put it with keys)").
   // `keyed`: the keys of a keyed table, whose `tensor` is laid out as core/keyed_rows.h says
   // (capacity + kKeyedHiddenRows rows).
+  // `disk`: the rows of a table on disk (core/disk_rows.h); `tensor` is then their stored dtype
+  // and shape with 0 rows. A table on disk is neither sharded nor keyed nor on a GPU (yet):
+  // INVALID_ARGUMENT "tensor 'T': a table on disk is not sharded or keyed".
   absl::StatusOr<std::shared_ptr<const ResidentTensor>> Put(
       std::string name, Tensor tensor, DeviceCopy device_copy, bool replace,
       Reservation reservation, TableStorage storage = TableStorage::kAsIs,
-      std::optional<ShardSpec> shard = std::nullopt, std::shared_ptr<KeyedRows> keyed = nullptr);
+      std::optional<ShardSpec> shard = std::nullopt, std::shared_ptr<KeyedRows> keyed = nullptr,
+      std::shared_ptr<DiskRows> disk = nullptr);
 
   // Publishes `tensor`, keyed table `old` grown (core/table_growth.h: `keyed` its keys with
   // room, `tensor` its rows laid out for keyed->capacity()), in `old`'s place, keeping

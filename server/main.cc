@@ -153,9 +153,13 @@ ABSL_FLAG(int64_t, upload_idle_timeout_s, 120,
           "longest wait for an upload's next message; past it: DEADLINE_EXCEEDED, nothing "
           "stored; 0 = no bound");
 ABSL_FLAG(std::vector<std::string>, preload, {},
-          "NAME=PATH.npy[:KIND][,...]: tensors loaded at start-up, before health turns "
+          "NAME=PATH.npy[:KIND][:disk][,...]: tensors loaded at start-up, before health turns "
           "SERVING; KIND stores a float32 [rows, dim] table compactly: float16, int8-rowwise, "
-          "or int8-rowwise-prequantized (uint8 [rows, dim + 8]); default as-is");
+          "or int8-rowwise-prequantized (uint8 [rows, dim + 8]); default as-is; :disk leaves "
+          "the rows in the file, behind a row cache of --table_cache_bytes");
+ABSL_FLAG(int64_t, table_cache_bytes, int64_t{1} << 30,
+          "the row cache of each table on disk (--preload ...:disk), counted against "
+          "--max_resident_bytes; at most the table's own size");
 ABSL_FLAG(std::vector<std::string>, preload_keys, {},
           "NAME=KEYS.npy[:POLICY][,...]: make --preload table NAME keyed by sparse int64 keys "
           "(KEYS.npy: int64 [rows], unique); POLICY for keys it lacks: error (default) or zero");
@@ -300,7 +304,7 @@ const std::vector<FlagGroup>& FlagGroups() {
       {"Devices", {"device", "gpus", "gpu_streams", "gpu_staging_mib", "gpu_timeout"}},
       {"Security", {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file", "admin_token_file"}},
       {"Tables",
-       {"preload", "preload_keys", "max_resident_bytes", "max_upload_bytes",
+       {"preload", "preload_keys", "table_cache_bytes", "max_resident_bytes", "max_upload_bytes",
         "upload_idle_timeout_s", "malloc_trim_interval_s"}},
       {"Sharding",
        {"shard_index", "shard_count", "shard_peers", "shard_peer_token_file", "shard_peer_tls",
@@ -396,6 +400,7 @@ int main(int argc, char** argv) {
   options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   options.inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
   options.max_resident_bytes = absl::GetFlag(FLAGS_max_resident_bytes);
+  options.table_cache_bytes = absl::GetFlag(FLAGS_table_cache_bytes);
   options.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   options.upload_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_upload_idle_timeout_s));
   options.preload = absl::GetFlag(FLAGS_preload);

@@ -12,12 +12,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "spdlog/spdlog.h"
 
+#include "core/disk/row_file.h"
+#include "core/disk_rows.h"
 #include "core/key_index.h"
 #include "core/keyed_rows.h"
 #include "core/npy_file.h"
@@ -41,6 +44,7 @@ struct PreloadSpec {
   std::string name;
   std::string path;
   core::TableStorage storage = core::TableStorage::kAsIs;
+  bool disk = false;  // ":disk": the rows stay in the file, behind a row cache
   std::optional<KeysSpec> keys;
 };
 
@@ -102,7 +106,13 @@ absl::StatusOr<PreloadSpec> ParseSpec(const std::string& spec) {
   PreloadSpec out;
   out.name = spec.substr(0, eq);
   out.path = spec.substr(eq + 1);
-  // A last ":WORD" without '/' or '.' is the storage kind; any other colon is the path's.
+  // A last ":disk" keeps the rows on disk; then a last ":WORD" without '/' or '.' is the
+  // storage kind; any other colon is the path's.
+  constexpr absl::string_view kDisk = ":disk";
+  if (absl::EndsWith(out.path, kDisk) && out.path.size() > kDisk.size()) {
+    out.disk = true;
+    out.path.resize(out.path.size() - kDisk.size());
+  }
   const size_t colon = out.path.rfind(':');
   if (colon != std::string::npos && out.path.find_first_of("/.", colon) == std::string::npos) {
     const std::string kind = out.path.substr(colon + 1);
@@ -387,14 +397,82 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> Load(
                        *std::move(reservation), spec.storage, shard, std::move(keyed));
 }
 
+// A table on disk (core/disk_rows.h): its .npy's rows read in place, as stored, behind a row
+// cache of `cache_bytes`, which is what the registry counts.
+absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> LoadOnDisk(
+    const PreloadSpec& spec, const std::optional<core::ShardSpec>& shard,
+    core::TensorRegistry* registry, int64_t cache_bytes) {
+  if (shard.has_value() || spec.keys.has_value()) {
+    return absl::InvalidArgumentError("a table on disk is not sharded or keyed (yet)");
+  }
+  if (spec.storage == core::TableStorage::kFloat16 ||
+      spec.storage == core::TableStorage::kInt8Rowwise) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a table on disk is served as its file holds it: as-is, or int8-rowwise-prequantized "
+        "(quantize it offline); ",
+        core::TableStorageFlagName(spec.storage), " would need a converted copy of the file"));
+  }
+  TC_ASSIGN_OR_RETURN(core::NpyFile file, core::NpyFile::Open(spec.path));
+  TC_RETURN_IF_ERROR(file.CheckSize());
+  const core::NpyLayout& npy = file.layout();
+  // Rows served as the file's bytes are: C order, fixed-size little-endian elements, not bool
+  // (whose bytes ParseNpy normalizes).
+  if (!core::NpyRowsReadInPlace(npy) || npy.descr.empty() || npy.descr[0] == '>' ||
+      npy.dtype == core::DataType::kBool || npy.shape.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a table on disk needs a C-order .npy of fixed-size little-endian numbers, rank >= 1; "
+        "this one is '",
+        npy.descr, "'", npy.fortran_order ? " in Fortran order" : "",
+        npy.shape.empty() ? ", a scalar" : ""));
+  }
+  TC_ASSIGN_OR_RETURN(const core::TableLayout layout,
+                      core::PlanTableLayout(spec.name, spec.storage, npy.dtype, npy.shape));
+  const int64_t rows = npy.shape[0];
+  const int64_t cache_rows = core::DiskRows::CacheRowsFor(cache_bytes, file.row_bytes(), rows);
+  TC_ASSIGN_OR_RETURN(
+      core::TensorRegistry::Reservation reservation,
+      registry->Reserve(spec.name, core::DiskRows::MemoryBytesFor(cache_rows, file.row_bytes())));
+  // Writable, so that row updates go through to the file; a file the server may not write is
+  // served read-only (its updates are refused).
+  core::disk::RowFile::Options file_options;
+  file_options.writable = true;
+  const int64_t row_bytes = std::max<int64_t>(1, file.row_bytes());
+  absl::StatusOr<std::unique_ptr<core::disk::RowFile>> row_file =
+      core::disk::RowFile::Open(spec.path, npy.data_offset, rows, row_bytes, file_options);
+  if (absl::IsPermissionDenied(row_file.status())) {
+    spdlog::warn("--preload {}: {} is read-only here; its row updates will be refused", spec.name,
+                 spec.path);
+    file_options.writable = false;
+    row_file = core::disk::RowFile::Open(spec.path, npy.data_offset, rows, row_bytes, file_options);
+  }
+  TC_RETURN_IF_ERROR(row_file.status());
+  if (!(*row_file)->uring()) {
+    spdlog::warn(
+        "--preload {}: io_uring is not available here; the table's rows are read one at "
+        "a time (pread)",
+        spec.name);
+  }
+  core::DiskRows::Options options;
+  options.cache_bytes = cache_bytes;
+  TC_ASSIGN_OR_RETURN(std::shared_ptr<core::DiskRows> disk,
+                      core::DiskRows::Open(spec.name, *std::move(row_file), options));
+  core::Shape empty = layout.stored_shape;
+  empty[0] = 0;
+  TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::Tensor::Allocate(layout.stored_dtype, empty));
+  return registry->Put(spec.name, std::move(tensor), core::DeviceCopy{}, /*replace=*/false,
+                       std::move(reservation), spec.storage, std::nullopt, nullptr,
+                       std::move(disk));
+}
+
 // Loads `spec` and logs how it went; the error names the spec.
 absl::Status LoadAndLog(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
-                        core::TensorRegistry* registry, const TensorPlacer& place,
-                        int64_t threads) {
+                        core::TensorRegistry* registry, const TensorPlacer& place, int64_t threads,
+                        int64_t cache_bytes) {
   const absl::Time start = absl::Now();
   // The entry Put made, not a Find by name: the port serves while tables load, so an admin's
   // DeleteTensor may already have removed the name.
-  auto loaded = Load(spec, shard, registry, place, threads);
+  auto loaded = spec.disk ? LoadOnDisk(spec, shard, registry, cache_bytes)
+                          : Load(spec, shard, registry, place, threads);
   if (!loaded.ok()) {
     const absl::Status& status = loaded.status();
     return absl::Status(status.code(), absl::StrCat("--preload ", spec.name, "=", spec.path, ": ",
@@ -409,6 +487,10 @@ absl::Status LoadAndLog(const PreloadSpec& spec, std::optional<core::ShardSpec> 
   } else if (entry->shard.has_value()) {
     part = absl::StrCat(" (shard ", entry->shard->index, " of ", entry->shard->count, ": ",
                         entry->tensor.shape()[0], " of ", entry->shard->total_rows, " rows)");
+  } else if (entry->disk != nullptr) {
+    part = absl::StrCat(" (on disk: ", entry->disk->rows(), " rows, a cache of ",
+                        entry->disk->cache_rows(), ", direct I/O ",
+                        entry->disk->file().direct() ? "on" : "off", ")");
   }
   spdlog::info("preloaded {} from {}{}: {} {} bytes on {} in {:.1f} s", spec.name, spec.path, part,
                entry->bytes, core::TableStorageName(entry->storage), entry->device,
@@ -420,7 +502,7 @@ absl::Status LoadAndLog(const PreloadSpec& spec, std::optional<core::ShardSpec> 
 
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
                      const TensorPlacer& place, std::optional<core::ShardSpec> shard,
-                     const std::vector<std::string>& key_specs) {
+                     const std::vector<std::string>& key_specs, int64_t table_cache_bytes) {
   std::vector<PreloadSpec> parsed;
   for (const std::string& text : specs) {
     TC_ASSIGN_OR_RETURN(PreloadSpec spec, ParseSpec(text));
@@ -450,7 +532,7 @@ absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry
     while (!failed.load()) {
       const size_t i = next.fetch_add(1);
       if (i >= parsed.size()) return;
-      status[i] = LoadAndLog(parsed[i], shard, registry, place, threads);
+      status[i] = LoadAndLog(parsed[i], shard, registry, place, threads, table_cache_bytes);
       if (!status[i].ok()) failed = true;
     }
   };

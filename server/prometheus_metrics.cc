@@ -204,6 +204,44 @@ void AppendGpuStages(const GpuStageMetrics& gpu_stages, Families* out) {
   out->push_back(std::move(stages));
 }
 
+// Tables on disk (core/disk_rows.h): their row caches and reads. Nothing without one.
+void AppendDiskTables(const std::vector<std::shared_ptr<const core::ResidentTensor>>& tables,
+                      Families* out) {
+  MetricFamily hits =
+      Family("tensorcompute_disk_cache_hits_total",
+             "Rows of tables on disk found in their row cache", MetricType::Counter);
+  MetricFamily misses =
+      Family("tensorcompute_disk_cache_misses_total",
+             "Rows of tables on disk read from the disk (one read each)", MetricType::Counter);
+  MetricFamily bytes =
+      Family("tensorcompute_disk_read_bytes_total",
+             "Bytes read from the disk for tables on disk (whole blocks)", MetricType::Counter);
+  MetricFamily seconds =
+      Family("tensorcompute_disk_read_seconds",
+             "Latency of each disk read of a table on disk, submission to completion",
+             MetricType::Histogram);
+  MetricFamily cache =
+      Family("tensorcompute_disk_cache_bytes",
+             "Memory of each table on disk's row cache (rows and bookkeeping)", MetricType::Gauge);
+  MetricFamily cached = Family("tensorcompute_disk_cached_rows",
+                               "Rows in each table on disk's row cache now", MetricType::Gauge);
+  for (const auto& table : tables) {
+    const core::DiskRows* disk = table->disk.get();
+    if (disk == nullptr) continue;
+    const std::vector<ClientMetric::Label> label = {{"tensor", table->name}};
+    hits.metric.push_back(Counter(static_cast<double>(disk->hits()), label));
+    misses.metric.push_back(Counter(static_cast<double>(disk->misses()), label));
+    bytes.metric.push_back(Counter(static_cast<double>(disk->read_bytes()), label));
+    seconds.metric.push_back(Histogram(disk->read_seconds(), label));
+    cache.metric.push_back(Gauge(static_cast<double>(disk->memory_bytes()), label));
+    cached.metric.push_back(Gauge(static_cast<double>(disk->cached_rows()), label));
+  }
+  if (hits.metric.empty()) return;
+  for (MetricFamily* family : {&hits, &misses, &bytes, &seconds, &cache, &cached}) {
+    out->push_back(std::move(*family));
+  }
+}
+
 void AppendResidentTables(const core::TensorRegistry& registry, Families* out) {
   const auto tables = registry.List();
   std::map<std::string, int64_t> bytes_by_device = {{"cpu", 0}};
@@ -265,6 +303,7 @@ void AppendResidentTables(const core::TensorRegistry& registry, Families* out) {
   out->push_back(std::move(rows));
   out->push_back(std::move(messages));
   out->push_back(std::move(visible));
+  AppendDiskTables(tables, out);
 }
 
 // Nothing until a lookup was routed across shards.

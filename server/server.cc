@@ -140,7 +140,10 @@ absl::Status Server::SetUpCompute() {
   }
   // Outermost, so that a batch holds its tables' read leases whichever executor runs it
   // (core/live_rows.h): row updates never meet a lookup half way.
-  leased_ = std::make_unique<batching::TableLeaseExecutor>(executor);
+  // Batches that fetch rows of tables on disk run on disk_pool_, so that the batcher's thread
+  // never waits on a disk.
+  disk_pool_ = std::make_unique<core::ThreadPool>(batcher_options.max_inflight_batches);
+  leased_ = std::make_unique<batching::TableLeaseExecutor>(executor, disk_pool_.get());
   batcher_ = std::make_unique<batching::Batcher>(batcher_options, leased_.get());
 
   core::PlanOptions plan_options;
@@ -290,7 +293,7 @@ absl::Status Server::BecomeReady() {
         options_.shard_count > 1 ? std::optional<core::ShardSpec>(core::ShardSpec{
                                        options_.shard_index, options_.shard_count, 0})
                                  : std::nullopt,
-        options_.preload_keys));
+        options_.preload_keys, options_.table_cache_bytes));
     absl::MutexLock lock(&health_mu_);
     SetHealth(!gpu_lost_, /*service_too=*/true);
   }

@@ -170,6 +170,9 @@ class Server {
   std::unique_ptr<core::TensorRegistry> registry_;
   std::unique_ptr<MemoryTrimmer> trimmer_;  // null when options.malloc_trim_interval is 0
   std::unique_ptr<core::ThreadPool> pool_;
+  // Where the batches of lookups on tables on disk wait for their rows (TableLeaseExecutor's
+  // offload): one thread per batch in flight.
+  std::unique_ptr<core::ThreadPool> disk_pool_;
   std::unique_ptr<batching::CpuExecutor> executor_;
   // executor_ with its time counted; what the batcher and the GPU executor (as its fallback)
   // are given.

@@ -90,9 +90,10 @@ absl::Status ServerOptions::Validate() const {
         " <= gpu_staging_bytes <= ", kMaxGpuStagingBytes, " (1 TiB) and gpu_timeout >= 1ms"));
   }
   if (max_resident_bytes < 1 || max_upload_bytes < 1 ||
-      upload_idle_timeout < absl::ZeroDuration()) {
+      upload_idle_timeout < absl::ZeroDuration() || table_cache_bytes < 1) {
     return absl::InvalidArgumentError(
-        "need max_resident_bytes >= 1, max_upload_bytes >= 1 and upload_idle_timeout >= 0");
+        "need max_resident_bytes >= 1, max_upload_bytes >= 1, upload_idle_timeout >= 0 and "
+        "table_cache_bytes >= 1");
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,6 @@
 #include "core/batching/table_lease_executor.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -9,6 +10,19 @@
 namespace tensorcompute::batching {
 
 void TableLeaseExecutor::Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) {
+  if (offload_ != nullptr &&
+      std::any_of(batch.begin(), batch.end(),
+                  [](const std::unique_ptr<Task>& task) { return task->resolve_blocks; })) {
+    offload_->Schedule(
+        [this, batch = std::move(batch), batch_done = std::move(batch_done)]() mutable {
+          RunHere(std::move(batch), std::move(batch_done));
+        });
+    return;
+  }
+  RunHere(std::move(batch), std::move(batch_done));
+}
+
+void TableLeaseExecutor::RunHere(Batch batch, absl::AnyInvocable<void() &&> batch_done) {
   std::vector<std::shared_ptr<core::LiveRows>> gates;
   bool resolves = false;
   for (const std::unique_ptr<Task>& task : batch) {

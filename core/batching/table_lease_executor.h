@@ -12,6 +12,11 @@
 // lease too: a lookup by keys turns its keys into rows there; a task it fails is answered with
 // that error and not passed on (a batch left with none is done at once).
 //
+// A resolve that waits on a disk (a lookup on a table on disk fetching its rows, Task::
+// resolve_blocks) must not hold up the batcher's thread, which calls Run: a batch with one
+// runs on the `offload` pool instead (one of its threads a batch; the batcher's
+// max_inflight_batches bounds how many run at once), everything else as before.
+//
 // A task's done runs with its batch's leases held: it must not wait for a lease itself (no
 // path does: a shard router's pooling task, the one task submitted from a done, reads no
 // table).
@@ -25,19 +30,25 @@
 #include "absl/strings/string_view.h"
 
 #include "core/batching/executor.h"
+#include "core/thread_pool.h"
 
 namespace tensorcompute::batching {
 
 class TableLeaseExecutor final : public Executor {
  public:
-  // `inner` is not owned and must outlive this.
-  explicit TableLeaseExecutor(Executor* inner) : inner_(inner) {}
+  // `inner` and `offload` are not owned and must outlive this; `offload` may be null (every
+  // batch runs on the caller's thread).
+  explicit TableLeaseExecutor(Executor* inner, core::ThreadPool* offload = nullptr)
+      : inner_(inner), offload_(offload) {}
 
   void Run(Batch batch, absl::AnyInvocable<void() &&> batch_done) override;
   absl::string_view name() const override { return inner_->name(); }
 
  private:
+  void RunHere(Batch batch, absl::AnyInvocable<void() &&> batch_done);
+
   Executor* const inner_;
+  core::ThreadPool* const offload_;
 };
 
 }  // namespace tensorcompute::batching

@@ -104,8 +104,13 @@ struct Task {
   // Optional: run once under the batch's read leases (table_lease_executor.h), before compute
   // and before make_output. A lookup by keys turns its keys into its table's slots here
   // (core/keyed_rows.h), filling the buffer `indices` views: until the lease is held an update
-  // may move keys between slots. An error answers the task with it, and it is not computed.
+  // may move keys between slots; a lookup on a table on disk fetches the rows it reads into the
+  // buffer `params` views (server/compute/disk_lookup.h), where no update can change them. An
+  // error answers the task with it, and it is not computed.
   absl::AnyInvocable<absl::Status() &&> resolve;
+  // `resolve` waits on a disk (a lookup on a table on disk fetches its rows there): its batch
+  // runs off the batcher's thread (TableLeaseExecutor's offload pool).
+  bool resolve_blocks = false;
 
   // Called exactly once with the outcome: OK after `output` was written, or the error.
   absl::AnyInvocable<void(absl::Status) &&> done;

@@ -98,14 +98,13 @@ absl::Status OpenError(const std::string& path, int error) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RowFile>> RowFile::Open(const std::string& path,
-                                                        int64_t data_offset, int64_t rows,
-                                                        int64_t row_bytes, Options options) {
+absl::StatusOr<std::unique_ptr<RowFile>> RowFile::Open(const std::string& path, int64_t data_offset,
+                                                       int64_t rows, int64_t row_bytes,
+                                                       Options options) {
   if (rows < 0 || row_bytes < 1 || row_bytes > kMaxRowBytes || data_offset < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("table file '", path, "': bad layout (", rows, " rows of ", row_bytes,
-                     " bytes from byte ", data_offset, "; rows of 1 to ", kMaxRowBytes,
-                     " bytes)"));
+                     " bytes from byte ", data_offset, "; rows of 1 to ", kMaxRowBytes, " bytes)"));
   }
   auto file = std::unique_ptr<RowFile>(new RowFile());
   file->path_ = path;
@@ -113,10 +112,9 @@ absl::StatusOr<std::unique_ptr<RowFile>> RowFile::Open(const std::string& path,
   file->rows_ = rows;
   file->row_bytes_ = row_bytes;
   // The longest span: a row that starts one byte before a block boundary.
-  file->span_bytes_ =
-      (row_bytes + kBlockBytes - 1 + kBlockBytes - 1) / kBlockBytes * kBlockBytes;
-  file->in_flight_ = static_cast<int>(
-      std::clamp<int64_t>(kMaxBounceBytes / file->span_bytes_, 1, kQueueDepth));
+  file->span_bytes_ = (row_bytes + kBlockBytes - 1 + kBlockBytes - 1) / kBlockBytes * kBlockBytes;
+  file->in_flight_ =
+      static_cast<int>(std::clamp<int64_t>(kMaxBounceBytes / file->span_bytes_, 1, kQueueDepth));
   file->direct_ = options.direct;
   int flags = O_RDONLY | O_CLOEXEC;
   file->read_fd_ = ::open(path.c_str(), flags | (options.direct ? O_DIRECT : 0));
@@ -136,9 +134,9 @@ absl::StatusOr<std::unique_ptr<RowFile>> RowFile::Open(const std::string& path,
         absl::StrCat("table file '", path, "': not a regular file"));
   }
   if (rows > (st.st_size - data_offset) / row_bytes || st.st_size < data_offset) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "table file '", path, "': ", st.st_size, " bytes, shorter than its ", rows, " rows of ",
-        row_bytes, " bytes from byte ", data_offset));
+    return absl::FailedPreconditionError(
+        absl::StrCat("table file '", path, "': ", st.st_size, " bytes, shorter than its ", rows,
+                     " rows of ", row_bytes, " bytes from byte ", data_offset));
   }
   {
     absl::MutexLock lock(&file->expected_mu_);
@@ -280,16 +278,16 @@ absl::Status RowFile::ReadWithUring(absl::Span<const int64_t> rows, uint8_t* con
         }
       } else if (res < 0) {
         if (first_error.ok()) {
-          first_error = Unavailable(
-              absl::StrCat("reading row ", rows[p.index], ": ", std::strerror(-res)));
+          first_error =
+              Unavailable(absl::StrCat("reading row ", rows[p.index], ": ", std::strerror(-res)));
         }
       } else {
         const int64_t offset = data_offset_ + rows[p.index] * row_bytes_ - p.begin;
         if (res < offset + row_bytes_) {
           // Short: the end of the file came first (only the last block may be partial).
           if (first_error.ok()) {
-            first_error = Unavailable(absl::StrCat("row ", rows[p.index],
-                                                   " came back short (the file was truncated?)"));
+            first_error = Unavailable(
+                absl::StrCat("row ", rows[p.index], " came back short (the file was truncated?)"));
           }
         } else {
           if (observer != nullptr) observer->OnRead(p.length, NowNanos() - p.submitted);
@@ -332,7 +330,8 @@ absl::Status RowFile::Write(int64_t row, const uint8_t* src) {
 absl::Status RowFile::Sync() {
   absl::MutexLock write_lock(&write_mu_);
   if (write_fd_ < 0) return absl::FailedPreconditionError("table file opened read-only");
-  if (::fdatasync(write_fd_) != 0) return Unavailable(absl::StrCat("fdatasync: ", std::strerror(errno)));
+  if (::fdatasync(write_fd_) != 0)
+    return Unavailable(absl::StrCat("fdatasync: ", std::strerror(errno)));
   // The written pages are on disk now: drop them, so that the page cache holds none of ours.
   ::posix_fadvise(write_fd_, 0, 0, POSIX_FADV_DONTNEED);
   return absl::OkStatus();

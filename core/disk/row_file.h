@@ -40,7 +40,7 @@
 //         unspecified (some rows may have been copied).
 //
 // Thread-safety: Read may run concurrently with Read, Write and Sync on any threads. Write and
-// Sync serialize on the object's write mutex.
+// Sync serialize on the object's write mutex. (core/table_file.h's contract holds.)
 
 #ifndef TENSORCOMPUTE_CORE_DISK_ROW_FILE_H_
 #define TENSORCOMPUTE_CORE_DISK_ROW_FILE_H_
@@ -55,17 +55,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
+#include "core/table_file.h"
+
 namespace tensorcompute::core::disk {
 
-// Told of every read a Read completes (for a latency histogram): the bytes it moved (whole
-// blocks) and the nanoseconds from its submission to its completion.
-class ReadObserver {
- public:
-  virtual ~ReadObserver() = default;
-  virtual void OnRead(int64_t bytes, int64_t nanos) = 0;
-};
-
-class RowFile {
+class RowFile final : public TableFile {
  public:
   // The alignment of direct reads: 4 KiB, which every Linux block device's logical block
   // (512 B or 4 KiB) divides, and the size of fio's reference reads.
@@ -83,10 +77,10 @@ class RowFile {
     bool uring = true;      // false: read with pread, one row at a time
   };
 
-  static absl::StatusOr<std::unique_ptr<RowFile>> Open(const std::string& path,
-                                                        int64_t data_offset, int64_t rows,
-                                                        int64_t row_bytes, Options options);
-  ~RowFile();
+  static absl::StatusOr<std::unique_ptr<RowFile>> Open(const std::string& path, int64_t data_offset,
+                                                       int64_t rows, int64_t row_bytes,
+                                                       Options options);
+  ~RowFile() override;
   RowFile(const RowFile&) = delete;
   RowFile& operator=(const RowFile&) = delete;
 
@@ -94,18 +88,18 @@ class RowFile {
   // in flight; the same row may be asked for twice. `observer` may be null.
   // REQUIRES: 0 <= rows[i] < this->rows(); dest has rows.size() pointers.
   absl::Status Read(absl::Span<const int64_t> rows, uint8_t* const* dest,
-                    ReadObserver* observer = nullptr) const;
+                    ReadObserver* observer = nullptr) const override;
 
   // Writes row `row` (row_bytes() bytes from src). REQUIRES: writable; 0 <= row < rows().
-  absl::Status Write(int64_t row, const uint8_t* src);
+  absl::Status Write(int64_t row, const uint8_t* src) override;
   // Makes every Write so far durable. REQUIRES: writable.
-  absl::Status Sync();
+  absl::Status Sync() override;
 
-  const std::string& path() const { return path_; }
-  int64_t rows() const { return rows_; }
-  int64_t row_bytes() const { return row_bytes_; }
+  const std::string& path() const override { return path_; }
+  int64_t rows() const override { return rows_; }
+  int64_t row_bytes() const override { return row_bytes_; }
   int64_t data_offset() const { return data_offset_; }
-  bool direct() const { return direct_; }
+  bool direct() const override { return direct_; }
   bool uring() const { return uring_; }
   // The bytes one row's read moves: its aligned span, at most (the longest over rows).
   int64_t SpanBytes() const { return span_bytes_; }

@@ -90,6 +90,10 @@ std::vector<std::pair<std::string, std::string>> CallRecord::TimingTrailers(
   }
   out.emplace_back(kServerMicrosKey, Micros(stages.total));
   if (table_sequence >= 0) out.emplace_back(kTableSequenceKey, absl::StrCat(table_sequence));
+  if (disk_hits >= 0) {
+    out.emplace_back(kDiskHitsKey, absl::StrCat(disk_hits));
+    out.emplace_back(kDiskMissesKey, absl::StrCat(disk_misses));
+  }
   return out;
 }
 

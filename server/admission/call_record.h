@@ -47,6 +47,10 @@ inline constexpr char kServerMicrosKey[] = "tc-server-us";
 // Trailing metadata key of the sequence (core/live_rows.h) of the resident table an answer was
 // computed on: the row updates it reflects.
 inline constexpr char kTableSequenceKey[] = "tc-table-sequence";
+// Trailing metadata keys of a lookup on a table on disk (core/disk_rows.h): the distinct rows it
+// read from the row cache, and from the disk.
+inline constexpr char kDiskHitsKey[] = "tc-disk-hits";
+inline constexpr char kDiskMissesKey[] = "tc-disk-misses";
 
 // The request ids a caller may send (gRPC metadata or HTTP headers), echoed in error answers.
 inline constexpr char kTraceparentKey[] = "traceparent";
@@ -65,6 +69,10 @@ struct CallRecord {
   int64_t response_bytes = 0;
   std::shared_ptr<core::RequestStats> model;  // set by Submit; null for other calls
   int64_t table_sequence = -1;                // -1: no resident table
+  // A lookup on a table on disk: the distinct rows its batch found in the row cache and read
+  // from the disk (-1: none; set by that batch, disk_lookup.h).
+  int64_t disk_hits = -1;
+  int64_t disk_misses = -1;
   // The caller's id as it is logged, "trace_id=4bf9...36" or "request_id=abc", and the header
   // it came in, to be echoed in an error answer. Empty: none (or an invalid one).
   std::string request_id;
@@ -80,7 +88,8 @@ struct CallRecord {
   // computed.
   std::string ServerTiming(absl::Time answered) const;
   // (key, value) pairs of trailing metadata: kQueueMicrosKey and kComputeMicrosKey when it was
-  // computed, kServerMicrosKey, and kTableSequenceKey when it read a resident table.
+  // computed, kServerMicrosKey, kTableSequenceKey when it read a resident table, and
+  // kDiskHitsKey and kDiskMissesKey when it read a table on disk.
   std::vector<std::pair<std::string, std::string>> TimingTrailers(absl::Time answered) const;
 };
 

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 
+#include "server/compute/disk_lookup.h"
 #include "server/compute/shard_router.h"
 
 namespace tensorcompute::server {
@@ -42,11 +43,50 @@ void ComputeEntry::Submit(ComputeRequest request, ByteBudget::Reservation* reser
     }
     return router_->Route(std::move(request), reservation, std::move(done));
   }
+  if (request.table != nullptr && request.table->disk != nullptr) {
+    return SubmitOnDisk(std::move(request), reservation, std::move(done));
+  }
   // The memory this request holds until its answer is sent: its message, and its output.
   const int64_t output_bytes = batching::OutputBytes(request.plan);
   if (absl::Status grown = reservation->Grow(output_bytes); !grown.ok()) {
     return std::move(done)(std::move(grown));
   }
+  SubmitCharged(std::move(request), std::move(done));
+}
+
+void ComputeEntry::SubmitOnDisk(ComputeRequest request, ByteBudget::Reservation* reservation,
+                                Done done) {
+  if (request.resolve) {  // a front end's resolve (keys): a table on disk has no keys
+    return std::move(done)(absl::InternalError("a lookup on a table on disk resolves keys"));
+  }
+  // Its message, its output and its staged rows, charged before the rows are allocated.
+  const int64_t bytes =
+      batching::OutputBytes(request.plan) + DiskLookup::StagingBytes(*request.table, request.plan);
+  if (absl::Status grown = reservation->Grow(bytes); !grown.ok()) {
+    return std::move(done)(std::move(grown));
+  }
+  auto lookup = std::make_unique<DiskLookup>();
+  if (absl::Status prepared = lookup->Prepare(request.table.get(), request.plan, request.indices,
+                                              plan_options_.max_output_bytes);
+      !prepared.ok()) {
+    return std::move(done)(std::move(prepared));
+  }
+  request.plan = std::move(lookup->plan());
+  request.params = lookup->params();
+  request.indices = lookup->indices();
+  request.resolve = [lookup = lookup.get(), record = request.record] {
+    absl::Status fetched = lookup->Fetch();
+    if (record != nullptr) {
+      record->disk_hits = lookup->stats().hits;
+      record->disk_misses = lookup->stats().misses;
+    }
+    return fetched;
+  };
+  request.resolve_blocks = true;
+  // The staged rows live until the answer is given (the task's views read them until then).
+  done = [lookup = std::move(lookup), done = std::move(done)](absl::Status status) mutable {
+    std::move(done)(std::move(status));
+  };
   SubmitCharged(std::move(request), std::move(done));
 }
 
@@ -67,6 +107,7 @@ void ComputeEntry::SubmitCharged(ComputeRequest request, Done done) {
   if (request.cancel != nullptr) task->cancel = std::move(request.cancel);
   task->make_output = std::move(request.make_output);
   task->resolve = std::move(request.resolve);
+  task->resolve_blocks = request.resolve_blocks;
   // The executor stamps the record directly; the record outlives `done` (compute_entry.h).
   if (request.record != nullptr) {
     task->batch_start = &request.record->batch_start;

@@ -11,6 +11,10 @@
 //            UNAVAILABLE) -> an executor computes it -> `done` answers.
 //            A request on one shard of a table goes to the shard router instead
 //            (shard_router.h), which splits it by shard and submits its own part here.
+//            A request on a table on disk is staged first (disk_lookup.h): its index values
+//            are checked, the distinct rows it reads listed and charged to the budget with
+//            the output, and its batch fetches them under the read lease, off the batcher's
+//            thread; the record gets its cache hits and misses.
 //            The request's CallRecord, when it has one, gets the times of its stages.
 //
 // It never blocks and never takes a lock that compute holds. Small requests that find the
@@ -68,6 +72,9 @@ struct ComputeRequest {
   // A lookup by keys (server/compute/keyed_lookup.h): turns its keys into `indices` under the
   // batch's read lease (batching::Task::resolve); null otherwise.
   absl::AnyInvocable<absl::Status() &&> resolve;
+  // `resolve` waits on a disk (batching::Task::resolve_blocks); set by Submit for a table on
+  // disk.
+  bool resolve_blocks = false;
   // A lookup by keys: its keys and policy, by which a table sharded by key routes it
   // (shard_router.h), and where its found mask goes (one byte a key; null: not asked), which
   // `resolve` fills when it is not routed. Not owned; both outlive `done`'s call. A front end
@@ -118,6 +125,9 @@ class ComputeEntry {
   // thread. Not owned; set before the first request.
   void set_key_pool(core::ThreadPool* pool) { key_pool_ = pool; }
   core::ThreadPool* key_pool() const { return key_pool_; }
+
+  // Submit's path for a table on disk (disk_lookup.h).
+  void SubmitOnDisk(ComputeRequest request, ByteBudget::Reservation* reservation, Done done);
 
   // Submit, for a request whose output the caller has already charged to the budget, and
   // whose table is used as the plan says (no routing): a shard router's parts.

@@ -10,6 +10,19 @@ namespace tensorcompute::server {
 namespace {
 
 bool Compact(const core::ResidentTensor* table) { return table != nullptr && table->compact(); }
+bool OnDisk(const core::ResidentTensor* table) {
+  return table != nullptr && table->disk != nullptr;
+}
+
+// A table on disk stages the distinct rows a lookup reads (disk_lookup.h): whole rows of
+// dimension 0, so a Gather of axis 0 without batch dimensions.
+absl::Status CheckOnDiskServes(const core::ResidentTensor* table, const core::GatherPlan& plan) {
+  if (!OnDisk(table) || (plan.batch == 1 && plan.indexed_axis == 0 && plan.depth == 1)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tensor '", table->name, "' is on disk: Gather is served on axis 0 without batch_dims"));
+}
 
 }  // namespace
 
@@ -41,6 +54,7 @@ absl::StatusOr<batching::TaskPlan> PlanGatherOn(const core::ResidentTensor* tabl
   TC_ASSIGN_OR_RETURN(core::GatherPlan plan,
                       core::PlanGather(params, indices, axis, batch_dims, options));
   TC_RETURN_IF_ERROR(CheckSplitsByRows(table, plan));
+  TC_RETURN_IF_ERROR(CheckOnDiskServes(table, plan));
   return plan;
 }
 
@@ -53,6 +67,12 @@ absl::StatusOr<batching::TaskPlan> PlanGatherNdOn(const core::ResidentTensor* ta
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor '", table->name, "' is stored ", core::TableStorageName(table->storage),
         ": GatherNd is not served on compact tables; use Gather (axis 0) or EmbeddingBag"));
+  }
+  if (OnDisk(table)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", table->name,
+                     "' is on disk: GatherNd is not served on tables on disk; use Gather (axis "
+                     "0) or EmbeddingBag"));
   }
   TC_ASSIGN_OR_RETURN(core::GatherPlan plan,
                       core::PlanGatherNd(params, indices, batch_dims, options));

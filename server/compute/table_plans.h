@@ -17,6 +17,12 @@
 //     table sharded by key is planned on its own rows: it serves lookups by keys only
 //     (shard_router.h), and another axis is "tensor 'NAME' is sharded by key (3 shards): look
 //     it up by keys (Gather along axis 0, or EmbeddingBag), not by indices".
+//   - a table on disk (core/disk_rows.h; `params` its plan_view()): planned on its whole rows,
+//     then made again on the rows it reads (disk_lookup.h), so a Gather of another axis than 0
+//     or with batch_dims is INVALID_ARGUMENT ("tensor 'NAME' is on disk: Gather is served on
+//     axis 0 without batch_dims"), and so is a GatherNd ("... is on disk: GatherNd is not
+//     served on tables on disk; use Gather (axis 0) or EmbeddingBag"). A compact table on disk
+//     follows both rules.
 //
 // Thread-safety: pure functions.
 

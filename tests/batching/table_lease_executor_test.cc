@@ -1,19 +1,24 @@
 // Tests of core/batching/table_lease_executor.h's resolve step (keyed lookups turn their keys
 // into rows there): it runs under the batch's read lease, a task it fails is answered with its
-// error and never reaches the executor below, and a batch left with no task is done at once.
+// error and never reaches the executor below, and a batch left with no task is done at once. A
+// batch whose resolve waits on a disk runs on the offload pool; any other on the caller.
 
 #include "core/batching/table_lease_executor.h"
 
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include "core/live_rows.h"
 #include "core/tensor_registry.h"
+#include "core/thread_pool.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tensorcompute::batching {
@@ -93,6 +98,32 @@ TEST(TableLeaseExecutor, ABatchWhoseTasksAllFailToResolveIsDoneWithoutTheExecuto
   EXPECT_TRUE(batch_done);
   EXPECT_THAT(outcome, StatusIs(absl::StatusCode::kInvalidArgument, "missing"));
   EXPECT_TRUE(inner.ran.empty());
+}
+
+TEST(TableLeaseExecutor, ABatchThatWaitsOnADiskRunsOnTheOffloadPoolAndNoOtherDoes) {
+  RecordingExecutor inner;
+  core::ThreadPool offload(1);
+  TableLeaseExecutor executor(&inner, &offload);
+  std::shared_ptr<const core::ResidentTensor> table = Table();
+  for (const bool blocks : {false, true}) {
+    absl::Notification resolved, done;
+    std::thread::id resolved_on;
+    Batch batch;
+    auto task = std::make_unique<Task>();
+    task->table = table;
+    task->done = [](absl::Status) {};
+    task->resolve_blocks = blocks;
+    task->resolve = [&] {
+      resolved_on = std::this_thread::get_id();
+      resolved.Notify();
+      return absl::OkStatus();
+    };
+    batch.push_back(std::move(task));
+    executor.Run(std::move(batch), [&] { done.Notify(); });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    EXPECT_EQ(resolved_on == std::this_thread::get_id(), !blocks) << "blocks " << blocks;
+  }
+  EXPECT_EQ(inner.ran.size(), 2u);
 }
 
 }  // namespace

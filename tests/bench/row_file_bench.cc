@@ -21,8 +21,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "core/disk/row_file.h"
 #include <sys/stat.h>
+
+#include "core/disk/row_file.h"
 
 namespace {
 
@@ -95,11 +96,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", file.status().ToString().c_str());
     return 1;
   }
-  std::printf("file %s: %lld rows of %lld B from byte %lld; direct %d, io_uring %d, %d in flight"
-              " a thread\n",
-              args.file.c_str(), static_cast<long long>(rows),
-              static_cast<long long>(args.row_bytes), static_cast<long long>(args.data_offset),
-              (*file)->direct(), (*file)->uring(), (*file)->InFlight());
+  std::printf(
+      "file %s: %lld rows of %lld B from byte %lld; direct %d, io_uring %d, %d in flight"
+      " a thread\n",
+      args.file.c_str(), static_cast<long long>(rows), static_cast<long long>(args.row_bytes),
+      static_cast<long long>(args.data_offset), (*file)->direct(), (*file)->uring(),
+      (*file)->InFlight());
   std::printf("%8s %14s %12s %12s %12s\n", "threads", "rows/s", "MiB/s moved", "batch p50",
               "batch p99");
   for (int threads : args.threads) {

@@ -2,7 +2,7 @@
 and of the alerting rules refers only to series and labels tensorcompute-server exports.
 
 Two servers hold the two shards of a table and route to each other; the first also serves KServe
-over HTTP. Traffic through them touches every family: Gather, GatherNd and EmbeddingBag with
+over HTTP. A third holds the table on disk (the families of tables on disk). Traffic through them touches every family: Gather, GatherNd and EmbeddingBag with
 params inline and on a resident table, a lookup routed across the shards, errors (a bad index,
 an unknown table, a put of a name in use), ListTensors, and KServe inference over HTTP. Their
 /metrics, parsed by prometheus_client, is the catalogue the expressions are checked against
@@ -428,6 +428,14 @@ class ExportedSeriesTest(unittest.TestCase):
                                        "--http_listen=127.0.0.1:0")
                 servers.append(server.__enter__())
             cls.drive(tensorcompute, servers, table)
+            # A third server, unsharded, holds the table on disk too: the families of tables on
+            # disk (a sharded server has none).
+            disk = ServerProcess("--cpu_threads=1", f"--preload=D={path}:disk",
+                                 "--table_cache_bytes=4096")
+            servers.append(disk.__enter__())
+            with tensorcompute.Client(disk.target, timeout=30) as client:
+                for _ in range(3):
+                    client.gather(None, [1, 2, 40], params_name="D")
             cls.texts = [scrape_text(s.metrics_port) for s in servers]
         finally:
             for server in servers:

@@ -1,4 +1,4 @@
-#include "core/disk/disk_rows.h"
+#include "core/disk_rows.h"
 
 #include <atomic>
 #include <cstdio>
@@ -11,9 +11,12 @@
 #include "gtest/gtest.h"
 #include <unistd.h>
 
-namespace tensorcompute::core::disk {
+#include "core/disk/row_file.h"
+
+namespace tensorcompute::core {
 namespace {
 
+using disk::RowFile;
 using ::testing::HasSubstr;
 
 constexpr int64_t kHeader = 128;  // an .npy's header before the rows
@@ -215,10 +218,10 @@ TEST(DiskRows, AReadErrorIsUnavailableNamingTheTableAndCachesNothing) {
 
 TEST(DiskRows, CacheSizes) {
   EXPECT_EQ(DiskRows::CacheRowsFor(4 << 20, 256, 1 << 20), 16384);
-  EXPECT_EQ(DiskRows::CacheRowsFor(1000, 100, 1 << 20), 8);      // whole sets
-  EXPECT_EQ(DiskRows::CacheRowsFor(700, 100, 1 << 20), 0);       // less than a set
-  EXPECT_EQ(DiskRows::CacheRowsFor(1 << 30, 256, 1000), 1000);   // no more than the table
-  EXPECT_EQ(DiskRows::CacheRowsFor(1 << 30, 256, 1001), 1008);   // ... rounded up to a set
+  EXPECT_EQ(DiskRows::CacheRowsFor(1000, 100, 1 << 20), 8);     // whole sets
+  EXPECT_EQ(DiskRows::CacheRowsFor(700, 100, 1 << 20), 0);      // less than a set
+  EXPECT_EQ(DiskRows::CacheRowsFor(1 << 30, 256, 1000), 1000);  // no more than the table
+  EXPECT_EQ(DiskRows::CacheRowsFor(1 << 30, 256, 1001), 1008);  // ... rounded up to a set
   TableFile file(100, 100);
   auto opened = RowFile::Open(file.path(), kHeader, 100, 100, {});
   ASSERT_TRUE(opened.ok());
@@ -228,4 +231,4 @@ TEST(DiskRows, CacheSizes) {
 }
 
 }  // namespace
-}  // namespace tensorcompute::core::disk
+}  // namespace tensorcompute::core

@@ -100,12 +100,20 @@ TEST_P(RowFileLayouts, ReadsTheRowsAsTheFileHoldsThem) {
   EXPECT_TRUE(got == Expected(temp, layout.offset, layout.row_bytes, rows));
 }
 
+std::string LayoutName(const ::testing::TestParamInfo<std::tuple<Layout, bool, bool>>& info) {
+  const Layout& layout = std::get<0>(info.param);
+  return absl::StrCat("From", layout.offset, "Rows", layout.rows, "Of", layout.row_bytes,
+                      std::get<1>(info.param) ? "Uring" : "Pread",
+                      std::get<2>(info.param) ? "Direct" : "Buffered");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, RowFileLayouts,
     ::testing::Combine(::testing::Values(Layout{128, 256, 4096}, Layout{0, 256, 1000},
                                          Layout{80, 100, 5000}, Layout{128, 5000, 300},
                                          Layout{7, 4096, 64}),
-                       ::testing::Bool(), ::testing::Bool()));
+                       ::testing::Bool(), ::testing::Bool()),
+    LayoutName);
 
 class CountingObserver : public ReadObserver {
  public:
@@ -248,7 +256,7 @@ TEST(RowFile, LongRowsKeepFewerReadsInFlight) {
   auto file = RowFile::Open(temp.path(), 0, 3, 1000000, {});
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->SpanBytes(), 246 * 4096);  // 245 blocks' worth may touch 246
-  EXPECT_EQ((*file)->InFlight(), 4);         // 4 MiB of bounce buffers
+  EXPECT_EQ((*file)->InFlight(), 4);            // 4 MiB of bounce buffers
   auto small = RowFile::Open(temp.path(), 0, 100, 256, {});
   ASSERT_TRUE(small.ok());
   EXPECT_EQ((*small)->SpanBytes(), 8192);

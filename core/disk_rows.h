@@ -1,10 +1,10 @@
-// File: core/disk/disk_rows.h
+// File: core/disk_rows.h
 //
 // A table's rows on disk behind a row cache in memory (issue 43). The rows stay in their file
 // (core/disk/row_file.h); the cache holds at most cache_rows() of them, chosen by
 // core/row_cache_policy.h (TinyLFU admission in front of set-associative LRU, or plain LRU), in
 // one block of memory allocated when the table is opened: cache_rows() * row_bytes() bytes,
-// which is what the table counts against the server's memory, with the policy's 20 to 24 bytes
+// which is what the table counts against the server's memory, with the policy's 26 to 36 bytes
 // a slot (memory_bytes()).
 //
 // A lookup hands Fetch the distinct rows it needs and a buffer for them: the rows in the cache
@@ -23,8 +23,8 @@
 // one mutex, held to probe, copy hits and admit; never across a read from the file). Write
 // and Sync may run beside Fetch; Writes serialize.
 
-#ifndef TENSORCOMPUTE_CORE_DISK_DISK_ROWS_H_
-#define TENSORCOMPUTE_CORE_DISK_DISK_ROWS_H_
+#ifndef TENSORCOMPUTE_CORE_DISK_ROWS_H_
+#define TENSORCOMPUTE_CORE_DISK_ROWS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -37,10 +37,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
-#include "core/disk/row_file.h"
+#include "core/request_stats.h"
 #include "core/row_cache_policy.h"
+#include "core/table_file.h"
 
-namespace tensorcompute::core::disk {
+namespace tensorcompute::core {
 
 class DiskRows {
  public:
@@ -54,8 +55,8 @@ class DiskRows {
 
   // The table `name` (for errors) on `file`. INVALID_ARGUMENT for a cache too small.
   static absl::StatusOr<std::unique_ptr<DiskRows>> Open(std::string name,
-                                                         std::unique_ptr<RowFile> file,
-                                                         Options options);
+                                                        std::unique_ptr<TableFile> file,
+                                                        Options options);
   ~DiskRows();
   DiskRows(const DiskRows&) = delete;
   DiskRows& operator=(const DiskRows&) = delete;
@@ -68,19 +69,19 @@ class DiskRows {
 
   // Copies row rows[i] to dest + i * row_bytes() for every i (from the cache, or read from the
   // file and offered to the cache). Adds to `stats` (may be null); `observer` (may be null) is
-  // told of each read. UNAVAILABLE "table 'T' on disk: <RowFile's words>" if a read failed.
-  // REQUIRES: the rows are distinct, each in [0, rows()).
+  // told of each read, after the table's own totals. UNAVAILABLE "table 'T' on disk: <the file's
+  // words>" if a read failed. REQUIRES: the rows are distinct, each in [0, rows()).
   absl::Status Fetch(absl::Span<const int64_t> rows, uint8_t* dest, FetchStats* stats = nullptr,
                      ReadObserver* observer = nullptr) const;
 
   // Writes row `row` through (row_bytes() bytes): to the file, then to its cached copy. The
   // file's errors, naming the table. REQUIRES: opened writable; 0 <= row < rows().
   absl::Status Write(int64_t row, const uint8_t* bytes);
-  // Makes the writes so far durable (RowFile::Sync).
+  // Makes the writes so far durable (TableFile::Sync).
   absl::Status Sync();
 
   const std::string& name() const { return name_; }
-  const RowFile& file() const { return *file_; }
+  const TableFile& file() const { return *file_; }
   int64_t rows() const { return file_->rows(); }
   int64_t row_bytes() const { return file_->row_bytes(); }
   int64_t cache_rows() const { return cache_rows_; }
@@ -88,9 +89,13 @@ class DiskRows {
   int64_t memory_bytes() const;
   // Rows in the cache now.
   int64_t cached_rows() const;
-  // Totals since Open, for metrics.
+  // Totals since Open, for metrics: rows from the cache and rows read from the file; the reads
+  // (one a row missed) with the bytes they moved (whole blocks) and their latency, from a
+  // read's submission to its completion (seconds, DurationBounds()).
   int64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+  int64_t read_bytes() const { return read_bytes_.load(std::memory_order_relaxed); }
+  const Histogram& read_seconds() const { return read_seconds_; }
 
   // The rows a cache of `cache_bytes` holds over rows of `row_bytes` in a table of `rows` (0
   // when Open would refuse it), and the memory Open then takes (memory_bytes()): for reserving
@@ -103,7 +108,7 @@ class DiskRows {
   uint8_t* SlotBytes(int64_t slot) const { return cache_.get() + slot * row_bytes(); }
 
   std::string name_;
-  std::unique_ptr<RowFile> file_;
+  std::unique_ptr<TableFile> file_;
   int64_t cache_rows_ = 0;
   struct FreeDeleter {
     void operator()(uint8_t* p) const;
@@ -116,10 +121,13 @@ class DiskRows {
   // Writes so far: a Fetch that saw it change while it read caches nothing it read.
   int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Mutex write_mu_;
+  class Recorder;  // a ReadObserver into read_bytes_ and read_seconds_, then the caller's
   mutable std::atomic<int64_t> hits_{0};
   mutable std::atomic<int64_t> misses_{0};
+  mutable std::atomic<int64_t> read_bytes_{0};
+  mutable Histogram read_seconds_{DurationBounds()};
 };
 
-}  // namespace tensorcompute::core::disk
+}  // namespace tensorcompute::core
 
-#endif  // TENSORCOMPUTE_CORE_DISK_DISK_ROWS_H_
+#endif  // TENSORCOMPUTE_CORE_DISK_ROWS_H_

@@ -1,4 +1,4 @@
-#include "core/disk/disk_rows.h"
+#include "core/disk_rows.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace tensorcompute::core::disk {
+namespace tensorcompute::core {
 namespace {
 
 constexpr int64_t kWays = RowCachePolicy::kWays;
@@ -17,6 +17,20 @@ absl::Status InTable(const std::string& name, const absl::Status& error) {
 }
 
 }  // namespace
+
+class DiskRows::Recorder final : public ReadObserver {
+ public:
+  Recorder(const DiskRows& rows, ReadObserver* next) : rows_(rows), next_(next) {}
+  void OnRead(int64_t bytes, int64_t nanos) override {
+    rows_.read_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    rows_.read_seconds_.Observe(static_cast<double>(nanos) * 1e-9);
+    if (next_ != nullptr) next_->OnRead(bytes, nanos);
+  }
+
+ private:
+  const DiskRows& rows_;
+  ReadObserver* const next_;
+};
 
 void DiskRows::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
@@ -32,8 +46,8 @@ int64_t DiskRows::MemoryBytesFor(int64_t cache_rows, int64_t row_bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<DiskRows>> DiskRows::Open(std::string name,
-                                                          std::unique_ptr<RowFile> file,
-                                                          Options options) {
+                                                         std::unique_ptr<TableFile> file,
+                                                         Options options) {
   const int64_t cache_rows = CacheRowsFor(options.cache_bytes, file->row_bytes(), file->rows());
   if (cache_rows == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -97,7 +111,8 @@ absl::Status DiskRows::Fetch(absl::Span<const int64_t> rows, uint8_t* dest, Fetc
     missed_rows[j] = rows[static_cast<size_t>(missed[j])];
     missed_dest[j] = dest + missed[j] * row_bytes;
   }
-  if (absl::Status s = file_->Read(missed_rows, missed_dest.data(), observer); !s.ok()) {
+  Recorder recorder(*this, observer);
+  if (absl::Status s = file_->Read(missed_rows, missed_dest.data(), &recorder); !s.ok()) {
     return InTable(name_, s);
   }
 
@@ -135,4 +150,4 @@ absl::Status DiskRows::Sync() {
   return absl::OkStatus();
 }
 
-}  // namespace tensorcompute::core::disk
+}  // namespace tensorcompute::core

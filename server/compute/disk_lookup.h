@@ -1,0 +1,79 @@
+// File: server/compute/disk_lookup.h
+//
+// A lookup on a table on disk (core/disk_rows.h, issue 43), for every front end (ComputeEntry
+// makes one for each request on such a table, after the front end planned it):
+//
+//   - The front end plans the request on the table's plan_view(), its whole rows as if they were
+//     in memory (table_plans.h says which lookups a table on disk serves), so its shapes, output
+//     size and errors are those of the table held in memory.
+//   - Prepare checks the index values against the whole table, with the words and positions of
+//     the table in memory (core::SplitBagRows), lists the distinct rows the lookup reads (in
+//     first-use order), and makes the plan again on a staging table of just those rows, in
+//     their stored form (core::PlanOnStagedRows), with the indices renumbered into it. So the
+//     answer is, byte for byte, the one the table in memory gives.
+//   - Fetch, under the batch's read lease (batching::Task::resolve, so that no row update runs
+//     meanwhile), fills the staging table from the row cache and the file: UNAVAILABLE naming
+//     the table when the disk fails (core::DiskRows::Fetch), never other bytes.
+//
+// Memory: the staging table, the renumbered indices and the distinct rows' map, at most
+// StagingBytes(), which the caller charges to the request's budget reservation before Prepare
+// allocates them. The staging table itself is bounded like an output: Prepare refuses one over
+// `max_staged_bytes` (the server's --max_output_bytes), RESOURCE_EXHAUSTED.
+//
+// Thread-safety: one request's, used by one thread at a time; Fetch runs on an executor's.
+
+#ifndef TENSORCOMPUTE_SERVER_COMPUTE_DISK_LOOKUP_H_
+#define TENSORCOMPUTE_SERVER_COMPUTE_DISK_LOOKUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+
+#include "core/batching/task.h"
+#include "core/disk_rows.h"
+#include "core/tensor.h"
+#include "core/tensor_registry.h"
+
+namespace tensorcompute::server {
+
+class DiskLookup {
+ public:
+  // The most bytes Prepare may allocate for `plan` on `table`: a staged row for every index
+  // value (at most every row of the table, and one more for a padding row), and for each index
+  // value its renumbered index and an entry of the distinct rows' map (kBytesPerIndex).
+  // REQUIRES: table.disk != nullptr.
+  static constexpr int64_t kBytesPerIndex = 40;
+  static int64_t StagingBytes(const core::ResidentTensor& table, const batching::TaskPlan& plan);
+
+  // Stages `plan` (made on table->plan_view() from `indices`): afterwards plan(), params() and
+  // indices() are what to compute. The request's bad-index INVALID_ARGUMENT; RESOURCE_EXHAUSTED
+  // when its distinct rows take more than `max_staged_bytes` ("table 'T' on disk: the lookup
+  // reads 70000 distinct rows, 17920000 bytes staged, over the limit of 16777216 bytes
+  // (max_output_bytes)"). REQUIRES: table->disk != nullptr; `table` outlives this.
+  absl::Status Prepare(const core::ResidentTensor* table, const batching::TaskPlan& plan,
+                       const core::TensorView& indices, int64_t max_staged_bytes);
+
+  batching::TaskPlan& plan() { return plan_; }
+  core::TensorView params() const;
+  core::TensorView indices() const;
+
+  // Fills the staging table. REQUIRES: Prepare returned OK; a read lease on the table.
+  absl::Status Fetch();
+  // What the Fetch did: rows from the cache and rows read from the file.
+  const core::DiskRows::FetchStats& stats() const { return stats_; }
+
+ private:
+  const core::ResidentTensor* table_ = nullptr;
+  batching::TaskPlan plan_;
+  std::vector<int64_t> rows_;     // the distinct rows to fetch, in first-use order
+  std::vector<int64_t> indices_;  // the request's indices renumbered into the staging table
+  core::Shape indices_shape_;
+  core::Tensor staged_;  // the stored rows, then a padding row when the plan has one
+  core::DiskRows::FetchStats stats_;
+};
+
+}  // namespace tensorcompute::server
+
+#endif  // TENSORCOMPUTE_SERVER_COMPUTE_DISK_LOOKUP_H_
