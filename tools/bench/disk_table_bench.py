@@ -6,8 +6,8 @@ usage: tools/bench/disk_table_bench.py [--build build] [--file /var/tmp/tc-disk-
            [--gib 8] [--cache 0.2] [--exponent 1.2] [--keys 2000] [--seconds 20]
            [--warmup 60] [--concurrency 1,16,64] [--memory 1]
 
-1. Lays out FILE, a float32 [rows, 64] .npy of GIB GiB (rows of 256 B; row r holds r in every
-   column, so any answer can be checked), unless it is there at that size.
+1. Lays out FILE, a float32 [rows, 64] .npy of GIB GiB (rows of 256 B; row r holds float32(r)
+   in every column, so any answer can be checked), unless it is there at that size.
 2. fio: random 4 KiB direct reads of FILE at queue depth 64 through io_uring: the disk's limit.
 3. One server holds the table on disk (--preload disk=FILE:disk, a cache of CACHE x the table)
    and, with --memory 1, in memory too (mem=FILE).
@@ -49,9 +49,12 @@ def lay_out(path, gib):
     step = 1 << 20
     for begin in range(0, rows, step):
         end = min(rows, begin + step)
-        table[begin:end] = np.arange(begin, end, dtype=np.float32)[:, None]
+        # float32(r): exact up to 2^24, the nearest float32 beyond (NumPy's float32 arange
+        # would repeat its start there).
+        table[begin:end] = np.arange(begin, end, dtype=np.float64).astype(np.float32)[:, None]
     table.flush()
     del table
+    os.sync()  # so that writeback does not share the disk with fio's measurement
     return rows
 
 
@@ -99,7 +102,7 @@ def run(stub, table, trace, keys, concurrency, seconds, disk):
                 return
             mine.append(time.monotonic() - start)
             out = _common.output(response)
-            if out[0, 0] != rows[0]:
+            if out[0, 0] != np.float32(rows[0]):
                 errors.append(f"row {rows[0]} came back as {out[0, 0]}")
                 return
             if disk:
