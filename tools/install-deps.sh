@@ -22,8 +22,8 @@ packages=(
   libboost1.81-dev
   # tables on disk (core/disk): io_uring for many direct reads in flight
   liburing-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks (fio: the disk's own limit, tools/bench/disk_bench.sh)
+  libgtest-dev libgmock-dev libbenchmark-dev fio
   # style check in CI
   clang-format
   # TLS: libssl-dev for the server (PEM checks, SHA-256 of tokens), the openssl command for

@@ -4,7 +4,8 @@ One server holds the same 64 MiB table twice, in memory (--preload mem=PATH) and
 (--preload disk=PATH:disk) behind a 4 MiB cache (--table_cache_bytes), and an 8-bit row-wise
 table prequantized in its file likewise. Random Gathers and EmbeddingBags (every mode, offsets,
 weights, padding_idx, negative and repeated indices) answer byte for byte the same on both, bad
-indices with the same errors; GatherNd and other axes are refused with the rule's words; each
+indices with the same errors, over the native gRPC API and KServe over HTTP; GatherNd and other
+axes are refused with the rule's words; each
 answer's trailing metadata says its cache hits and misses; a skewed trace hits the cache. A
 second server, with the disk table only, reads every row and its peak RSS grows by far less
 than the table. Row updates go through to the file (read back after a restart). A file
@@ -14,9 +15,11 @@ serving.
 Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINARY set.
 """
 
+import json
 import os
 import tempfile
 import unittest
+import urllib.request
 
 import grpc
 import numpy as np
@@ -59,7 +62,7 @@ class DiskTablesTest(unittest.TestCase):
             f"--preload=mem={cls.path},disk={cls.path}:disk,"
             f"qmem={cls.q_path}:int8-rowwise-prequantized,"
             f"qdisk={cls.q_path}:int8-rowwise-prequantized:disk",
-            f"--table_cache_bytes={CACHE}")
+            f"--table_cache_bytes={CACHE}", "--http_listen=127.0.0.1:0")
         cls.server.__enter__()
         cls.client = Client(cls.server.target)
         cls.channel = grpc.insecure_channel(cls.server.target)
@@ -126,6 +129,23 @@ class DiskTablesTest(unittest.TestCase):
             self.same(self.client.embedding_bag, "qmem", "qdisk", **q)
         fixed = rng.integers(-ROWS, ROWS, (16, 8))
         self.same(self.client.embedding_bag, "mem", "disk", indices=fixed, mode="mean")
+
+    def test_kserve_over_http_answers_as_the_table_in_memory(self):
+        def infer(model, indices, op):
+            # A Gather's rows; a pooled lookup's one fixed bag of them.
+            shape = [len(indices)] if op == "gather" else [1, len(indices)]
+            body = {"inputs": [{"name": "indices", "datatype": "INT64", "shape": shape,
+                                "data": indices}],
+                    "parameters": {"op": op}}
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{self.server.http_port}/v2/models/{model}/infer",
+                data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read())["outputs"][0]["data"]
+
+        indices = [5, ROWS - 1, -3, 5, 77777]
+        for op in ("gather", "embedding_bag"):
+            self.assertEqual(infer("disk", indices, op), infer("mem", indices, op), op)
 
     def test_bad_indices_give_the_same_errors(self):
         for indices in ([1, ROWS, 2], [-ROWS - 1], [[0, 1], [2, 1 << 40]]):
