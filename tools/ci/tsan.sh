@@ -29,7 +29,7 @@ absl_debian_revision=1+deb12u2
 mirror=${TC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache=${TC_CACHE:-/var/cache/tensorcompute}/abseil-${absl_version}-${absl_debian_revision}-tsan
 build=${TC_TSAN_BUILD:-build-tsan}
-tests_regex='^(core_test|batching_test|server_test)\.'
+tests_regex='^(core_test|batching_test|disk_test|server_test)\.'
 # Left out: tests that reach protobuf's reflection over map fields (Message::SpaceUsedLong, in
 # the KServe JSON decoder's held bytes and proto/decoded_cost's object sizes). Under TSan,
 # protobuf 3.21's map_field.h gives MapFieldBase two more members (seq1_, seq2_), so code built
@@ -83,7 +83,8 @@ step "build $build (-DTC_SANITIZE=thread)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=thread \
   -DTC_BUILD_BENCHMARKS=OFF -DTC_CUDA=OFF \
   "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath,$cache/lib -Wl,--disable-new-dtags" >/dev/null
-cmake --build "$build" -j2 --target core_test batching_test server_test tensorcompute-server
+cmake --build "$build" -j2 --target core_test batching_test disk_test server_test \
+  tensorcompute-server
 done_step
 
 # ---- 3. the Abseil libraries those binaries load, with -fsanitize=thread -------------------
