@@ -127,21 +127,19 @@ absl::StatusOr<BagRowSplit> SplitBagRows(const GatherPlan& plan, const TensorVie
                        [&](int64_t position) { return BadIndexError(plan, indices, position); });
 }
 
-EmbeddingBagPlan PlanOnFetchedRows(const EmbeddingBagPlan& plan, const BagRowSplit& split) {
-  EmbeddingBagPlan out = plan;
-  out.rows = split.fetched_rows;
-  out.encoding = TableEncoding::kNone;
-  out.row_bytes = plan.dim * plan.element_size;
-  out.index_dtype = DataType::kInt64;
-  out.padding_row = split.padding_slot;
-  return out;
-}
-
 EmbeddingBagPlan PlanOnStagedRows(const EmbeddingBagPlan& plan, const BagRowSplit& split) {
   EmbeddingBagPlan out = plan;
   out.rows = split.fetched_rows;
   out.index_dtype = DataType::kInt64;
   out.padding_row = split.padding_slot;
+  return out;
+}
+
+EmbeddingBagPlan PlanOnFetchedRows(const EmbeddingBagPlan& plan, const BagRowSplit& split) {
+  // The staged plan, on rows that came back as the output's dtype (dequantized by the shards).
+  EmbeddingBagPlan out = PlanOnStagedRows(plan, split);
+  out.encoding = TableEncoding::kNone;
+  out.row_bytes = plan.dim * plan.element_size;
   return out;
 }
 
