@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "core/status_macros.h"
+
 namespace tensorcompute::core {
 namespace {
 
@@ -41,6 +43,17 @@ int64_t DiskRows::CacheRowsFor(int64_t cache_bytes, int64_t row_bytes, int64_t r
   return sets * kWays;
 }
 
+absl::StatusOr<int64_t> DiskRows::CacheRows(absl::string_view name, int64_t cache_bytes,
+                                            int64_t row_bytes, int64_t rows) {
+  const int64_t cache_rows = CacheRowsFor(cache_bytes, row_bytes, rows);
+  if (cache_rows == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", name, "' on disk: a cache of ", cache_bytes,
+        " bytes holds less than one set of ", kWays, " rows of ", row_bytes, " bytes"));
+  }
+  return cache_rows;
+}
+
 int64_t DiskRows::MemoryBytesFor(int64_t cache_rows, int64_t row_bytes) {
   return cache_rows * row_bytes + RowCachePolicy::MemoryBytes(cache_rows);
 }
@@ -48,14 +61,11 @@ int64_t DiskRows::MemoryBytesFor(int64_t cache_rows, int64_t row_bytes) {
 absl::StatusOr<std::unique_ptr<DiskRows>> DiskRows::Open(std::string name,
                                                          std::unique_ptr<TableFile> file,
                                                          Options options) {
-  const int64_t cache_rows = CacheRowsFor(options.cache_bytes, file->row_bytes(), file->rows());
-  if (cache_rows == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table '", name, "' on disk: a cache of ", options.cache_bytes,
-        " bytes holds less than one set of ", kWays, " rows of ", file->row_bytes(), " bytes"));
-  }
+  TC_ASSIGN_OR_RETURN(const int64_t cache_rows,
+                      CacheRows(name, options.cache_bytes, file->row_bytes(), file->rows()));
   auto rows = std::unique_ptr<DiskRows>(new DiskRows());
   rows->name_ = std::move(name);
+  rows->hold_ = std::move(options.hold);
   rows->file_ = std::move(file);
   rows->cache_rows_ = cache_rows;
   void* p = nullptr;

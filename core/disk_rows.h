@@ -34,6 +34,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
@@ -51,6 +52,9 @@ class DiskRows {
     // one set's rows is INVALID_ARGUMENT.
     int64_t cache_bytes = 0;
     bool admission = true;  // false: plain set-associative LRU (for comparisons)
+    // Kept until the file is closed, then let go (e.g. the file's share of a disk budget,
+    // TensorRegistry::ReserveDisk).
+    std::shared_ptr<const void> hold;
   };
 
   // The table `name` (for errors) on `file`. INVALID_ARGUMENT for a cache too small.
@@ -101,6 +105,9 @@ class DiskRows {
   // when Open would refuse it), and the memory Open then takes (memory_bytes()): for reserving
   // memory before opening.
   static int64_t CacheRowsFor(int64_t cache_bytes, int64_t row_bytes, int64_t rows);
+  // CacheRowsFor, or Open's INVALID_ARGUMENT for a cache too small, naming table `name`.
+  static absl::StatusOr<int64_t> CacheRows(absl::string_view name, int64_t cache_bytes,
+                                           int64_t row_bytes, int64_t rows);
   static int64_t MemoryBytesFor(int64_t cache_rows, int64_t row_bytes);
 
  private:
@@ -108,6 +115,7 @@ class DiskRows {
   uint8_t* SlotBytes(int64_t slot) const { return cache_.get() + slot * row_bytes(); }
 
   std::string name_;
+  std::shared_ptr<const void> hold_;  // let go after file_ is closed (declared before it)
   std::unique_ptr<TableFile> file_;
   int64_t cache_rows_ = 0;
   struct FreeDeleter {

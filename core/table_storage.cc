@@ -198,11 +198,18 @@ TableEncoder::TableEncoder(std::string name, const TableLayout& layout, uint8_t*
   partial_.reserve(static_cast<size_t>(dim_) * 4);
 }
 
+TableEncoder::TableEncoder(std::string name, const TableLayout& layout, RowSink sink)
+    : TableEncoder(std::move(name), layout, static_cast<uint8_t*>(nullptr)) {
+  sink_ = std::move(sink);
+  scratch_.resize(static_cast<size_t>(stored_row_bytes_));
+}
+
 absl::Status TableEncoder::EncodeRow(const float* row) {
-  uint8_t* out = out_ + row_ * stored_row_bytes_;
+  uint8_t* out = sink_ ? scratch_.data() : out_ + row_ * stored_row_bytes_;
   absl::Status status = storage_ == TableStorage::kFloat16
                             ? EncodeFloat16Row(name_, row_, row, dim_, out)
                             : EncodeRowwise8Row(name_, row_, row, dim_, out);
+  if (status.ok() && sink_) status = sink_(row_, out);
   ++row_;
   return status;
 }
@@ -233,8 +240,8 @@ absl::Status TableEncoder::Append(absl::Span<const uint8_t> bytes) {
   return absl::OkStatus();
 }
 
-absl::Status CheckStoredRows(absl::string_view name, TableStorage storage,
-                             const TensorView& stored) {
+absl::Status CheckStoredRows(absl::string_view name, TableStorage storage, const TensorView& stored,
+                             int64_t first_row) {
   if (storage != TableStorage::kInt8RowwisePrequantized) return absl::OkStatus();
   const int64_t rows = stored.shape[0], row_bytes = stored.shape[1];
   const uint8_t* data = stored.data.data();
@@ -243,8 +250,8 @@ absl::Status CheckStoredRows(absl::string_view name, TableStorage storage,
     std::memcpy(&scale, data + r * row_bytes + row_bytes - kRowwise8Trailer, 4);
     std::memcpy(&bias, data + r * row_bytes + row_bytes - kRowwise8Trailer + 4, 4);
     if (!std::isfinite(scale) || !std::isfinite(bias)) {
-      return Invalid("tensor '", name, "': row ", r, " has scale ", scale, " and bias ", bias,
-                     "; INT8_ROWWISE_PREQUANTIZED rows need a finite scale and bias");
+      return Invalid("tensor '", name, "': row ", first_row + r, " has scale ", scale, " and bias ",
+                     bias, "; INT8_ROWWISE_PREQUANTIZED rows need a finite scale and bias");
     }
   }
   return absl::OkStatus();

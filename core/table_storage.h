@@ -30,6 +30,7 @@
 #define TENSORCOMPUTE_CORE_TABLE_STORAGE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -106,8 +107,14 @@ Shape LogicalShape(TableStorage storage, const Shape& stored_shape);
 // (only one partial row is ever kept), so that the float32 table is never held whole.
 class TableEncoder {
  public:
+  // Where each stored row goes when it is not written in place: row `row`'s stored bytes
+  // (StoredRowBytes), valid for the call only. An error stops the encoder and is returned.
+  using RowSink = std::function<absl::Status(int64_t row, const uint8_t* stored)>;
+
   // `out` holds layout.stored_bytes and outlives the encoder. REQUIRES: layout.encodes().
   TableEncoder(std::string name, const TableLayout& layout, uint8_t* out);
+  // Hands each stored row to `sink` in order instead (a table written to a file).
+  TableEncoder(std::string name, const TableLayout& layout, RowSink sink);
 
   // The next bytes of the float32 table. INVALID_ARGUMENT for the first element or row that
   // the storage cannot hold (see the file comment), naming it; the encoder is then unusable.
@@ -121,7 +128,9 @@ class TableEncoder {
   const TableStorage storage_;
   const int64_t dim_;
   const int64_t stored_row_bytes_;
-  uint8_t* out_;
+  uint8_t* out_ = nullptr;
+  RowSink sink_;                  // set when rows go to a sink, not to out_
+  std::vector<uint8_t> scratch_;  // the row being encoded for the sink
   int64_t row_ = 0;               // rows encoded so far
   std::vector<uint8_t> partial_;  // bytes of the row being received
 };
@@ -137,9 +146,10 @@ absl::Status EncodeRowwise8Row(absl::string_view name, int64_t row, const float*
 // a finite float32 scale and bias in every row; nothing for the other kinds (their conversion
 // checked them). OK, or INVALID_ARGUMENT naming the first bad row: "tensor 'NAME': row 3 has
 // scale nan and bias 0; INT8_ROWWISE_PREQUANTIZED rows need a finite scale and bias".
-// REQUIRES: `stored` has the stored dtype and shape PlanTableLayout gave.
-absl::Status CheckStoredRows(absl::string_view name, TableStorage storage,
-                             const TensorView& stored);
+// `stored` may be some of the table's rows, from row `first_row` on (errors count from there).
+// REQUIRES: `stored` has the stored dtype and row shape PlanTableLayout gave.
+absl::Status CheckStoredRows(absl::string_view name, TableStorage storage, const TensorView& stored,
+                             int64_t first_row = 0);
 
 }  // namespace tensorcompute::core
 

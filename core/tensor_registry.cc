@@ -84,7 +84,8 @@ TensorRegistry::Reservation::~Reservation() {
   if (counter_ != nullptr) counter_->fetch_sub(bytes_, std::memory_order_relaxed);
 }
 
-TensorRegistry::TensorRegistry(int64_t max_resident_bytes) : max_bytes_(max_resident_bytes) {}
+TensorRegistry::TensorRegistry(int64_t max_resident_bytes, int64_t max_disk_bytes)
+    : max_bytes_(max_resident_bytes), max_disk_bytes_(max_disk_bytes) {}
 
 absl::Status TensorRegistry::ValidateName(absl::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) {
@@ -111,6 +112,20 @@ absl::StatusOr<TensorRegistry::Reservation> TensorRegistry::Reserve(absl::string
     }
   } while (!counter_->compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
   return Reservation(counter_, bytes);
+}
+
+absl::StatusOr<TensorRegistry::Reservation> TensorRegistry::ReserveDisk(absl::string_view name,
+                                                                        int64_t bytes) {
+  int64_t used = disk_counter_->load(std::memory_order_relaxed);
+  do {
+    if (bytes < 0 || used + bytes > max_disk_bytes_) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("tensor '", name, "' needs ", bytes, " bytes on disk but ", used,
+                       " of max_table_dir_bytes = ", max_disk_bytes_,
+                       " are in use; delete a table on disk or raise --max_table_dir_bytes"));
+    }
+  } while (!disk_counter_->compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return Reservation(disk_counter_, bytes);
 }
 
 absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(

@@ -182,12 +182,19 @@ class TensorRegistry {
     int64_t bytes_ = 0;
   };
 
-  // `max_resident_bytes` > 0.
-  explicit TensorRegistry(int64_t max_resident_bytes);
+  // `max_resident_bytes` > 0. `max_disk_bytes`: the bytes the files this server writes for
+  // tables on disk may hold (ReserveDisk), >= 0.
+  explicit TensorRegistry(int64_t max_resident_bytes, int64_t max_disk_bytes = 0);
 
   // Reserves `bytes` (>= 0) if the total stays within the cap, else RESOURCE_EXHAUSTED saying
   // how much is resident and what the cap is.
   absl::StatusOr<Reservation> Reserve(absl::string_view name, int64_t bytes);
+
+  // Reserves `bytes` (>= 0) of the files written for tables on disk if their total stays within
+  // max_disk_bytes, else RESOURCE_EXHAUSTED "tensor 'T' needs N bytes on disk but U of
+  // max_table_dir_bytes = M are in use; delete a table on disk or raise
+  // --max_table_dir_bytes". A table keeps it with its file (DiskRows::Options::hold).
+  absl::StatusOr<Reservation> ReserveDisk(absl::string_view name, int64_t bytes);
 
   // Publishes `tensor` as `name`, keeping `reservation`'s bytes until the entry is freed.
   // A replaced entry is retired (LiveRows::Retire: later row updates to it are refused) and
@@ -243,12 +250,18 @@ class TensorRegistry {
   // Bytes reserved or held by entries, including removed ones still in use.
   int64_t resident_bytes() const { return counter_->load(std::memory_order_relaxed); }
   int64_t max_resident_bytes() const { return max_bytes_; }
+  // Bytes reserved or held by the files of tables on disk (ReserveDisk).
+  int64_t disk_bytes() const { return disk_counter_->load(std::memory_order_relaxed); }
+  int64_t max_disk_bytes() const { return max_disk_bytes_; }
 
   static absl::Status ValidateName(absl::string_view name);
 
  private:
   const int64_t max_bytes_;
   const std::shared_ptr<std::atomic<int64_t>> counter_ = std::make_shared<std::atomic<int64_t>>(0);
+  const int64_t max_disk_bytes_;
+  const std::shared_ptr<std::atomic<int64_t>> disk_counter_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<const ResidentTensor>> entries_
       ABSL_GUARDED_BY(mu_);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -101,6 +102,57 @@ absl::Status OpenError(const std::string& path, int error) {
 absl::StatusOr<std::unique_ptr<RowFile>> RowFile::Open(const std::string& path, int64_t data_offset,
                                                        int64_t rows, int64_t row_bytes,
                                                        Options options) {
+  return OpenAs(path, path, data_offset, rows, row_bytes, options);
+}
+
+absl::StatusOr<std::unique_ptr<RowFile>> RowFile::CreateUnnamed(const std::string& dir,
+                                                                int64_t rows, int64_t row_bytes,
+                                                                Options options) {
+  const std::string shown = absl::StrCat(dir, "/(unnamed)");
+  if (rows < 0 || row_bytes < 1 || row_bytes > kMaxRowBytes ||
+      rows > std::numeric_limits<int64_t>::max() / row_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("table file '", shown, "': bad layout (", rows,
+                                                   " rows of ", row_bytes, " bytes; rows of 1 to ",
+                                                   kMaxRowBytes, " bytes)"));
+  }
+  // An unnamed file: its space goes back when its last descriptor closes, even if the server
+  // is killed. O_TMPFILE where the file system has it; else a named file unlinked at once.
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+    std::string name = absl::StrCat(dir, "/.tensorcompute-table-XXXXXX");
+    fd = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd >= 0) ::unlink(name.c_str());
+  }
+  if (fd < 0) {
+    const int error = errno;
+    absl::Status status = OpenError(dir, error);
+    return absl::Status(status.code(),
+                        absl::StrCat("table directory '", dir,
+                                     "': cannot make a file there: ", std::strerror(error)));
+  }
+  const int64_t bytes = rows * row_bytes;
+  if (bytes > 0) {
+    const int error = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (error != 0) {
+      ::close(fd);
+      const std::string what = absl::StrCat("table directory '", dir, "': no room for a file of ",
+                                            bytes, " bytes (", std::strerror(error), ")");
+      return error == ENOSPC || error == EDQUOT || error == EFBIG
+                 ? absl::ResourceExhaustedError(what)
+                 : absl::UnavailableError(what);
+    }
+  }
+  options.writable = true;
+  absl::StatusOr<std::unique_ptr<RowFile>> file =
+      OpenAs(absl::StrCat("/proc/self/fd/", fd), shown, 0, rows, row_bytes, options);
+  ::close(fd);
+  return file;
+}
+
+absl::StatusOr<std::unique_ptr<RowFile>> RowFile::OpenAs(const std::string& open_path,
+                                                         const std::string& path,
+                                                         int64_t data_offset, int64_t rows,
+                                                         int64_t row_bytes, Options options) {
   if (rows < 0 || row_bytes < 1 || row_bytes > kMaxRowBytes || data_offset < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("table file '", path, "': bad layout (", rows, " rows of ", row_bytes,
@@ -117,14 +169,14 @@ absl::StatusOr<std::unique_ptr<RowFile>> RowFile::Open(const std::string& path, 
       static_cast<int>(std::clamp<int64_t>(kMaxBounceBytes / file->span_bytes_, 1, kQueueDepth));
   file->direct_ = options.direct;
   int flags = O_RDONLY | O_CLOEXEC;
-  file->read_fd_ = ::open(path.c_str(), flags | (options.direct ? O_DIRECT : 0));
+  file->read_fd_ = ::open(open_path.c_str(), flags | (options.direct ? O_DIRECT : 0));
   if (file->read_fd_ < 0 && options.direct && errno == EINVAL) {
     file->direct_ = false;  // the file system has no direct I/O (tmpfs)
-    file->read_fd_ = ::open(path.c_str(), flags);
+    file->read_fd_ = ::open(open_path.c_str(), flags);
   }
   if (file->read_fd_ < 0) return OpenError(path, errno);
   if (options.writable) {
-    file->write_fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    file->write_fd_ = ::open(open_path.c_str(), O_WRONLY | O_CLOEXEC);
     if (file->write_fd_ < 0) return OpenError(path, errno);
   }
   struct stat st {};
@@ -302,21 +354,24 @@ absl::Status RowFile::ReadWithUring(absl::Span<const int64_t> rows, uint8_t* con
   return first_error;
 }
 
-absl::Status RowFile::Write(int64_t row, const uint8_t* src) {
+absl::Status RowFile::Write(int64_t row, const uint8_t* src) { return WriteRows(row, 1, src); }
+
+absl::Status RowFile::WriteRows(int64_t first_row, int64_t count, const uint8_t* src) {
   absl::MutexLock write_lock(&write_mu_);
   if (write_fd_ < 0) return absl::FailedPreconditionError("table file opened read-only");
   // Readers check the file against what is expected under this lock: the write and the new
   // expectation appear to them together.
   absl::MutexLock lock(&expected_mu_);
-  const int64_t begin = data_offset_ + row * row_bytes_;
+  const int64_t begin = data_offset_ + first_row * row_bytes_;
+  const int64_t length = count * row_bytes_;
   int64_t done = 0;
-  while (done < row_bytes_) {
-    const ssize_t put = ::pwrite(write_fd_, src + done, static_cast<size_t>(row_bytes_ - done),
+  while (done < length) {
+    const ssize_t put = ::pwrite(write_fd_, src + done, static_cast<size_t>(length - done),
                                  static_cast<off_t>(begin + done));
     if (put < 0 && errno == EINTR) continue;
     if (put <= 0) {
-      return Unavailable(
-          absl::StrCat("writing row ", row, ": ", put < 0 ? std::strerror(errno) : "no progress"));
+      return Unavailable(absl::StrCat("writing row ", first_row + done / row_bytes_, ": ",
+                                      put < 0 ? std::strerror(errno) : "no progress"));
     }
     done += put;
   }

@@ -80,6 +80,15 @@ class RowFile final : public TableFile {
   static absl::StatusOr<std::unique_ptr<RowFile>> Open(const std::string& path, int64_t data_offset,
                                                        int64_t rows, int64_t row_bytes,
                                                        Options options);
+  // A new file of `rows` rows of `row_bytes` bytes (zeros until written), in directory `dir`
+  // and unnamed there (O_TMPFILE, or a name unlinked at once): it is the server's own, and its
+  // space goes back when it is closed, even if the server is killed. Opened writable; its rows
+  // start at byte 0; path() is "DIR/(unnamed)". Its whole length is allocated first
+  // (posix_fallocate): RESOURCE_EXHAUSTED "table directory 'DIR': no room for a file of N
+  // bytes (...)" when the file system has no room; Open's errors for the directory.
+  static absl::StatusOr<std::unique_ptr<RowFile>> CreateUnnamed(const std::string& dir,
+                                                                int64_t rows, int64_t row_bytes,
+                                                                Options options);
   ~RowFile() override;
   RowFile(const RowFile&) = delete;
   RowFile& operator=(const RowFile&) = delete;
@@ -92,7 +101,11 @@ class RowFile final : public TableFile {
 
   // Writes row `row` (row_bytes() bytes from src). REQUIRES: writable; 0 <= row < rows().
   absl::Status Write(int64_t row, const uint8_t* src) override;
-  // Makes every Write so far durable. REQUIRES: writable.
+  // Writes rows [first_row, first_row + count) from `src`, back to back, in one call (a table
+  // being filled). REQUIRES: writable; the rows within [0, rows()).
+  absl::Status WriteRows(int64_t first_row, int64_t count, const uint8_t* src);
+  // Makes every Write so far durable and drops the written pages from the page cache.
+  // REQUIRES: writable.
   absl::Status Sync() override;
 
   const std::string& path() const override { return path_; }
@@ -107,6 +120,11 @@ class RowFile final : public TableFile {
 
  private:
   RowFile() = default;
+  // Open, reaching the file as `open_path` and naming it `path`.
+  static absl::StatusOr<std::unique_ptr<RowFile>> OpenAs(const std::string& open_path,
+                                                         const std::string& path,
+                                                         int64_t data_offset, int64_t rows,
+                                                         int64_t row_bytes, Options options);
   // The aligned span of row `row`: [*begin, *begin + *length).
   void SpanOf(int64_t row, int64_t* begin, int64_t* length) const;
   absl::Status CheckUnchanged() const;

@@ -225,7 +225,9 @@ TEST(DiskRows, CacheSizes) {
   TableFile file(100, 100);
   auto opened = RowFile::Open(file.path(), kHeader, 100, 100, {});
   ASSERT_TRUE(opened.ok());
-  auto small = DiskRows::Open("t", *std::move(opened), {700, true});
+  DiskRows::Options options;
+  options.cache_bytes = 700;
+  auto small = DiskRows::Open("t", *std::move(opened), options);
   EXPECT_EQ(small.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(small.status().message(), HasSubstr("holds less than one set of 8 rows"));
 }
