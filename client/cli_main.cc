@@ -14,6 +14,7 @@
 //                           [--found-out FILE] in place of --indices and --padding-idx)
 //   tensorcompute put       NAME --input FILE [--device D] [--replace] [--chunk-bytes N]
 //                           [--storage as-is|float16|int8-rowwise|int8-rowwise-prequantized]
+//                           [--tier memory|disk]
 //                           [--all-targets] [--shards N --targets T0,T1,...]
 //                           [--keys FILE [--missing error|zero|default] [--default-row FILE]
 //                           [--capacity N]]   (a keyed table; client/cli_keys.h)
@@ -121,6 +122,14 @@ void AddPutFlags(CLI::App* app, PutFlags* put) {
         if (core::ParseTableStorage(kind)) return "";
         return "unknown storage '" + kind + "'; expected one of " + core::TableStorageChoices();
       });
+  app->add_option_function<std::string>(
+         "--tier",
+         [put](const std::string& tier) {
+           put->options.tier = tier == "disk" ? TableTier::kDisk : TableTier::kMemory;
+         },
+         "where the server keeps the table's rows: memory (default), or disk (a file under its "
+         "--table_dir, behind a row cache of --table_cache_bytes)")
+      ->check(CLI::IsMember({"memory", "disk"}));
   app->add_option("--chunk-bytes", put->options.chunk_bytes, "tensor bytes per message")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

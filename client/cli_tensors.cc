@@ -43,9 +43,13 @@ std::string Describe(const TensorInfo& t) {
                             core::MissingKeysName(t.keyed->missing),
                             t.keyed->has_default_row ? ", a default row" : "")
           : "";
-  return absl::StrFormat("%s %s%s%s%s%s, %d bytes, %s, version %d", t.name,
+  const std::string disk =
+      t.disk.has_value() ? absl::StrFormat(", on disk (%d bytes in %s, a cache of %d rows)",
+                                           t.disk->file_bytes, t.disk->file, t.disk->cache_rows)
+                         : "";
+  return absl::StrFormat("%s %s%s%s%s%s%s, %d bytes, %s, version %d", t.name,
                          core::DataTypeName(t.dtype), core::ShapeToString(t.shape), stored, shard,
-                         keyed, t.bytes, t.device, t.version);
+                         keyed, disk, t.bytes, t.device, t.version);
 }
 
 std::string Rfc3339(absl::Time t) {
@@ -436,7 +440,13 @@ int RunList(Client& client, bool json) {
                                           {"capacity", t.keyed->capacity},
                                           {"missing", core::MissingKeysName(t.keyed->missing)},
                                           {"has_default_row", t.keyed->has_default_row}}
-                         : nlohmann::json(nullptr)}});
+                         : nlohmann::json(nullptr)},
+           {"tier", t.tier == TableTier::kDisk ? "disk" : "memory"},
+           {"disk", t.disk.has_value() ? nlohmann::json{{"file", t.disk->file},
+                                                        {"file_bytes", t.disk->file_bytes},
+                                                        {"cache_rows", t.disk->cache_rows},
+                                                        {"cached_rows", t.disk->cached_rows}}
+                                       : nlohmann::json(nullptr)}});
       std::vector<std::string> row;
       if (several) row.push_back(targets[i]);
       for (std::string cell :

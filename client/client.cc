@@ -58,6 +58,11 @@ TensorInfo FromProtoInfo(const v1::TensorInfo& info) {
                                 info.shard().total_rows(), info.shard().by_key()};
   }
   if (info.has_keyed()) out.keyed = FromProtoKeyedInfo(info.keyed());
+  out.tier = static_cast<TableTier>(info.tier());
+  if (info.has_disk()) {
+    out.disk = DiskInfo{info.disk().file(), info.disk().file_bytes(), info.disk().cache_rows(),
+                        info.disk().cached_rows()};
+  }
   out.created =
       absl::FromUnixSeconds(info.created().seconds()) + absl::Nanoseconds(info.created().nanos());
   return out;
@@ -469,7 +474,8 @@ absl::StatusOr<TensorInfo> Client::PutOne(
                                            .chunk_bytes = options.chunk_bytes,
                                            .storage = options.storage,
                                            .shard = options.shard,
-                                           .keyed = PutKeysOf(options)});
+                                           .keyed = PutKeysOf(options),
+                                           .tier = options.tier});
         const grpc::Status sent =
             UploadPut(channels_[channel], context, &chunker, options.on_progress, &response);
         // An incomplete tensor: the read's error is what the caller gets.

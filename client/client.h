@@ -168,6 +168,10 @@ struct PutOptions {
   // take a float32 [rows, dim] tensor and convert it as it arrives; kInt8RowwisePrequantized
   // takes uint8 [rows, dim + 8] in FBGEMM's fused layout.
   core::TableStorage storage = core::TableStorage::kAsIs;
+  // Where the server keeps its rows (tensorcompute.proto, TableTier): kDisk in a file under
+  // its --table_dir, behind a row cache of --table_cache_bytes (FAILED_PRECONDITION from a
+  // server without --table_dir).
+  TableTier tier = TableTier::kMemory;
   // The tensor is this shard of a table sharded by row ranges (core/shard_spec.h): its rows
   // must be core::ShardRows(*shard). Unset: a whole tensor.
   std::optional<core::ShardSpec> shard = std::nullopt;
@@ -248,6 +252,14 @@ struct KeyedInfo {
   int64_t keys = 0;      // the keys it holds now
 };
 
+// A table on disk (tensorcompute.proto, DiskInfo).
+struct DiskInfo {
+  std::string file;         // the --preload file, or "TABLE_DIR/(unnamed)"
+  int64_t file_bytes = 0;   // its rows' bytes in the file
+  int64_t cache_rows = 0;   // the rows its cache may hold
+  int64_t cached_rows = 0;  // ... and holds now
+};
+
 // A resident tensor as the server describes it (tensorcompute.proto, TensorInfo).
 struct TensorInfo {
   std::string name;
@@ -267,6 +279,9 @@ struct TensorInfo {
   int64_t sequence = 0;
   // Set for a keyed table.
   std::optional<KeyedInfo> keyed = std::nullopt;
+  // Where its rows are kept; a table on disk's `bytes` is its row cache's.
+  TableTier tier = TableTier::kMemory;
+  std::optional<DiskInfo> disk = std::nullopt;  // set for a table on disk
 };
 
 class Client {

@@ -105,6 +105,7 @@ bool PutChunker::Head(v1::PutTensorRequest* message, int64_t* data_bytes) {
     message->set_device(options_.device);
     message->set_replace(options_.replace);
     message->set_storage(static_cast<v1::TableStorage>(options_.storage));
+    message->set_tier(static_cast<v1::TableTier>(options_.tier));
     if (options_.shard.has_value()) {
       message->mutable_shard()->set_index(options_.shard->index);
       message->mutable_shard()->set_count(options_.shard->count);

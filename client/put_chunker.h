@@ -62,6 +62,12 @@ struct PutKeys {
   int64_t capacity = 0;                                   // 0: the rows put
 };
 
+// Where the server keeps a table's rows (tensorcompute.proto, TableTier; the same numbers).
+enum class TableTier : int32_t {
+  kMemory = 0,
+  kDisk = 1,  // in a file under the server's --table_dir, behind a row cache
+};
+
 struct PutChunkerOptions {
   // Where the server keeps the tensor: "" (its --device), "cpu", "gpu" or "gpu:N".
   std::string device;
@@ -75,6 +81,8 @@ struct PutChunkerOptions {
   std::optional<core::ShardSpec> shard = std::nullopt;
   // A keyed table (see the file comment); unset: not keyed.
   std::optional<PutKeys> keyed = std::nullopt;
+  // Where the server keeps its rows.
+  TableTier tier = TableTier::kMemory;
 };
 
 class PutChunker {

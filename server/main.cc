@@ -158,8 +158,13 @@ ABSL_FLAG(std::vector<std::string>, preload, {},
           "or int8-rowwise-prequantized (uint8 [rows, dim + 8]); default as-is; :disk leaves "
           "the rows in the file, behind a row cache of --table_cache_bytes");
 ABSL_FLAG(int64_t, table_cache_bytes, int64_t{1} << 30,
-          "the row cache of each table on disk (--preload ...:disk), counted against "
-          "--max_resident_bytes; at most the table's own size");
+          "the row cache of each table on disk (--preload ...:disk, PutTensor tier DISK), "
+          "counted against --max_resident_bytes; at most the table's own size");
+ABSL_FLAG(std::string, table_dir, "",
+          "a directory on a local disk where PutTensor's tables on disk (tier DISK) keep their "
+          "rows, in unnamed files gone with their table or the server; empty: no such puts");
+ABSL_FLAG(int64_t, max_table_dir_bytes, int64_t{64} << 30,
+          "the most bytes the files of tables on disk under --table_dir may hold together");
 ABSL_FLAG(std::vector<std::string>, preload_keys, {},
           "NAME=KEYS.npy[:POLICY][,...]: make --preload table NAME keyed by sparse int64 keys "
           "(KEYS.npy: int64 [rows], unique); POLICY for keys it lacks: error (default) or zero");
@@ -304,8 +309,9 @@ const std::vector<FlagGroup>& FlagGroups() {
       {"Devices", {"device", "gpus", "gpu_streams", "gpu_staging_mib", "gpu_timeout"}},
       {"Security", {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file", "admin_token_file"}},
       {"Tables",
-       {"preload", "preload_keys", "table_cache_bytes", "max_resident_bytes", "max_upload_bytes",
-        "upload_idle_timeout_s", "malloc_trim_interval_s"}},
+       {"preload", "preload_keys", "table_cache_bytes", "table_dir", "max_table_dir_bytes",
+        "max_resident_bytes", "max_upload_bytes", "upload_idle_timeout_s",
+        "malloc_trim_interval_s"}},
       {"Sharding",
        {"shard_index", "shard_count", "shard_peers", "shard_peer_token_file", "shard_peer_tls",
         "shard_peer_tls_ca", "shard_peer_tls_server_name"}},
@@ -401,6 +407,8 @@ int main(int argc, char** argv) {
   options.inline_compute_bytes = absl::GetFlag(FLAGS_inline_compute_bytes);
   options.max_resident_bytes = absl::GetFlag(FLAGS_max_resident_bytes);
   options.table_cache_bytes = absl::GetFlag(FLAGS_table_cache_bytes);
+  options.table_dir = absl::GetFlag(FLAGS_table_dir);
+  options.max_table_dir_bytes = absl::GetFlag(FLAGS_max_table_dir_bytes);
   options.max_upload_bytes = absl::GetFlag(FLAGS_max_upload_bytes);
   options.upload_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_upload_idle_timeout_s));
   options.preload = absl::GetFlag(FLAGS_preload);

@@ -20,6 +20,7 @@
 #include "spdlog/spdlog.h"
 
 #include "core/disk/row_file.h"
+#include "core/disk/table_writer.h"
 #include "core/disk_rows.h"
 #include "core/key_index.h"
 #include "core/keyed_rows.h"
@@ -397,27 +398,32 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> Load(
                        *std::move(reservation), spec.storage, shard, std::move(keyed));
 }
 
-// A table on disk (core/disk_rows.h): its .npy's rows read in place, as stored, behind a row
-// cache of `cache_bytes`, which is what the registry counts.
+// A table on disk (core/disk_rows.h) behind a row cache of disk.cache_bytes, which is what the
+// registry counts: its .npy's rows read in place, as stored; or, for a kind the server converts
+// (float16, int8-rowwise), its rows converted into an unnamed file under disk.table_dir
+// (core/disk/table_writer.h), counted against the registry's disk bytes.
 absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> LoadOnDisk(
     const PreloadSpec& spec, const std::optional<core::ShardSpec>& shard,
-    core::TensorRegistry* registry, int64_t cache_bytes) {
+    core::TensorRegistry* registry, const DiskTier& disk) {
   if (shard.has_value() || spec.keys.has_value()) {
     return absl::InvalidArgumentError("a table on disk is not sharded or keyed (yet)");
   }
-  if (spec.storage == core::TableStorage::kFloat16 ||
-      spec.storage == core::TableStorage::kInt8Rowwise) {
+  const bool converts = spec.storage == core::TableStorage::kFloat16 ||
+                        spec.storage == core::TableStorage::kInt8Rowwise;
+  if (converts && disk.table_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "a table on disk is served as its file holds it: as-is, or int8-rowwise-prequantized "
-        "(quantize it offline); ",
-        core::TableStorageFlagName(spec.storage), " would need a converted copy of the file"));
+        "a table on disk is served as its file holds it: as-is, or int8-rowwise-prequantized; ",
+        core::TableStorageFlagName(spec.storage),
+        " needs a converted copy, which the server writes under --table_dir (set it)"));
   }
   TC_ASSIGN_OR_RETURN(core::NpyFile file, core::NpyFile::Open(spec.path));
   TC_RETURN_IF_ERROR(file.CheckSize());
   const core::NpyLayout& npy = file.layout();
   // Rows served as the file's bytes are: C order, fixed-size little-endian elements, not bool
-  // (whose bytes ParseNpy normalizes).
-  if (!core::NpyRowsReadInPlace(npy) || npy.descr.empty() || npy.descr[0] == '>' ||
+  // (whose bytes ParseNpy normalizes). Rows converted are read through NpyFile::ReadData, which
+  // swaps big-endian ones.
+  const bool big_endian = !npy.descr.empty() && npy.descr[0] == '>';
+  if (!core::NpyRowsReadInPlace(npy) || npy.descr.empty() || (big_endian && !converts) ||
       npy.dtype == core::DataType::kBool || npy.shape.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a table on disk needs a C-order .npy of fixed-size little-endian numbers, rank >= 1; "
@@ -428,50 +434,73 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> LoadOnDisk(
   TC_ASSIGN_OR_RETURN(const core::TableLayout layout,
                       core::PlanTableLayout(spec.name, spec.storage, npy.dtype, npy.shape));
   const int64_t rows = npy.shape[0];
-  const int64_t cache_rows = core::DiskRows::CacheRowsFor(cache_bytes, file.row_bytes(), rows);
+  const int64_t row_bytes = layout.stored_bytes / std::max<int64_t>(1, rows);
+  const int64_t cache_rows =
+      core::DiskRows::CacheRowsFor(disk.cache_bytes, std::max<int64_t>(1, row_bytes), rows);
   TC_ASSIGN_OR_RETURN(
       core::TensorRegistry::Reservation reservation,
-      registry->Reserve(spec.name, core::DiskRows::MemoryBytesFor(cache_rows, file.row_bytes())));
-  // Writable, so that row updates go through to the file; a file the server may not write is
-  // served read-only (its updates are refused).
-  core::disk::RowFile::Options file_options;
-  file_options.writable = true;
-  const int64_t row_bytes = std::max<int64_t>(1, file.row_bytes());
-  absl::StatusOr<std::unique_ptr<core::disk::RowFile>> row_file =
-      core::disk::RowFile::Open(spec.path, npy.data_offset, rows, row_bytes, file_options);
-  if (absl::IsPermissionDenied(row_file.status())) {
-    spdlog::warn("--preload {}: {} is read-only here; its row updates will be refused", spec.name,
-                 spec.path);
-    file_options.writable = false;
-    row_file = core::disk::RowFile::Open(spec.path, npy.data_offset, rows, row_bytes, file_options);
-  }
-  TC_RETURN_IF_ERROR(row_file.status());
-  if (!(*row_file)->uring()) {
-    spdlog::warn(
-        "--preload {}: io_uring is not available here; the table's rows are read one at "
-        "a time (pread)",
-        spec.name);
-  }
+      registry->Reserve(
+          spec.name, core::DiskRows::MemoryBytesFor(cache_rows, std::max<int64_t>(1, row_bytes))));
   core::DiskRows::Options options;
-  options.cache_bytes = cache_bytes;
-  TC_ASSIGN_OR_RETURN(std::shared_ptr<core::DiskRows> disk,
-                      core::DiskRows::Open(spec.name, *std::move(row_file), options));
+  options.cache_bytes = disk.cache_bytes;
+  std::unique_ptr<core::TableFile> rows_file;
+  if (converts) {
+    TC_ASSIGN_OR_RETURN(core::TensorRegistry::Reservation on_disk,
+                        registry->ReserveDisk(spec.name, layout.stored_bytes));
+    TC_ASSIGN_OR_RETURN(std::unique_ptr<core::disk::TableWriter> writer,
+                        core::disk::TableWriter::Create(spec.name, layout, disk.table_dir, {}));
+    // Read in pieces of whole elements, converted as they come.
+    std::vector<uint8_t> piece(std::min<int64_t>(layout.sent_bytes, int64_t{4} << 20));
+    for (int64_t at = 0; at < layout.sent_bytes; at += static_cast<int64_t>(piece.size())) {
+      const auto n = static_cast<size_t>(
+          std::min<int64_t>(layout.sent_bytes - at, static_cast<int64_t>(piece.size())));
+      TC_RETURN_IF_ERROR(file.ReadData(at, absl::MakeSpan(piece.data(), n)));
+      TC_RETURN_IF_ERROR(writer->Append(absl::MakeConstSpan(piece.data(), n)));
+    }
+    TC_ASSIGN_OR_RETURN(rows_file, writer->Finish());
+    options.hold = std::make_shared<core::TensorRegistry::Reservation>(std::move(on_disk));
+  } else {
+    // Writable, so that row updates go through to the file; a file the server may not write
+    // is served read-only (its updates are refused).
+    core::disk::RowFile::Options file_options;
+    file_options.writable = true;
+    const int64_t file_row_bytes = std::max<int64_t>(1, file.row_bytes());
+    absl::StatusOr<std::unique_ptr<core::disk::RowFile>> row_file =
+        core::disk::RowFile::Open(spec.path, npy.data_offset, rows, file_row_bytes, file_options);
+    if (absl::IsPermissionDenied(row_file.status())) {
+      spdlog::warn("--preload {}: {} is read-only here; its row updates will be refused", spec.name,
+                   spec.path);
+      file_options.writable = false;
+      row_file =
+          core::disk::RowFile::Open(spec.path, npy.data_offset, rows, file_row_bytes, file_options);
+    }
+    TC_RETURN_IF_ERROR(row_file.status());
+    if (!(*row_file)->uring()) {
+      spdlog::warn(
+          "--preload {}: io_uring is not available here; the table's rows are read one at "
+          "a time (pread)",
+          spec.name);
+    }
+    rows_file = *std::move(row_file);
+  }
+  TC_ASSIGN_OR_RETURN(std::shared_ptr<core::DiskRows> disk_rows,
+                      core::DiskRows::Open(spec.name, std::move(rows_file), std::move(options)));
   core::Shape empty = layout.stored_shape;
   empty[0] = 0;
   TC_ASSIGN_OR_RETURN(core::Tensor tensor, core::Tensor::Allocate(layout.stored_dtype, empty));
   return registry->Put(spec.name, std::move(tensor), core::DeviceCopy{}, /*replace=*/false,
                        std::move(reservation), spec.storage, std::nullopt, nullptr,
-                       std::move(disk));
+                       std::move(disk_rows));
 }
 
 // Loads `spec` and logs how it went; the error names the spec.
 absl::Status LoadAndLog(const PreloadSpec& spec, std::optional<core::ShardSpec> shard,
                         core::TensorRegistry* registry, const TensorPlacer& place, int64_t threads,
-                        int64_t cache_bytes) {
+                        const DiskTier& disk) {
   const absl::Time start = absl::Now();
   // The entry Put made, not a Find by name: the port serves while tables load, so an admin's
   // DeleteTensor may already have removed the name.
-  auto loaded = spec.disk ? LoadOnDisk(spec, shard, registry, cache_bytes)
+  auto loaded = spec.disk ? LoadOnDisk(spec, shard, registry, disk)
                           : Load(spec, shard, registry, place, threads);
   if (!loaded.ok()) {
     const absl::Status& status = loaded.status();
@@ -502,7 +531,7 @@ absl::Status LoadAndLog(const PreloadSpec& spec, std::optional<core::ShardSpec> 
 
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
                      const TensorPlacer& place, std::optional<core::ShardSpec> shard,
-                     const std::vector<std::string>& key_specs, int64_t table_cache_bytes) {
+                     const std::vector<std::string>& key_specs, const DiskTier& disk) {
   std::vector<PreloadSpec> parsed;
   for (const std::string& text : specs) {
     TC_ASSIGN_OR_RETURN(PreloadSpec spec, ParseSpec(text));
@@ -532,7 +561,7 @@ absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry
     while (!failed.load()) {
       const size_t i = next.fetch_add(1);
       if (i >= parsed.size()) return;
-      status[i] = LoadAndLog(parsed[i], shard, registry, place, threads, table_cache_bytes);
+      status[i] = LoadAndLog(parsed[i], shard, registry, place, threads, disk);
       if (!status[i].ok()) failed = true;
     }
   };

@@ -44,16 +44,18 @@ namespace tensorcompute::server {
 // order). With `shard`, a keyed table is sharded by key (core/key_split.h): every server reads
 // the whole keys file and the whole rows file (in pieces of about 64 MiB), and keeps the keys k
 // with KeyShard(k, count) == index and their rows; total_rows is the file's keys.
-// A spec ending ":disk" ("NAME=PATH.npy[:KIND]:disk") is a table on disk (core/disk_rows.h):
-// its rows stay in PATH, read in place (a C-order .npy of fixed-size little-endian numbers;
-// KIND as-is or int8-rowwise-prequantized, the forms a file holds as served: INVALID_ARGUMENT
-// otherwise), behind a row cache of `table_cache_bytes` (its rows' bytes, at most the table's;
-// what it counts against the registry's limit, with the cache's bookkeeping). It is read with
-// direct I/O where the file system allows it, and neither sharded nor keyed (INVALID_ARGUMENT).
+// A spec ending ":disk" ("NAME=PATH.npy[:KIND]:disk") is a table on disk (core/disk_rows.h),
+// behind a row cache of `disk.cache_bytes` (its rows' bytes, at most the table's; what it
+// counts against the registry's limit, with the cache's bookkeeping). With KIND as-is or
+// int8-rowwise-prequantized (the forms a file holds as served) its rows stay in PATH, read in
+// place (a C-order .npy of fixed-size little-endian numbers). With float16 or int8-rowwise
+// they are converted, at each start, into an unnamed file under `disk.table_dir` (counted
+// against the registry's disk bytes; a C-order float32 .npy; INVALID_ARGUMENT without a
+// table_dir). It is read with direct I/O where the file system allows it, and neither sharded
+// nor keyed (INVALID_ARGUMENT).
 absl::Status Preload(const std::vector<std::string>& specs, core::TensorRegistry* registry,
                      const TensorPlacer& place, std::optional<core::ShardSpec> shard = std::nullopt,
-                     const std::vector<std::string>& key_specs = {},
-                     int64_t table_cache_bytes = int64_t{1} << 30);
+                     const std::vector<std::string>& key_specs = {}, const DiskTier& disk = {});
 
 }  // namespace tensorcompute::server
 

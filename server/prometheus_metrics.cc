@@ -259,6 +259,10 @@ void AppendResidentTables(const core::TensorRegistry& registry, Families* out) {
               "Bytes counted against max_resident_bytes, including deleted or replaced tensors "
               "still used by gathers in flight",
               static_cast<double>(registry.resident_bytes()), out);
+  AppendGauge("tensorcompute_table_dir_bytes_held",
+              "Bytes of the files of tables on disk under --table_dir, counted against "
+              "max_table_dir_bytes, including those of deleted or replaced tables still in use",
+              static_cast<double>(registry.disk_bytes()), out);
   MetricFamily lookups =
       Family("tensorcompute_resident_lookups_total",
              "Requests answered on each resident table (gathers and lookups by name, every "

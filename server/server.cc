@@ -24,6 +24,7 @@
 #include "core/batching/cpu_executor.h"
 #include "core/batching/table_lease_executor.h"
 #include "core/cuda/cuda_executor.h"
+#include "core/disk/row_file.h"
 #include "core/status_macros.h"
 #include "core/tensor_registry.h"
 #include "core/thread_pool.h"
@@ -103,7 +104,17 @@ absl::Status Server::LoadTokens() {
 
 // The registry, the pool, the executors, the batcher, the budget, and the compute entry.
 absl::Status Server::SetUpCompute() {
-  registry_ = std::make_unique<core::TensorRegistry>(options_.max_resident_bytes);
+  if (!options_.table_dir.empty()) {
+    // A file made and dropped: a directory that cannot take PutTensor's tables on disk fails
+    // the start, not the first such put.
+    absl::StatusOr<std::unique_ptr<core::disk::RowFile>> probe =
+        core::disk::RowFile::CreateUnnamed(options_.table_dir, 0, 1, {});
+    if (!probe.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--table_dir: ", probe.status().message()));
+    }
+  }
+  registry_ = std::make_unique<core::TensorRegistry>(options_.max_resident_bytes,
+                                                     options_.max_table_dir_bytes);
   if (options_.malloc_trim_interval > absl::ZeroDuration()) {
     trimmer_ = std::make_unique<MemoryTrimmer>(options_.malloc_trim_interval);
   }
@@ -184,6 +195,7 @@ absl::Status Server::SetUpCompute() {
   };
   resident.max_rank = options_.max_rank;
   resident.pool = pool_.get();
+  resident.disk = DiskTier{options_.table_dir, options_.table_cache_bytes};
   // An upload reads with room for a message and its parsed copy, as a compute call does.
   uploads_ =
       std::make_unique<UploadBudget>(options_.max_upload_bytes, 2 * options_.max_message_bytes);
@@ -293,7 +305,7 @@ absl::Status Server::BecomeReady() {
         options_.shard_count > 1 ? std::optional<core::ShardSpec>(core::ShardSpec{
                                        options_.shard_index, options_.shard_count, 0})
                                  : std::nullopt,
-        options_.preload_keys, options_.table_cache_bytes));
+        options_.preload_keys, DiskTier{options_.table_dir, options_.table_cache_bytes}));
     absl::MutexLock lock(&health_mu_);
     SetHealth(!gpu_lost_, /*service_too=*/true);
   }

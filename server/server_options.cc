@@ -90,10 +90,11 @@ absl::Status ServerOptions::Validate() const {
         " <= gpu_staging_bytes <= ", kMaxGpuStagingBytes, " (1 TiB) and gpu_timeout >= 1ms"));
   }
   if (max_resident_bytes < 1 || max_upload_bytes < 1 ||
-      upload_idle_timeout < absl::ZeroDuration() || table_cache_bytes < 1) {
+      upload_idle_timeout < absl::ZeroDuration() || table_cache_bytes < 1 ||
+      max_table_dir_bytes < 0) {
     return absl::InvalidArgumentError(
-        "need max_resident_bytes >= 1, max_upload_bytes >= 1, upload_idle_timeout >= 0 and "
-        "table_cache_bytes >= 1");
+        "need max_resident_bytes >= 1, max_upload_bytes >= 1, upload_idle_timeout >= 0, "
+        "table_cache_bytes >= 1 and max_table_dir_bytes >= 0");
   }
   return absl::OkStatus();
 }

@@ -254,11 +254,19 @@ struct ServerOptions {
   // counting deleted or replaced versions still used by gathers in flight. An upload or preload
   // that would pass it gets RESOURCE_EXHAUSTED before anything is allocated. Default 8 GiB.
   int64_t max_resident_bytes = int64_t{8} << 30;
-  // The row cache of each table on disk (--preload NAME=PATH.npy[:KIND]:disk; core/disk_rows.h),
-  // in bytes of its rows, counted against max_resident_bytes with its bookkeeping (26 to 36
-  // bytes a row); at most the table's size. A cache of fewer than 8 rows is INVALID_ARGUMENT
-  // at load. Default 1 GiB.
+  // The row cache of each table on disk (--preload NAME=PATH.npy[:KIND]:disk, PutTensor with
+  // tier DISK; core/disk_rows.h), in bytes of its rows, counted against max_resident_bytes with
+  // its bookkeeping (26 to 36 bytes a row); at most the table's size. A cache of fewer than 8
+  // rows is INVALID_ARGUMENT at load. Default 1 GiB.
   int64_t table_cache_bytes = int64_t{1} << 30;
+  // The directory where PutTensor's tables on disk (tier DISK) keep their rows, in unnamed files
+  // gone with their table or the server (server/native/disk_upload.h). Empty (default): such a
+  // put is FAILED_PRECONDITION. Start fails (INVALID_ARGUMENT) if no file can be made there.
+  std::string table_dir;
+  // The most bytes those files may hold together (their tables' stored rows); a put past it is
+  // RESOURCE_EXHAUSTED before anything is written, as is one the file system has no room for.
+  // Default 64 GiB.
+  int64_t max_table_dir_bytes = int64_t{64} << 30;
   // The memory share of uploads in progress (server/admission/upload_budget.h), apart from
   // max_inflight_bytes: each upload holds room for the message it reads and its parsed copy
   // (twice max_message_bytes, capped to this) until it ends, plus what a message costs decoded

@@ -31,10 +31,16 @@
 namespace tensorcompute::server {
 namespace {
 
+// A table's shape with no rows: what a table on disk holds in memory.
+core::Shape RowShape(core::Shape shape) {
+  if (!shape.empty()) shape[0] = 0;
+  return shape;
+}
+
 bool HasDescription(const v1::PutTensorRequest& m) {
   return !m.name().empty() || m.dtype() != v1::DT_UNSPECIFIED || m.shape_size() > 0 ||
          !m.device().empty() || m.replace() || m.storage() != v1::AS_IS || m.has_shard() ||
-         m.has_keyed();
+         m.has_keyed() || m.tier() != v1::MEMORY;
 }
 
 // One per PutTensor call; upload_stream_call.h reads, admits and answers.
@@ -94,6 +100,15 @@ class PutCall final : public UploadStreamCall {
     if (!message_.replace()) TC_RETURN_IF_ERROR(env_.registry->CheckAbsent(name_));
     replace_ = message_.replace();
     device_ = message_.device();
+    TC_RETURN_IF_ERROR(CheckTier(name_, message_.tier()));
+    if (message_.tier() == v1::DISK) {
+      TC_ASSIGN_OR_RETURN(disk_,
+                          DiskUpload::Begin(env_.disk, env_.registry, name_, layout_, message_));
+      TC_ASSIGN_OR_RETURN(
+          tensor_, core::Tensor::Allocate(layout_.stored_dtype, RowShape(layout_.stored_shape)));
+      total_bytes_ = layout_.sent_bytes;
+      return Append();
+    }
     // The bytes it will hold, reserved before anything is allocated: for strings the
     // per-element overhead now and each payload as it arrives; for a compact table its stored
     // bytes (the float32 rows sent are converted as they arrive, never held whole).
@@ -145,7 +160,7 @@ class PutCall final : public UploadStreamCall {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor '", name_,
           "': only the first PutTensor message may set name, dtype, shape, device, replace, "
-          "storage or shard"));
+          "storage, shard, keyed or tier"));
     }
     first_message_ = false;
     TC_RETURN_IF_ERROR(AppendKeys(message_.keys()));
@@ -191,7 +206,10 @@ class PutCall final : public UploadStreamCall {
                                                      " data bytes sent; its dtype and shape make ",
                                                      total_bytes_));
     }
-    if (encoder_) {
+    if (disk_) {
+      TC_RETURN_IF_ERROR(disk_->Append(absl::MakeConstSpan(
+          reinterpret_cast<const uint8_t*>(message_.data().data()), static_cast<size_t>(n))));
+    } else if (encoder_) {
       TC_RETURN_IF_ERROR(encoder_->Append(absl::MakeConstSpan(
           reinterpret_cast<const uint8_t*>(message_.data().data()), static_cast<size_t>(n))));
     } else if (n > 0) {
@@ -258,15 +276,19 @@ class PutCall final : public UploadStreamCall {
                                                  keyed_->has_default_row(), env_.pool));
       keys_ = std::vector<int64_t>();
     }
+    std::shared_ptr<core::DiskRows> disk;
+    if (disk_) {
+      TC_ASSIGN_OR_RETURN(disk, disk_->Finish(&reservation_));
+    }
     // Placed before Put: a device that refuses the tensor leaves nothing published.
     core::DeviceCopy copy;
-    if (env_.place) {
+    if (env_.place && disk == nullptr) {
       TC_ASSIGN_OR_RETURN(copy, env_.place(device_, *tensor_));
     }
-    TC_ASSIGN_OR_RETURN(
-        const std::shared_ptr<const core::ResidentTensor> entry,
-        env_.registry->Put(name_, *std::move(tensor_), std::move(copy), replace_,
-                           std::move(reservation_), layout_.storage, shard_, std::move(keyed)));
+    TC_ASSIGN_OR_RETURN(const std::shared_ptr<const core::ResidentTensor> entry,
+                        env_.registry->Put(name_, *std::move(tensor_), std::move(copy), replace_,
+                                           std::move(reservation_), layout_.storage, shard_,
+                                           std::move(keyed), std::move(disk)));
     v1::PutTensorResponse response;
     ToInfo(*entry, response.mutable_tensor());
     bool own_buffer = false;
@@ -279,6 +301,7 @@ class PutCall final : public UploadStreamCall {
   // Whatever was not published goes now, not when gRPC gets to OnDone: the half-built tensor
   // and its reservation of max_resident_bytes.
   void Release() override {
+    disk_.reset();
     encoder_.reset();
     tensor_.reset();
     strings_.clear();
@@ -302,6 +325,7 @@ class PutCall final : public UploadStreamCall {
   int64_t received_ = 0;
   std::optional<core::Tensor> tensor_;
   std::optional<core::TableEncoder> encoder_;  // compact kinds the server converts
+  std::unique_ptr<DiskUpload> disk_;           // tier DISK: the rows go to a file
   std::vector<std::string> strings_;
   std::optional<v1::KeyedTable> keyed_;  // a keyed table's description
   int64_t capacity_ = 0;                 // its slots

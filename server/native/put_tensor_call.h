@@ -11,9 +11,11 @@
 // `storage` FLOAT16 or INT8_ROWWISE, converted row by row as the chunks arrive by
 // core::TableEncoder, so the bytes held and reserved are the stored ones), and publishes it
 // (TensorRegistry::Put, atomically) only when the client half-closes and the count checks out.
-// Any failure or cancellation drops the half-built tensor and its reservation, so an aborted
-// upload leaves nothing. Uploads take no lock that gathers take: the registry's mutex is held
-// only for the final swap. Admission: CallGate::Admit with an admin token when configured.
+// A table with `tier` DISK is written to a file instead, its cache reserved in memory
+// (server/native/disk_upload.h). Any failure or cancellation drops the half-built tensor and its
+// reservation, so an aborted upload leaves nothing. Uploads take no lock that gathers take: the
+// registry's mutex is held only for the final swap. Admission: CallGate::Admit with an admin token
+// when configured.
 //
 // Reading, admission (the admin token; a slot in the uploads' own share, UploadBudget,
 // max_upload_bytes), the decoded cost of each message held before it is parsed, and the idle
@@ -42,6 +44,7 @@
 #include "core/tensor_registry.h"
 #include "core/thread_pool.h"
 #include "server/compute/shard_updater.h"
+#include "server/native/disk_upload.h"
 #include "server/native/upload_stream_call.h"
 
 namespace tensorcompute::server {
@@ -66,6 +69,8 @@ struct ResidentEnv : UploadStreamEnv {
   // Builds the key indexes of keyed tables with every core; null: on the call's thread. Not
   // owned.
   core::ThreadPool* pool = nullptr;
+  // Where tables put with tier DISK go (server/native/disk_upload.h).
+  DiskTier disk;
 };
 
 // OK when the server keeps resident tables (env.registry), else UNIMPLEMENTED "this server

@@ -44,6 +44,14 @@ void ToInfo(const core::ResidentTensor& entry, v1::TensorInfo* info) {
     keyed->set_capacity(entry.keyed->capacity());
     keyed->set_keys(entry.keyed->size());
   }
+  if (entry.disk != nullptr) {
+    info->set_tier(v1::DISK);
+    v1::DiskInfo* disk = info->mutable_disk();
+    disk->set_file(entry.disk->file().path());
+    disk->set_file_bytes(entry.disk->rows() * entry.disk->row_bytes());
+    disk->set_cache_rows(entry.disk->cache_rows());
+    disk->set_cached_rows(entry.disk->cached_rows());
+  }
   *info->mutable_created() =
       google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(entry.created));
 }

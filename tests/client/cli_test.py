@@ -1067,7 +1067,8 @@ class ResidentTensorsTest(CliCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.a = ServerProcess("--cpu_threads=2", "--max_message_bytes=1048576")
+        cls.a = ServerProcess("--cpu_threads=2", "--max_message_bytes=1048576",
+                              f"--table_dir={TMP.name}", "--table_cache_bytes=65536")
         cls.a.__enter__()
         cls.b = ServerProcess("--cpu_threads=2", "--max_message_bytes=1048576")
         cls.b.__enter__()
@@ -1161,6 +1162,33 @@ class ResidentTensorsTest(CliCase):
         self.assertExit(proc, EXIT_USAGE)
         self.assertIn("unknown storage 'int4'; expected one of as-is, float16, int8-rowwise, "
                       "int8-rowwise-prequantized", proc.stderr)
+
+    def test_put_a_table_on_disk(self):
+        # --tier disk: the rows go to a file under the server's --table_dir, behind a row cache
+        # (64 KiB here); list says so; gathers read what the table holds.
+        rng = np.random.default_rng(43)
+        table = rng.standard_normal((2000, 16)).astype(np.float32)
+        np.save(tmp_path("on_disk.npy"), table)
+        proc = self.run_ok("put", "d", "--input", tmp_path("on_disk.npy"), "--tier", "disk",
+                           "--storage", "float16", "--chunk-bytes", 10000,
+                           "--target", self.a.target)
+        self.assertIn(f"stored d float32[2000,16] (float16), on disk (64000 bytes in "
+                      f"{TMP.name}/(unnamed), a cache of 2000 rows)", proc.stdout)
+        listed = self.list_json(self.a.target)[0]
+        self.assertEqual((listed["tier"], listed["disk"]["file_bytes"]), ("disk", 2000 * 16 * 2))
+        np.save(tmp_path("disk_ids.npy"), np.array([1999, 0, 5], dtype=np.int64))
+        self.run_ok("gather", "--target", self.a.target, "--params-name", "d", "--indices",
+                    tmp_path("disk_ids.npy"), "--out", tmp_path("disk_out.npy"))
+        want = table[[1999, 0, 5]].astype(np.float16).astype(np.float32)
+        self.assertEqual(np.load(tmp_path("disk_out.npy")).tobytes(), want.tobytes())
+        # A server without --table_dir refuses the tier; an unknown tier is a usage error.
+        proc = run_cli("put", "d", "--input", tmp_path("on_disk.npy"), "--tier", "disk",
+                       "--target", self.b.target)
+        self.assertExit(proc, EXIT_RPC)
+        self.assertErrorLine(proc, r"^error: FAILED_PRECONDITION: .*--table_dir")
+        proc = run_cli("put", "d", "--input", tmp_path("on_disk.npy"), "--tier", "tape",
+                       "--target", self.a.target)
+        self.assertExit(proc, EXIT_USAGE)
 
     def test_large_json_and_string_tables_in_many_chunks(self):
         # 2 MiB of float64: twice the servers' message limit, in 64 KiB chunks.

@@ -19,12 +19,13 @@ tensorcompute.client for the details (dtypes, errors, retries, compression).
 """
 
 from tensorcompute import aio
-from tensorcompute.client import (STORAGE_KINDS, Client, KeyedInfo, Shard, TensorComputeError,
-                                  TensorInfo, key_shard, shard_rows)
+from tensorcompute.client import (STORAGE_KINDS, TIERS, Client, DiskInfo, KeyedInfo, Shard,
+                                  TensorComputeError, TensorInfo, key_shard, shard_rows)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "KeyedInfo", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo",
+    "Client", "DiskInfo", "KeyedInfo", "STORAGE_KINDS", "Shard", "TIERS", "TensorComputeError",
+    "TensorInfo",
     "__version__", "aio", "key_shard", "shard_rows"
 ]

@@ -32,8 +32,8 @@ DEFAULT_CHUNK_BYTES = 1 << 20
 TensorInfo = collections.namedtuple(
     "TensorInfo",
     ["name", "dtype", "shape", "bytes", "device", "version", "created", "storage", "shard",
-     "sequence", "keyed"],
-    defaults=["as-is", None, 0, None], module="tensorcompute")
+     "sequence", "keyed", "tier", "disk"],
+    defaults=["as-is", None, 0, None, "memory", None], module="tensorcompute")
 TensorInfo.__doc__ = """A resident tensor as the server describes it.
 
 name (str); dtype (str: "float32", "string", ... as numpy names it; "bfloat16": for a compact
@@ -45,7 +45,17 @@ STORAGE_KINDS, how it is stored); shard (None, or a Shard: which rows of a table
 row ranges it holds, shape then the whole table's; or, with by_key=True, which keys of a keyed
 table sharded by key, key_shard); sequence (int: how many changes this
 server applied to the name's rows, one per update_rows message and per replacement; what
-min_sequence= on a lookup compares with); keyed (None, or a KeyedInfo: a table put with keys).
+min_sequence= on a lookup compares with); keyed (None, or a KeyedInfo: a table put with keys);
+tier (str: "memory", or "disk" for a table whose rows are in a file on the server's disk, its
+bytes then its row cache's); disk (None, or a DiskInfo: a table on disk's file and cache).
+"""
+
+DiskInfo = collections.namedtuple("DiskInfo", ["file", "file_bytes", "cache_rows", "cached_rows"],
+                                  module="tensorcompute")
+DiskInfo.__doc__ = """A table on disk (put_tensor with tier="disk", or --preload ...:disk):
+file (str: the --preload file, or "TABLE_DIR/(unnamed)" for one the server wrote); file_bytes
+(int: its rows' bytes in the file); cache_rows (int: the rows its cache may hold); cached_rows
+(int: the rows it holds now).
 """
 
 KeyedInfo = collections.namedtuple("KeyedInfo", ["missing", "has_default_row", "capacity", "keys"],
@@ -114,6 +124,13 @@ STORAGE_KINDS = {
     "int8-rowwise-prequantized": 3,
 }
 _STORAGE_NAMES = {v: k for k, v in STORAGE_KINDS.items()}
+
+# Where put_tensor may keep a table's rows (tensorcompute.proto, TableTier): the wire value of each.
+TIERS = {
+    "memory": 0,
+    "disk": 1,
+}
+_TIER_NAMES = {v: k for k, v in TIERS.items()}
 
 # The compression argument -> grpc.Compression (None: none).
 COMPRESSIONS = {
@@ -318,7 +335,10 @@ def tensor_info(info):
                       keyed=KeyedInfo(_MISSING_NAMES.get(info.keyed.missing,
                                                          str(info.keyed.missing)),
                                       info.keyed.has_default_row, info.keyed.capacity,
-                                      info.keyed.keys) if info.HasField("keyed") else None)
+                                      info.keyed.keys) if info.HasField("keyed") else None,
+                      tier=_TIER_NAMES.get(info.tier, str(info.tier)),
+                      disk=DiskInfo(info.disk.file, info.disk.file_bytes, info.disk.cache_rows,
+                                    info.disk.cached_rows) if info.HasField("disk") else None)
 
 
 # --- requests from a method's arguments -----------------------------------------------------
@@ -435,7 +455,7 @@ def lookup_output(response, return_found):
 
 
 def put_uploads(name, array, device, replace, chunk_bytes, storage, shard, keys=None,
-                missing=None, default_row=None, capacity=None):
+                missing=None, default_row=None, capacity=None, tier="memory"):
     """Client.put_tensor's upload: a function that makes a fresh iterator over its
     PutTensorRequests (one per attempt: a retried upload starts over)."""
     if keys is None and (missing is not None or default_row is not None or
@@ -446,6 +466,9 @@ def put_uploads(name, array, device, replace, chunk_bytes, storage, shard, keys=
     wire_storage = STORAGE_KINDS.get(str(storage).lower().replace("_", "-"))
     if wire_storage is None:
         raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}, got {storage!r}")
+    wire_tier = TIERS.get(str(tier).lower())
+    if wire_tier is None:
+        raise ValueError(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
     chunk_bytes = operator.index(chunk_bytes)
     if chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be > 0, got {chunk_bytes}")
@@ -460,7 +483,7 @@ def put_uploads(name, array, device, replace, chunk_bytes, storage, shard, keys=
         keyed, key_bytes = _keyed_table(tensor, wire_storage, keys, missing, default_row,
                                         capacity)
     return lambda: _put_requests(name, tensor, device, bool(replace), chunk_bytes, wire_storage,
-                                 shard, read, keyed, key_bytes)
+                                 shard, read, keyed, key_bytes, wire_tier)
 
 
 def _keyed_table(tensor, storage, keys, missing, default_row, capacity):
@@ -515,7 +538,7 @@ def _fixed_size_reader(array):
 
 
 def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=None, read=None,
-                  keyed=None, key_bytes=None):
+                  keyed=None, key_bytes=None, tier=0):
     """The messages of a PutTensor upload of `tensor` (a tensorcompute.v1.Tensor), lazily.
 
     The first one describes the tensor; each carries the next chunk: at most chunk_bytes bytes
@@ -532,7 +555,7 @@ def _put_requests(name, tensor, device, replace, chunk_bytes, storage=0, shard=N
     their own, of at most chunk_bytes.
     """
     first = pb.PutTensorRequest(name=name, dtype=tensor.dtype, shape=tensor.shape,
-                                device=device, replace=replace, storage=storage)
+                                device=device, replace=replace, storage=storage, tier=tier)
     if shard is not None:
         first.shard.CopyFrom(pb.ShardSpec(index=shard.index, count=shard.count,
                                           total_rows=shard.total_rows, by_key=shard.by_key))

@@ -87,9 +87,9 @@ class Client(_common.ClientBase):
     async def put_tensor(self, name, array, device="", replace=False,
                          chunk_bytes=_common.DEFAULT_CHUNK_BYTES, all_targets=False,
                          timeout=None, storage="as-is", shard=None, keys=None, missing=None,
-                         default_row=None, capacity=None):
+                         default_row=None, capacity=None, tier="memory"):
         make_requests = _common.put_uploads(name, array, device, replace, chunk_bytes, storage,
-                                            shard, keys, missing, default_row, capacity)
+                                            shard, keys, missing, default_row, capacity, tier)
 
         async def put(stub):
             response = await self._call(stub.PutTensor, None, timeout,

@@ -109,11 +109,11 @@ import time
 import grpc
 
 from tensorcompute import _common
-from tensorcompute._common import (STORAGE_KINDS, KeyedInfo, Shard, TensorComputeError,
-                                   TensorInfo, key_shard, shard_rows)
+from tensorcompute._common import (STORAGE_KINDS, TIERS, DiskInfo, KeyedInfo, Shard,
+                                   TensorComputeError, TensorInfo, key_shard, shard_rows)
 
-__all__ = ["Client", "KeyedInfo", "STORAGE_KINDS", "Shard", "TensorComputeError", "TensorInfo",
-           "key_shard", "shard_rows"]
+__all__ = ["Client", "DiskInfo", "KeyedInfo", "STORAGE_KINDS", "Shard", "TIERS",
+           "TensorComputeError", "TensorInfo", "key_shard", "shard_rows"]
 
 
 class Client(_common.ClientBase):
@@ -202,7 +202,7 @@ class Client(_common.ClientBase):
     def put_tensor(self, name, array, device="", replace=False,
                    chunk_bytes=_common.DEFAULT_CHUNK_BYTES, all_targets=False, timeout=None,
                    storage="as-is", shard=None, keys=None, missing=None, default_row=None,
-                   capacity=None):
+                   capacity=None, tier="memory"):
         """Stores `array` (anything np.asarray accepts; dtypes as for params) on the server as
         the resident tensor `name`, uploaded in messages of at most chunk_bytes tensor bytes
         (so it may be larger than max_message_bytes). Returns its TensorInfo. A C-contiguous
@@ -243,9 +243,18 @@ class Client(_common.ClientBase):
         position). The key index is counted against --max_resident_bytes at 16 bytes a key of
         capacity. missing,
         default_row or capacity without keys is ValueError.
+
+        tier: where the server keeps the table's rows (TIERS): "memory" (the default), or
+        "disk": in a file the server writes under its --table_dir, behind a row cache of
+        --table_cache_bytes, which is what the table counts against --max_resident_bytes
+        (docs/resident-tables.md, "Tables on disk"). Lookups answer as on the table in memory
+        (Gather on axis 0, embedding_bag). Every storage kind works; a string, sharded or keyed
+        table is INVALID_ARGUMENT, as is a GPU device; a server without --table_dir answers
+        FAILED_PRECONDITION, one past --max_table_dir_bytes RESOURCE_EXHAUSTED. An unknown tier
+        is ValueError, before any RPC.
         """
         make_requests = _common.put_uploads(name, array, device, replace, chunk_bytes, storage,
-                                            shard, keys, missing, default_row, capacity)
+                                            shard, keys, missing, default_row, capacity, tier)
 
         def put(stub):
             response = self._call(stub.PutTensor, None, timeout, metadata=self._admin_metadata,

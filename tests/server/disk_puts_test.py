@@ -1,0 +1,282 @@
+"""Tables on disk put by PutTensor with tier DISK (issue 43).
+
+One server with --table_dir (a temporary directory) and a 4 MiB row cache takes the same random
+table twice, in memory and on disk, in every storage kind (as-is, float16, int8-rowwise,
+int8-rowwise-prequantized): random Gathers and EmbeddingBags answer byte for byte alike. The
+table on disk is listed as such, holds its cache, not its rows, and leaves no named file in the
+directory. The put's refusals: a string, keyed or sharded table, a GPU, an unknown tier, a tier
+on a later message, a value its storage cannot hold (the same words as in memory), a server
+without --table_dir (FAILED_PRECONDITION), one that cannot make files in it (start fails), and
+files past --max_table_dir_bytes (RESOURCE_EXHAUSTED, room again once a table is deleted).
+Row updates go through. Uploading a table four times the cache grows the server's RSS by far
+less than the table.
+
+Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINARY set.
+"""
+
+import os
+import subprocess
+import tempfile
+import unittest
+
+import grpc
+import numpy as np
+
+from prometheus_scrape import labels, scrape
+from server_process import ServerProcess
+from tensorcompute import Client, DiskInfo, TensorComputeError
+from tensorcompute.v1 import tensorcompute_pb2 as pb
+from tensorcompute.v1 import tensorcompute_pb2_grpc
+
+MIB = 1 << 20
+ROWS, DIM = 1 << 15, 64  # 8 MiB of float32
+CACHE = 1 * MIB
+SANITIZED = bool(os.environ.get("TC_SANITIZED"))
+KINDS = ["as-is", "float16", "int8-rowwise", "int8-rowwise-prequantized"]
+
+
+def prequantized(rng, rows, dim):
+    table = np.empty((rows, dim + 8), dtype=np.uint8)
+    table[:, :dim] = rng.integers(0, 256, (rows, dim), dtype=np.uint8)
+    scale_bias = np.stack([rng.uniform(0.001, 0.1, rows), rng.uniform(-1, 1, rows)], axis=1)
+    table[:, dim:] = scale_bias.astype(np.float32).view(np.uint8)
+    return table
+
+
+class DiskPutsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = os.path.join(cls.tmp.name, "tables")
+        os.mkdir(cls.dir)
+        cls.server = ServerProcess(f"--table_dir={cls.dir}", f"--table_cache_bytes={CACHE}",
+                                   f"--max_table_dir_bytes={24 * MIB}")
+        cls.server.__enter__()
+        cls.client = Client(cls.server.target)
+        rng = np.random.default_rng(4343)
+        cls.table = rng.standard_normal((ROWS, DIM), dtype=np.float32)
+        cls.quantized = prequantized(rng, ROWS, DIM)
+        cls.infos = {}
+        for kind in KINDS:
+            array = cls.quantized if kind == "int8-rowwise-prequantized" else cls.table
+            for tier in ["memory", "disk"]:
+                cls.infos[kind, tier] = cls.client.put_tensor(f"{kind}-{tier}", array,
+                                                              storage=kind, tier=tier)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.server.__exit__(None, None, None)
+        cls.tmp.cleanup()
+
+    def same(self, call, kind, **kwargs):
+        """`call` on the table in memory and on disk gives the same bytes, or the same error."""
+        try:
+            want = call(None, params_name=f"{kind}-memory", **kwargs)
+        except TensorComputeError as error:
+            with self.assertRaises(TensorComputeError) as got:
+                call(None, params_name=f"{kind}-disk", **kwargs)
+            self.assertEqual((got.exception.code, str(got.exception.message)),
+                             (error.code, str(error.message)))
+            return
+        got = call(None, params_name=f"{kind}-disk", **kwargs)
+        self.assertEqual((got.dtype, got.shape), (want.dtype, want.shape))
+        self.assertEqual(got.tobytes(), want.tobytes(), kind)
+
+    def test_tables_on_disk_are_listed_with_their_file_and_cache(self):
+        listed = {info.name: info for info in self.client.list_tensors()}
+        for kind in KINDS:
+            memory, disk = self.infos[kind, "memory"], self.infos[kind, "disk"]
+            self.assertEqual(listed[f"{kind}-disk"].tier, "disk")
+            self.assertEqual(listed[f"{kind}-memory"].tier, "memory")
+            self.assertIsNone(memory.disk)
+            self.assertEqual((disk.dtype, disk.shape, disk.storage),
+                             (memory.dtype, memory.shape, memory.storage))
+            self.assertIsInstance(disk.disk, DiskInfo)
+            # The file holds the stored rows, what the table in memory holds.
+            self.assertEqual(disk.disk.file_bytes, memory.bytes)
+            self.assertEqual(disk.disk.file, os.path.join(self.dir, "(unnamed)"))
+            self.assertLessEqual(disk.disk.cache_rows * (memory.bytes // ROWS), CACHE)
+            self.assertLess(disk.bytes, 2 * CACHE)
+        # The server's files are unnamed: nothing to clean up after it.
+        self.assertEqual(os.listdir(self.dir), [])
+
+    def test_random_gathers_answer_as_the_table_in_memory(self):
+        rng = np.random.default_rng(1)
+        for trial in range(24):
+            shape = [(7,), (3, 5), (0,), (300,)][trial % 4]
+            indices = rng.integers(-ROWS, ROWS, size=shape)
+            if trial % 3 == 0 and indices.size:
+                indices.flat[0] = indices.flat[-1]  # a repeat
+            for kind in KINDS:
+                self.same(self.client.gather, kind, indices=indices)
+        self.same(self.client.gather, "as-is", indices=[ROWS])  # out of range: same words
+
+    def test_random_bags_answer_as_the_table_in_memory(self):
+        rng = np.random.default_rng(2)
+        for trial in range(24):
+            mode = ["sum", "mean", "max", "sqrtn"][trial % 4]
+            n = int(rng.integers(0, 300))
+            indices = rng.integers(0, ROWS, n)
+            cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(1, 20))))
+            kwargs = dict(indices=indices, offsets=np.concatenate([[0], cuts]), mode=mode)
+            if mode != "max" and trial % 3 == 0:
+                kwargs["per_sample_weights"] = rng.standard_normal(n).astype(np.float32)
+            for kind in KINDS:
+                self.same(self.client.embedding_bag, kind, **kwargs)
+
+    def test_updates_go_through(self):
+        rows = np.array([5, ROWS - 1])
+        values = np.full((2, DIM), 0.25, dtype=np.float32)
+        for tier in ["memory", "disk"]:
+            self.client.update_rows(f"float16-{tier}", rows, values)
+        self.same(self.client.gather, "float16", indices=rows)
+        got = self.client.gather(None, rows, params_name="float16-disk")
+        self.assertTrue(np.all(got == 0.25))
+
+    def test_what_a_table_on_disk_cannot_be_is_refused(self):
+        def refused(code, words, *args, **kwargs):
+            with self.assertRaises(TensorComputeError) as error:
+                self.client.put_tensor(*args, **kwargs)
+            self.assertEqual(error.exception.code, code)
+            self.assertIn(words, str(error.exception.message))
+
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        refused(invalid, "tensor 's': a table on disk (tier DISK) is not DT_STRING", "s",
+                np.array([b"a", b"b"], dtype=object), tier="disk")
+        refused(invalid, "is not keyed", "k", self.table[:8], keys=np.arange(8), tier="disk")
+        refused(invalid, "lives on the CPU, not on 'gpu'", "g", self.table[:8], device="gpu",
+                tier="disk")
+        refused(invalid, "is not sharded", "h", self.table[:8], shard=(0, 2, 16), tier="disk")
+        # A value the storage cannot hold: the words of the table in memory.
+        big = self.table[:16].copy()
+        big[9, 3] = 1e6
+        with self.assertRaises(TensorComputeError) as in_memory:
+            self.client.put_tensor("f", big, storage="float16")
+        refused(invalid, str(in_memory.exception.message), "f", big, storage="float16",
+                tier="disk")
+        bad = self.quantized[:16].copy()
+        bad[11, DIM:DIM + 4] = np.frombuffer(np.float32(np.nan).tobytes(), dtype=np.uint8)
+        with self.assertRaises(TensorComputeError) as in_memory:
+            self.client.put_tensor("q", bad, storage="int8-rowwise-prequantized")
+        self.assertIn("row 11 has scale nan", str(in_memory.exception.message))
+        refused(invalid, str(in_memory.exception.message), "q", bad,
+                storage="int8-rowwise-prequantized", tier="disk")
+        with self.assertRaises(ValueError):
+            self.client.put_tensor("t", self.table[:8], tier="tape")
+        self.assertEqual({"f", "q", "s", "k", "g", "h"} & {i.name for i in
+                                                           self.client.list_tensors()}, set())
+
+    def test_the_tier_is_checked_on_the_wire(self):
+        with grpc.insecure_channel(self.server.target) as channel:
+            stub = tensorcompute_pb2_grpc.TensorComputeStub(channel)
+            first = pb.PutTensorRequest(name="w", dtype=pb.DT_FLOAT32, shape=[2, 2],
+                                        tier=7, data=b"\0" * 16)
+            with self.assertRaises(grpc.RpcError) as error:
+                stub.PutTensor(iter([first]))
+            self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("unknown tier 7; expected MEMORY (0) or DISK (1)",
+                          error.exception.details())
+            first = pb.PutTensorRequest(name="w", dtype=pb.DT_FLOAT32, shape=[2, 2],
+                                        tier=pb.DISK, data=b"\0" * 8)
+            later = pb.PutTensorRequest(offset=8, data=b"\0" * 8, tier=pb.DISK)
+            with self.assertRaises(grpc.RpcError) as error:
+                stub.PutTensor(iter([first, later]))
+            self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("only the first PutTensor message may set", error.exception.details())
+
+    def test_files_past_max_table_dir_bytes_are_refused_until_room_is_made(self):
+        # 8 + 4 + 2.25 + 2.25 MiB of files are held, 24 MiB allowed: 8 MiB more do not fit.
+        held = sum(self.infos[kind, "memory"].bytes for kind in KINDS)
+        self.assertEqual(held, (8 + 4 + 2.25 + 2.25) * MIB)
+        self.assertEqual(scrape(self.server.metrics_port)[
+            ("tensorcompute_table_dir_bytes_held", labels())], held)
+        extra = np.zeros((ROWS, DIM), dtype=np.float32)
+        with self.assertRaises(TensorComputeError) as error:
+            self.client.put_tensor("extra", extra, tier="disk")
+        self.assertEqual(error.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("bytes on disk but", str(error.exception.message))
+        self.assertIn("--max_table_dir_bytes", str(error.exception.message))
+        self.client.put_tensor("spare", extra[: ROWS // 4], tier="disk")
+        self.client.delete_tensor("spare")
+        # Its file's share goes back once the file is closed: room for another.
+        self.client.put_tensor("spare", extra[: ROWS // 4], tier="disk")
+        self.client.delete_tensor("spare")
+
+
+class DiskPutServerTest(unittest.TestCase):
+    def test_a_server_without_table_dir_refuses_the_tier(self):
+        with ServerProcess() as server, Client(server.target) as client:
+            with self.assertRaises(TensorComputeError) as error:
+                client.put_tensor("t", np.zeros((4, 4), np.float32), tier="disk")
+            self.assertEqual(error.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+            self.assertIn("start it with --table_dir", str(error.exception.message))
+
+    def test_a_table_dir_without_room_for_files_fails_the_start(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            missing = os.path.join(tmp, "missing")
+            run = subprocess.run([os.environ["TC_SERVER_BINARY"], "--listen=127.0.0.1:0",
+                                  "--metrics_listen=127.0.0.1:0", f"--table_dir={missing}"],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(run.returncode, 0)
+            self.assertIn(f"--table_dir: table directory '{missing}'", run.stdout + run.stderr)
+
+    def test_uploading_a_table_larger_than_its_cache_costs_the_cache(self):
+        if SANITIZED:
+            self.skipTest("sanitizers' shadow memory is not the server's")
+        rows = 1 << 18  # 64 MiB of float32 rows of 256 B; a 4 MiB cache
+        with tempfile.TemporaryDirectory() as tmp, \
+                ServerProcess(f"--table_dir={tmp}", f"--table_cache_bytes={4 * MIB}",
+                              "--cpu_threads=2") as server, Client(server.target) as client:
+            client.list_tensors()
+            before = server.status_kib("VmRSS")
+            path = os.path.join(tmp, "source.npy")
+            table = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                              shape=(rows, DIM))
+            for begin in range(0, rows, 1 << 15):
+                table[begin:begin + (1 << 15)] = begin + np.arange(1 << 15)[:, None]
+            table.flush()
+            info = client.put_tensor("big", np.load(path, mmap_mode="r"), tier="disk")
+            peak = server.status_kib("VmHWM")
+            print(f"RSS {before // 1024} MiB before the upload of a {rows * DIM * 4 // MIB} MiB "
+                  f"table on disk, peak {peak // 1024} MiB after", flush=True)
+            self.assertEqual(info.disk.file_bytes, rows * DIM * 4)
+            # The cache (4 MiB), the messages in flight and the writer's buffer; never the table.
+            self.assertLess((peak - before) / 1024, 32)
+            sample = np.array([0, 1, 77777, rows - 1])
+            got = client.gather(None, sample, params_name="big")
+            self.assertEqual(got.tobytes(), np.asarray(table[sample]).tobytes())
+
+    def test_preloaded_kinds_the_server_converts_are_written_under_table_dir(self):
+        rng = np.random.default_rng(44)
+        table = rng.standard_normal((4096, 32)).astype(np.float32)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "table.npy")
+            np.save(path, table)
+            tables = os.path.join(tmp, "tables")
+            os.mkdir(tables)
+            flags = (f"--preload=h={path}:float16:disk,q={path}:int8-rowwise:disk",
+                     f"--table_cache_bytes={64 << 10}")
+            with ServerProcess(f"--table_dir={tables}", *flags) as server, \
+                    Client(server.target) as client:
+                self.assertEqual(os.listdir(tables), [])
+                for kind, name in [("float16", "h"), ("int8-rowwise", "q")]:
+                    info = client.put_tensor(f"{name}-memory", table, storage=kind)
+                    listed = {i.name: i for i in client.list_tensors()}[name]
+                    self.assertEqual((listed.tier, listed.storage), ("disk", kind))
+                    self.assertEqual(listed.disk.file_bytes, info.bytes)
+                    indices = rng.integers(-4096, 4096, 500)
+                    want = client.gather(None, indices, params_name=f"{name}-memory")
+                    got = client.gather(None, indices, params_name=name)
+                    self.assertEqual(got.tobytes(), want.tobytes(), kind)
+            # Without a --table_dir there is nowhere to write the converted rows.
+            run = subprocess.run([os.environ["TC_SERVER_BINARY"], "--listen=127.0.0.1:0",
+                                  "--metrics_listen=127.0.0.1:0", *flags],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(run.returncode, 0)
+            self.assertIn("float16 needs a converted copy, which the server writes under "
+                          "--table_dir", run.stdout + run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
