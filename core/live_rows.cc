@@ -380,6 +380,7 @@ absl::StatusOr<int64_t> WriteUpdate(const ResidentTensor& table, const RowUpdate
         TC_RETURN_IF_ERROR(
             table.disk->Write(rows[i], from + static_cast<int64_t>(i) * update.row_bytes));
       }
+      if (upsert.has_value()) table.keyed->Commit(*upsert, update.keys);
       return absl::OkStatus();
     }
     // The one place a published tensor's bytes change: they were allocated writable, and the
@@ -427,9 +428,11 @@ absl::StatusOr<int64_t> ApplyRowUpdate(const ResidentTensor& table, const RowUpd
         if (const LiveRows::Fate fate = live->fate(); fate != LiveRows::Fate::kLive) {
           return RetiredError(*target, fate);
         }
-        if (growth == nullptr) {
+        if (growth == nullptr || target->disk != nullptr) {
+          // A table on disk does not grow: its file was laid out for its capacity.
           return absl::ResourceExhaustedError(absl::StrCat(
-              target->keyed->FullWords(*upsert), " (put it again with a larger capacity)"));
+              target->keyed->FullWords(*upsert), " (put it again with a larger capacity",
+              target->disk != nullptr ? "; a table on disk does not grow" : "", ")"));
         }
         // Built beside the lookups, published in the table's place; the message is planned
         // again on it (under its own update lock: another update may reach it first).

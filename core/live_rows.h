@@ -213,7 +213,8 @@ absl::StatusOr<ShardedRowUpdate> SplitRowUpdate(const ResidentTensor& table,
 // with `growth` (core/table_growth.h: its errors, e.g. RESOURCE_EXHAUSTED past
 // max_resident_bytes, change nothing); without `growth` it is RESOURCE_EXHAUSTED "table 'T' is
 // full: the message adds 3 keys and 1 slots of its capacity 8 are free (put it again with a
-// larger capacity)".
+// larger capacity)", as is such a message on a keyed table on disk, which never grows ("...
+// (put it again with a larger capacity; a table on disk does not grow)").
 // A table on disk (core/disk_rows.h) has its rows written through to its file and its cached
 // copies, with readers held off, then synced (fdatasync) after they are let back in: an update
 // answered OK is on disk. The disk's errors are UNAVAILABLE naming the table: a failed write

@@ -133,9 +133,14 @@ absl::StatusOr<std::shared_ptr<const ResidentTensor>> TensorRegistry::Put(
     TableStorage storage, std::optional<ShardSpec> shard, std::shared_ptr<KeyedRows> keyed,
     std::shared_ptr<DiskRows> disk) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
-  if (disk != nullptr && (shard.has_value() || keyed != nullptr || device_copy.gpu >= 0)) {
+  if (disk != nullptr && (shard.has_value() || device_copy.gpu >= 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", name, "': a table on disk is not sharded or keyed"));
+        absl::StrCat("tensor '", name, "': a table on disk is not sharded"));
+  }
+  if (disk != nullptr && keyed != nullptr && disk->rows() != keyed->capacity() + kKeyedHiddenRows) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': a keyed table on disk of ",
+                                                   disk->rows(), " rows for ", keyed->capacity(),
+                                                   " slots"));
   }
   if (absl::Status rows = CheckStoredRows(name, storage, tensor.view()); !rows.ok()) return rows;
   if (shard.has_value()) {

@@ -87,7 +87,8 @@ struct ResidentTensor {
   std::shared_ptr<KeyedRows> keyed;
   // Set for a table on disk (core/disk_rows.h, issue 43): its rows are in disk's file behind a
   // row cache, and `tensor` holds none of them (its first dimension is 0; its dtype and other
-  // dimensions are the stored rows'). plan_view() has the table's rows, disk->rows().
+  // dimensions are the stored rows'). plan_view() has the table's rows, disk->rows(); a keyed
+  // table's file holds its slots and then its kKeyedHiddenRows rows, as `tensor` would.
   std::shared_ptr<DiskRows> disk;
 
   TableEncoding encoding() const { return EncodingOf(storage); }
@@ -106,20 +107,14 @@ struct ResidentTensor {
     if (view.shape.empty()) return view;
     int64_t rows = -1;
     if (shard.has_value() && !shard->by_key) rows = shard->total_rows;
-    if (disk != nullptr) rows = disk->rows();
-    if (rows >= 0) {
-      size_t row_bytes = ElementSize(view.dtype);
-      for (size_t d = 1; d < view.shape.size(); ++d)
-        row_bytes *= static_cast<size_t>(view.shape[d]);
-      view.shape[0] = rows;
-      view.data = absl::Span<const uint8_t>(nullptr, row_bytes * static_cast<size_t>(rows));
-    }
+    if (disk != nullptr) rows = keyed != nullptr ? keyed->capacity() : disk->rows();
+    if (rows >= 0) view = RowsOnDisk(std::move(view), rows);
     return view;
   }
   // The shard's own rows, as a table of their own; a keyed table's slots.
   TensorView local_view() const {
     TensorView view = tensor.view();
-    if (keyed != nullptr) {
+    if (keyed != nullptr && disk == nullptr) {
       const size_t row_bytes = view.data.size() / static_cast<size_t>(view.shape[0]);
       view.shape[0] = keyed->capacity();
       view.data = view.data.subspan(0, row_bytes * static_cast<size_t>(view.shape[0]));
@@ -127,8 +122,22 @@ struct ResidentTensor {
     return view;
   }
   // A keyed table's rows with the zero and default rows after its slots: what a lookup by keys
-  // is planned on (its keys resolve to slots, core/keyed_rows.h).
-  TensorView keyed_view() const { return tensor.view(); }
+  // is planned on (its keys resolve to slots, core/keyed_rows.h). On disk: disk->rows() rows
+  // with null data, as plan_view() has them.
+  TensorView keyed_view() const {
+    if (disk != nullptr) return RowsOnDisk(tensor.view(), disk->rows());
+    return tensor.view();
+  }
+
+  // `view` (rank >= 1) with `rows` rows whose data is a null pointer of their length: rows
+  // planned on, never read.
+  static TensorView RowsOnDisk(TensorView view, int64_t rows) {
+    size_t row_bytes = ElementSize(view.dtype);
+    for (size_t d = 1; d < view.shape.size(); ++d) row_bytes *= static_cast<size_t>(view.shape[d]);
+    view.shape[0] = rows;
+    view.data = absl::Span<const uint8_t>(nullptr, row_bytes * static_cast<size_t>(rows));
+    return view;
+  }
 };
 
 // The bytes a tensor of `dtype` and `shape` counts against the cap: its data, or for strings
@@ -212,8 +221,9 @@ class TensorRegistry {
   // `keyed`: the keys of a keyed table, whose `tensor` is laid out as core/keyed_rows.h says
   // (capacity + kKeyedHiddenRows rows).
   // `disk`: the rows of a table on disk (core/disk_rows.h); `tensor` is then their stored dtype
-  // and shape with 0 rows. A table on disk is neither sharded nor keyed nor on a GPU (yet):
-  // INVALID_ARGUMENT "tensor 'T': a table on disk is not sharded or keyed".
+  // and shape with 0 rows (a keyed table's file: keyed->capacity() + kKeyedHiddenRows rows). A
+  // table on disk is neither sharded nor on a GPU (yet): INVALID_ARGUMENT "tensor 'T': a table
+  // on disk is not sharded".
   absl::StatusOr<std::shared_ptr<const ResidentTensor>> Put(
       std::string name, Tensor tensor, DeviceCopy device_copy, bool replace,
       Reservation reservation, TableStorage storage = TableStorage::kAsIs,

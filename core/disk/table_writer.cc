@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(std::string nam
         "tensor '", writer->name_, "': a table on disk needs rows of at least one byte"));
   }
   writer->row_bytes_ = row_bytes;
+  writer->sent_rows_ = layout.logical_shape.empty() ? 0 : layout.logical_shape[0];
   TC_ASSIGN_OR_RETURN(writer->file_,
                       RowFile::CreateUnnamed(dir, rows, writer->row_bytes_, options));
   writer->buffer_.reserve(static_cast<size_t>(std::max(kBufferBytes, writer->row_bytes_)));
@@ -75,9 +76,9 @@ absl::Status TableWriter::Flush() {
 
 absl::StatusOr<std::unique_ptr<RowFile>> TableWriter::Finish() {
   TC_RETURN_IF_ERROR(Flush());
-  if (!buffer_.empty() || written_rows_ != file_->rows()) {
+  if (!buffer_.empty() || written_rows_ != sent_rows_) {
     return absl::InternalError(absl::StrCat("tensor '", name_, "': ", written_rows_, " of ",
-                                            file_->rows(), " rows written to its file"));
+                                            sent_rows_, " rows written to its file"));
   }
   TC_RETURN_IF_ERROR(file_->Sync());
   return std::move(file_);

@@ -2,7 +2,9 @@
 //
 // Writes a table on disk as it arrives (issue 43): the bytes of a table as a client sends it
 // (a PutTensor with tier DISK, a --preload file converted), in order and in pieces of any size,
-// become its stored rows in a new unnamed file under a directory (RowFile::CreateUnnamed).
+// become its stored rows in a new unnamed file under a directory (RowFile::CreateUnnamed). The
+// file has the layout's stored rows: a keyed table's (core/keyed_rows.h, KeyedLayout) has more
+// than are sent, its free slots and hidden rows, zeros until written (WriteRows).
 // A compact kind the server converts (float16, int8-rowwise) is converted row by row
 // (core::TableEncoder); INT8_ROWWISE_PREQUANTIZED rows are checked (core::CheckStoredRows) as
 // a table in memory's are, with the same errors. The rows are written a buffer at a time
@@ -49,6 +51,12 @@ class TableWriter {
   // REQUIRES: the bytes appended in all stay within layout.sent_bytes.
   absl::Status Append(absl::Span<const uint8_t> sent);
 
+  // Writes stored rows past the ones sent (a keyed table's default row), as they are.
+  // REQUIRES: first_row >= the rows sent; the rows within the file's.
+  absl::Status WriteRows(int64_t first_row, int64_t count, const uint8_t* stored) {
+    return file_->WriteRows(first_row, count, stored);
+  }
+
   // Every byte has come: writes the rest, makes the file durable and drops its pages, and
   // hands the file over. REQUIRES: layout.sent_bytes appended.
   absl::StatusOr<std::unique_ptr<RowFile>> Finish();
@@ -69,6 +77,7 @@ class TableWriter {
   std::unique_ptr<RowFile> file_;
   std::optional<TableEncoder> encoder_;
   std::vector<uint8_t> buffer_;  // stored bytes not yet written, from row written_rows_
+  int64_t sent_rows_ = 0;        // the rows whose bytes are sent
   int64_t written_rows_ = 0;
   int64_t unsynced_bytes_ = 0;
 };

@@ -56,9 +56,6 @@ void ComputeEntry::Submit(ComputeRequest request, ByteBudget::Reservation* reser
 
 void ComputeEntry::SubmitOnDisk(ComputeRequest request, ByteBudget::Reservation* reservation,
                                 Done done) {
-  if (request.resolve) {  // a front end's resolve (keys): a table on disk has no keys
-    return std::move(done)(absl::InternalError("a lookup on a table on disk resolves keys"));
-  }
   // Its message, its output and its staged rows, charged before the rows are allocated.
   const int64_t bytes =
       batching::OutputBytes(request.plan) + DiskLookup::StagingBytes(*request.table, request.plan);
@@ -66,15 +63,25 @@ void ComputeEntry::SubmitOnDisk(ComputeRequest request, ByteBudget::Reservation*
     return std::move(done)(std::move(grown));
   }
   auto lookup = std::make_unique<DiskLookup>();
-  if (absl::Status prepared = lookup->Prepare(request.table.get(), request.plan, request.indices,
-                                              plan_options_.max_output_bytes);
+  // A lookup by keys (the front end's resolve turns them into slots) is staged once they are.
+  absl::AnyInvocable<absl::Status()&&> keys = std::move(request.resolve);
+  if (absl::Status prepared =
+          keys ? lookup->PrepareKeyed(request.table.get(), request.plan, request.indices,
+                                      plan_options_.max_output_bytes)
+               : lookup->Prepare(request.table.get(), request.plan, request.indices,
+                                 plan_options_.max_output_bytes);
       !prepared.ok()) {
     return std::move(done)(std::move(prepared));
   }
   request.plan = std::move(lookup->plan());
   request.params = lookup->params();
   request.indices = lookup->indices();
-  request.resolve = [lookup = lookup.get(), record = request.record] {
+  request.resolve = [lookup = lookup.get(), keys = std::move(keys),
+                     record = request.record]() mutable {
+    if (keys) {
+      if (absl::Status resolved = std::move(keys)(); !resolved.ok()) return resolved;
+      if (absl::Status staged = lookup->Stage(); !staged.ok()) return staged;
+    }
     absl::Status fetched = lookup->Fetch();
     if (record != nullptr) {
       record->disk_hits = lookup->stats().hits;

@@ -14,7 +14,8 @@
 //            A request on a table on disk is staged first (disk_lookup.h): its index values
 //            are checked, the distinct rows it reads listed and charged to the budget with
 //            the output, and its batch fetches them under the read lease, off the batcher's
-//            thread; the record gets its cache hits and misses.
+//            thread; the record gets its cache hits and misses. A lookup by keys on it is
+//            staged under the lease too, once its keys are resolved to slots.
 //            The request's CallRecord, when it has one, gets the times of its stages.
 //
 // It never blocks and never takes a lock that compute holds. Small requests that find the

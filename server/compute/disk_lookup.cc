@@ -4,6 +4,7 @@
 #include <utility>
 #include <variant>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
@@ -48,18 +49,76 @@ absl::Status DiskLookup::Prepare(const core::ResidentTensor* table, const batchi
     TC_ASSIGN_OR_RETURN(split, core::SplitBagRows(gather, indices, 1));
     plan_ = core::PlanOnStagedRows(gather, split);
   }
-  const int64_t staged_bytes = split.fetched_rows * StoredRowBytes(*table);
-  if (staged_bytes > max_staged_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("table '", table->name, "' on disk: the lookup reads ", split.rows[0].size(),
-                     " distinct rows, ", staged_bytes, " bytes staged, over the limit of ",
-                     max_staged_bytes, " bytes (max_output_bytes)"));
+  max_staged_bytes_ = max_staged_bytes;
+  staged_padding_ = split.padding_slot;
+  if (split.fetched_rows * StoredRowBytes(*table) > max_staged_bytes) {
+    return TooManyRows(static_cast<int64_t>(split.rows[0].size()));
   }
   rows_ = std::move(split.rows[0]);
   indices_ = std::move(split.indices);
   core::Shape staged_shape = table->tensor.shape();
   staged_shape[0] = split.fetched_rows;
   TC_ASSIGN_OR_RETURN(staged_, core::Tensor::Allocate(table->tensor.dtype(), staged_shape));
+  return absl::OkStatus();
+}
+
+absl::Status DiskLookup::TooManyRows(int64_t distinct) const {
+  const int64_t rows = distinct + (staged_padding_ >= 0 ? 1 : 0);
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "table '", table_->name, "' on disk: the lookup reads ", distinct, " distinct rows, ",
+      rows * StoredRowBytes(*table_), " bytes staged, over the limit of ", max_staged_bytes_,
+      " bytes (max_output_bytes)"));
+}
+
+absl::Status DiskLookup::PrepareKeyed(const core::ResidentTensor* table,
+                                      const batching::TaskPlan& plan, const core::TensorView& slots,
+                                      int64_t max_staged_bytes) {
+  table_ = table;
+  max_staged_bytes_ = max_staged_bytes;
+  slots_ = slots;
+  indices_shape_ = slots.shape;
+  const int64_t row_bytes = std::max<int64_t>(1, StoredRowBytes(*table));
+  const int64_t values = IndexValues(plan);
+  if (const auto* bag = std::get_if<core::EmbeddingBagPlan>(&plan))
+    slot_padding_ = bag->padding_row;
+  const int64_t padding = slot_padding_ >= 0 ? 1 : 0;
+  // Rows for the distinct slots: no more than the keys, the table's rows, or the limit holds.
+  staging_rows_ = std::min(
+      {values, table->disk->rows(), std::max<int64_t>(0, max_staged_bytes / row_bytes - padding)});
+  core::BagRowSplit layout;
+  layout.fetched_rows = staging_rows_ + padding;
+  layout.padding_slot = padding ? staging_rows_ : -1;
+  staged_padding_ = layout.padding_slot;
+  if (const auto* bag = std::get_if<core::EmbeddingBagPlan>(&plan)) {
+    plan_ = core::PlanOnStagedRows(*bag, layout);
+  } else {
+    plan_ = core::PlanOnStagedRows(std::get<core::GatherPlan>(plan), layout);
+  }
+  indices_.resize(static_cast<size_t>(values));
+  core::Shape staged_shape = table->tensor.shape();
+  staged_shape[0] = layout.fetched_rows;
+  TC_ASSIGN_OR_RETURN(staged_, core::Tensor::Allocate(table->tensor.dtype(), staged_shape));
+  return absl::OkStatus();
+}
+
+absl::Status DiskLookup::Stage() {
+  const auto* slots = reinterpret_cast<const int64_t*>(slots_.data.data());
+  absl::flat_hash_map<int64_t, int64_t> position;
+  position.reserve(std::min<size_t>(indices_.size(), static_cast<size_t>(staging_rows_)));
+  rows_.clear();
+  for (size_t i = 0; i < indices_.size(); ++i) {
+    const int64_t slot = slots[i];
+    if (slot == slot_padding_) {
+      indices_[i] = staged_padding_;
+      continue;
+    }
+    auto [it, added] = position.try_emplace(slot, static_cast<int64_t>(rows_.size()));
+    if (added) rows_.push_back(slot);
+    indices_[i] = it->second;
+  }
+  if (static_cast<int64_t>(rows_.size()) > staging_rows_) {
+    return TooManyRows(static_cast<int64_t>(rows_.size()));
+  }
   return absl::OkStatus();
 }
 

@@ -14,6 +14,12 @@
 //   - Fetch, under the batch's read lease (batching::Task::resolve, so that no row update runs
 //     meanwhile), fills the staging table from the row cache and the file: UNAVAILABLE naming
 //     the table when the disk fails (core::DiskRows::Fetch), never other bytes.
+//   - A lookup by keys (keyed_lookup.h) has its slots only under the lease, once its keys are
+//     resolved: PrepareKeyed makes its plan on a staging table of as many rows as it may read
+//     (at most one per key, the table's rows, and what max_staged_bytes holds), and Stage,
+//     under the lease after the keys' resolution, lists its distinct slots and renumbers them
+//     before Fetch. An EmbeddingBag's padding slot (MISSING_SKIP's zero slot) becomes the
+//     staging table's padding row.
 //
 // Memory: the staging table, the renumbered indices and the distinct rows' map, at most
 // StagingBytes(), which the caller charges to the request's budget reservation before Prepare
@@ -55,6 +61,14 @@ class DiskLookup {
   absl::Status Prepare(const core::ResidentTensor* table, const batching::TaskPlan& plan,
                        const core::TensorView& indices, int64_t max_staged_bytes);
 
+  // Stages `plan`, made on table->keyed_view() with `slots` (KeyedLookup::slots(), filled
+  // later by KeyedLookup::Resolve) for indices. REQUIRES: as Prepare's; `slots` outlives this.
+  absl::Status PrepareKeyed(const core::ResidentTensor* table, const batching::TaskPlan& plan,
+                            const core::TensorView& slots, int64_t max_staged_bytes);
+  // After the slots are resolved: lists the distinct ones and renumbers the indices.
+  // RESOURCE_EXHAUSTED (Prepare's words) when they do not fit the staging table.
+  absl::Status Stage();
+
   batching::TaskPlan& plan() { return plan_; }
   core::TensorView params() const;
   core::TensorView indices() const;
@@ -65,7 +79,16 @@ class DiskLookup {
   const core::DiskRows::FetchStats& stats() const { return stats_; }
 
  private:
+  absl::Status TooManyRows(int64_t distinct) const;
+
   const core::ResidentTensor* table_ = nullptr;
+  int64_t max_staged_bytes_ = 0;
+  // A lookup by keys: its slots (filled under the lease), the padding slot of the plan they
+  // index (-1: none), and the staging table's rows for distinct slots.
+  core::TensorView slots_;
+  int64_t slot_padding_ = -1;
+  int64_t staged_padding_ = -1;
+  int64_t staging_rows_ = 0;
   batching::TaskPlan plan_;
   std::vector<int64_t> rows_;     // the distinct rows to fetch, in first-use order
   std::vector<int64_t> indices_;  // the request's indices renumbered into the staging table

@@ -6,15 +6,18 @@
 //
 // Begin checks the description against what a table on disk may be, then reserves before
 // anything is allocated: the cache (and its bookkeeping) against --max_resident_bytes, what
-// the table keeps in memory, and the file's stored bytes against --max_table_dir_bytes. Both
+// the table keeps in memory with a keyed table's key index, and the file's stored bytes against
+// --max_table_dir_bytes. A keyed table's file is laid out as its tensor in memory would be
+// (core::KeyedLayout: its capacity's slots, free ones zero, then the zero and default rows). Both
 // are given back if the upload fails; once published, the file's share goes back when the
 // file is closed (the table deleted or replaced and its last lookup done).
 //
 // Errors, before any row is read (the upload's words, "tensor 'T': ..."):
 //   FAILED_PRECONDITION  the server has no --table_dir: "tensor 'T': this server keeps no
 //                        tables on disk from PutTensor (start it with --table_dir)".
-//   INVALID_ARGUMENT     a tier outside the enum; DT_STRING, a shard, a keyed table, a GPU
-//                        device, rows of no bytes; a cache of less than one set of rows.
+//   INVALID_ARGUMENT     a tier outside the enum; DT_STRING, a shard, a GPU device, rows of no
+//                        bytes; a cache of less than one set of rows; a keyed table's bad
+//                        default row (the words of the table in memory).
 //   RESOURCE_EXHAUSTED   past --max_resident_bytes or --max_table_dir_bytes, or a file system
 //                        without room for the file.
 //   others               the directory's (RowFile::CreateUnnamed).
@@ -67,6 +70,8 @@ class DiskUpload {
 
  private:
   DiskUpload() = default;
+  // A keyed table's zero row and default row, after its slots in the file.
+  absl::Status WriteHiddenRows(const core::TableLayout& layout, const v1::KeyedTable& keyed);
 
   std::string name_;
   int64_t cache_bytes_ = 0;

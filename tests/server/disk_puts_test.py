@@ -4,7 +4,8 @@ One server with --table_dir (a temporary directory) and a 4 MiB row cache takes 
 table twice, in memory and on disk, in every storage kind (as-is, float16, int8-rowwise,
 int8-rowwise-prequantized): random Gathers and EmbeddingBags answer byte for byte alike. The
 table on disk is listed as such, holds its cache, not its rows, and leaves no named file in the
-directory. The put's refusals: a string, keyed or sharded table, a GPU, an unknown tier, a tier
+directory. Keyed tables on disk answer lookups by keys as in memory under every key policy,
+take updates by keys and do not grow. The put's refusals: a string or sharded table, a GPU, an unknown tier, a tier
 on a later message, a value its storage cannot hold (the same words as in memory), a server
 without --table_dir (FAILED_PRECONDITION), one that cannot make files in it (start fails), and
 files past --max_table_dir_bytes (RESOURCE_EXHAUSTED, room again once a table is deleted).
@@ -144,7 +145,6 @@ class DiskPutsTest(unittest.TestCase):
         invalid = grpc.StatusCode.INVALID_ARGUMENT
         refused(invalid, "tensor 's': a table on disk (tier DISK) is not DT_STRING", "s",
                 np.array([b"a", b"b"], dtype=object), tier="disk")
-        refused(invalid, "is not keyed", "k", self.table[:8], keys=np.arange(8), tier="disk")
         refused(invalid, "lives on the CPU, not on 'gpu'", "g", self.table[:8], device="gpu",
                 tier="disk")
         refused(invalid, "is not sharded", "h", self.table[:8], shard=(0, 2, 16), tier="disk")
@@ -164,7 +164,7 @@ class DiskPutsTest(unittest.TestCase):
                 storage="int8-rowwise-prequantized", tier="disk")
         with self.assertRaises(ValueError):
             self.client.put_tensor("t", self.table[:8], tier="tape")
-        self.assertEqual({"f", "q", "s", "k", "g", "h"} & {i.name for i in
+        self.assertEqual({"f", "q", "s", "g", "h"} & {i.name for i in
                                                            self.client.list_tensors()}, set())
 
     def test_the_tier_is_checked_on_the_wire(self):
@@ -202,6 +202,98 @@ class DiskPutsTest(unittest.TestCase):
         # Its file's share goes back once the file is closed: room for another.
         self.client.put_tensor("spare", extra[: ROWS // 4], tier="disk")
         self.client.delete_tensor("spare")
+
+
+class KeyedDiskPutsTest(unittest.TestCase):
+    """Keyed tables on disk: the key index in memory, the slots and the zero and default rows in
+    the file. Every storage kind and key policy against the same keyed table in memory."""
+
+    KEYED_ROWS, CAPACITY = 3000, 3100
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.server = ServerProcess(f"--table_dir={cls.tmp.name}", f"--table_cache_bytes={CACHE}")
+        cls.server.__enter__()
+        cls.client = Client(cls.server.target)
+        rng = np.random.default_rng(4242)
+        cls.keys = rng.choice(np.arange(-(1 << 40), 1 << 40, 1 << 20), cls.KEYED_ROWS,
+                              replace=False).astype(np.int64)
+        table = rng.standard_normal((cls.KEYED_ROWS, DIM), dtype=np.float32)
+        quantized = prequantized(rng, cls.KEYED_ROWS, DIM)
+        default = rng.standard_normal(DIM).astype(np.float32)
+        q_default = prequantized(rng, 1, DIM)[0]
+        for kind in KINDS:
+            prequant = kind == "int8-rowwise-prequantized"
+            for tier in ["memory", "disk"]:
+                cls.client.put_tensor(f"{kind}-{tier}", quantized if prequant else table,
+                                      storage=kind, tier=tier, keys=cls.keys, missing="zero",
+                                      default_row=q_default if prequant else default,
+                                      capacity=cls.CAPACITY)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.server.__exit__(None, None, None)
+        cls.tmp.cleanup()
+
+    same = DiskPutsTest.same
+
+    def random_keys(self, rng, n):
+        """Keys of the table, and some it lacks."""
+        keys = rng.choice(self.keys, n)
+        absent = rng.random(n) < 0.1
+        keys[absent] = rng.integers(1, 1 << 19, int(absent.sum())) * 2 + 1  # odd: never a key
+        return keys
+
+    def test_the_file_holds_the_slots_and_the_hidden_rows(self):
+        for kind in KINDS:
+            listed = {i.name: i for i in self.client.list_tensors()}
+            memory, disk = listed[f"{kind}-memory"], listed[f"{kind}-disk"]
+            self.assertEqual(disk.keyed, memory.keyed)
+            self.assertEqual(disk.shape, memory.shape)
+            row_bytes = disk.disk.file_bytes // (self.CAPACITY + 2)
+            self.assertEqual(disk.disk.file_bytes, (self.CAPACITY + 2) * row_bytes)
+
+    def test_lookups_by_keys_answer_as_the_table_in_memory_under_every_policy(self):
+        rng = np.random.default_rng(7)
+        for trial in range(16):
+            keys = self.random_keys(rng, [1, 50, 400, 0][trial % 4])
+            missing = [None, "zero", "default", "error"][trial % 4]
+            for kind in KINDS:
+                self.same(self.client.gather, kind, keys=keys, missing=missing)
+                cuts = np.sort(rng.integers(0, keys.size + 1, 5))
+                bags = dict(keys=keys, offsets=np.concatenate([[0], cuts]),
+                            mode=["sum", "mean", "max", "sqrtn"][trial % 4],
+                            missing=[None, "skip", "default", "zero"][trial % 4])
+                self.same(self.client.embedding_bag, kind, **bags)
+        # By indices too: the slots, the free ones reading zeros.
+        indices = rng.integers(-self.CAPACITY, self.CAPACITY, 300)
+        for kind in KINDS:
+            self.same(self.client.gather, kind, indices=indices)
+        self.same(self.client.gather, "as-is", indices=[self.CAPACITY])  # past the slots
+
+    def test_updates_by_keys_go_through_and_a_full_table_on_disk_does_not_grow(self):
+        new_keys = np.array([11, 13, 15], dtype=np.int64)
+        values = np.full((3, DIM), 0.5, dtype=np.float32)
+        for tier in ["memory", "disk"]:
+            self.client.update_rows(f"float16-{tier}", keys=new_keys, values=values,
+                                    delete_keys=self.keys[:2])
+        probe = np.concatenate([new_keys, self.keys[:4]])
+        self.same(self.client.gather, "float16", keys=probe)
+        got = self.client.gather(None, keys=new_keys, params_name="float16-disk")
+        self.assertTrue(np.all(got == 0.5))
+        # 100 free slots, 3 taken, 2 freed: 99 more keys fit, 100 do not.
+        more = np.arange(1001, 1201, 2, dtype=np.int64)
+        with self.assertRaises(TensorComputeError) as error:
+            self.client.update_rows("float16-disk", keys=more,
+                                    values=np.zeros((100, DIM), np.float32))
+        self.assertEqual(error.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("a table on disk does not grow", str(error.exception.message))
+        self.client.update_rows("float16-disk", keys=more[:99],
+                                values=np.ones((99, DIM), np.float32))
+        got = self.client.gather(None, keys=more[:99], params_name="float16-disk")
+        self.assertTrue(np.all(got == 1.0))
 
 
 class DiskPutServerTest(unittest.TestCase):

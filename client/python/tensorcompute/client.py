@@ -248,8 +248,9 @@ class Client(_common.ClientBase):
         "disk": in a file the server writes under its --table_dir, behind a row cache of
         --table_cache_bytes, which is what the table counts against --max_resident_bytes
         (docs/resident-tables.md, "Tables on disk"). Lookups answer as on the table in memory
-        (Gather on axis 0, embedding_bag). Every storage kind works; a string, sharded or keyed
-        table is INVALID_ARGUMENT, as is a GPU device; a server without --table_dir answers
+        (Gather on axis 0, embedding_bag), by indices or keys. Every storage kind works, keyed
+        tables too (their key index in memory; they do not grow past capacity); a string or
+        sharded table is INVALID_ARGUMENT, as is a GPU device; a server without --table_dir answers
         FAILED_PRECONDITION, one past --max_table_dir_bytes RESOURCE_EXHAUSTED. An unknown tier
         is ValueError, before any RPC.
         """
