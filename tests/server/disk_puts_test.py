@@ -9,7 +9,7 @@ take updates by keys and do not grow. The put's refusals: a string or sharded ta
 on a later message, a value its storage cannot hold (the same words as in memory), a server
 without --table_dir (FAILED_PRECONDITION), one that cannot make files in it (start fails), and
 files past --max_table_dir_bytes (RESOURCE_EXHAUSTED, room again once a table is deleted).
-Row updates go through. Uploading a table four times the cache grows the server's RSS by far
+Row updates go through, and lookups beside them see each message whole. Uploading a table four times the cache grows the server's RSS by far
 less than the table.
 
 Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINARY set.
@@ -18,6 +18,7 @@ Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINA
 import os
 import subprocess
 import tempfile
+import threading
 import unittest
 
 import grpc
@@ -134,6 +135,38 @@ class DiskPutsTest(unittest.TestCase):
         self.same(self.client.gather, "float16", indices=rows)
         got = self.client.gather(None, rows, params_name="float16-disk")
         self.assertTrue(np.all(got == 0.25))
+
+    def test_lookups_beside_updates_see_each_message_whole(self):
+        # Every update message sets rows 0..63 to one value; a lookup of them, from the cache or
+        # the file, sees one message's rows: never a torn row or a mix of two messages.
+        self.client.put_tensor("torn", np.zeros((4096, DIM), np.float32), tier="disk")
+        rows = np.arange(64)
+        stop = threading.Event()
+        seen, errors = set(), []
+
+        def read():
+            with Client(self.server.target) as reader:
+                while not stop.is_set():
+                    got = reader.gather(None, np.concatenate([rows, rows + 2048]),
+                                        params_name="torn")
+                    values = np.unique(got[:64])
+                    if values.size != 1 or np.any(got[64:] != 0):
+                        errors.append(values)
+                    seen.add(float(values[0]))
+
+        readers = [threading.Thread(target=read) for _ in range(2)]
+        for thread in readers:
+            thread.start()
+        try:
+            for k in range(1, 151):
+                self.client.update_rows("torn", rows, np.full((64, DIM), k, np.float32))
+        finally:
+            stop.set()
+            for thread in readers:
+                thread.join()
+            self.client.delete_tensor("torn")
+        self.assertEqual(errors, [])
+        self.assertGreater(len(seen), 2)
 
     def test_what_a_table_on_disk_cannot_be_is_refused(self):
         def refused(code, words, *args, **kwargs):
