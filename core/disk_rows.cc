@@ -90,6 +90,14 @@ int64_t DiskRows::cached_rows() const {
 
 absl::Status DiskRows::Fetch(absl::Span<const int64_t> rows, uint8_t* dest, FetchStats* stats,
                              ReadObserver* observer) const {
+  std::vector<uint8_t*> to(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) to[i] = dest + static_cast<int64_t>(i) * row_bytes();
+  return FetchTo(rows, to.data(), stats, observer);
+}
+
+absl::Status DiskRows::FetchTo(absl::Span<const int64_t> rows, uint8_t* const* dest,
+                               FetchStats* stats, ReadObserver* observer,
+                               uint8_t* missed_out) const {
   const int64_t row_bytes = this->row_bytes();
   std::vector<int64_t> missed;  // positions in rows
   int64_t writes_before = 0;
@@ -99,11 +107,11 @@ absl::Status DiskRows::Fetch(absl::Span<const int64_t> rows, uint8_t* dest, Fetc
     for (size_t i = 0; i < rows.size(); ++i) {
       const int64_t slot = policy_->Find(rows[i]);
       if (slot >= 0) {
-        std::memcpy(dest + static_cast<int64_t>(i) * row_bytes, SlotBytes(slot),
-                    static_cast<size_t>(row_bytes));
+        std::memcpy(dest[i], SlotBytes(slot), static_cast<size_t>(row_bytes));
       } else {
         missed.push_back(static_cast<int64_t>(i));
       }
+      if (missed_out != nullptr) missed_out[i] = slot < 0 ? 1 : 0;
     }
   }
   const int64_t hits = static_cast<int64_t>(rows.size() - missed.size());
@@ -119,7 +127,7 @@ absl::Status DiskRows::Fetch(absl::Span<const int64_t> rows, uint8_t* dest, Fetc
   std::vector<uint8_t*> missed_dest(missed.size());
   for (size_t j = 0; j < missed.size(); ++j) {
     missed_rows[j] = rows[static_cast<size_t>(missed[j])];
-    missed_dest[j] = dest + missed[j] * row_bytes;
+    missed_dest[j] = dest[static_cast<size_t>(missed[j])];
   }
   Recorder recorder(*this, observer);
   if (absl::Status s = file_->Read(missed_rows, missed_dest.data(), &recorder); !s.ok()) {

@@ -77,6 +77,11 @@ class DiskRows {
   // words>" if a read failed. REQUIRES: the rows are distinct, each in [0, rows()).
   absl::Status Fetch(absl::Span<const int64_t> rows, uint8_t* dest, FetchStats* stats = nullptr,
                      ReadObserver* observer = nullptr) const;
+  // The same with row rows[i] copied to dest[i]; `missed` (may be null; rows.size() bytes) gets
+  // 1 where the row was read from the file, 0 where it came from the cache.
+  absl::Status FetchTo(absl::Span<const int64_t> rows, uint8_t* const* dest,
+                       FetchStats* stats = nullptr, ReadObserver* observer = nullptr,
+                       uint8_t* missed = nullptr) const;
 
   // Writes row `row` through (row_bytes() bytes): to the file, then to its cached copy. The
   // file's errors, naming the table. REQUIRES: opened writable; 0 <= row < rows().

@@ -22,6 +22,43 @@ void TableLeaseExecutor::Run(Batch batch, absl::AnyInvocable<void() &&> batch_do
   RunHere(std::move(batch), std::move(batch_done));
 }
 
+void TableLeaseExecutor::FetchTogether(Batch* batch) {
+  // The fetches by source, in the batch's order; a task whose fetch fails is answered and left
+  // out.
+  std::vector<const void*> sources;
+  std::vector<std::vector<size_t>> members;
+  for (size_t i = 0; i < batch->size(); ++i) {
+    TaskFetch* fetch = (*batch)[i]->fetch;
+    if (fetch == nullptr) continue;
+    const auto it = std::find(sources.begin(), sources.end(), fetch->source());
+    const size_t group = static_cast<size_t>(it - sources.begin());
+    if (it == sources.end()) {
+      sources.push_back(fetch->source());
+      members.emplace_back();
+    }
+    members[group].push_back(i);
+  }
+  if (sources.empty()) return;
+  std::vector<bool> failed(batch->size(), false);
+  for (const std::vector<size_t>& group : members) {
+    std::vector<TaskFetch*> fetches;
+    for (size_t i : group) fetches.push_back((*batch)[i]->fetch);
+    std::vector<absl::Status> statuses(fetches.size());
+    fetches[0]->FetchTogether(fetches, statuses.data());
+    for (size_t j = 0; j < group.size(); ++j) {
+      if (statuses[j].ok()) continue;
+      std::move((*batch)[group[j]]->done)(std::move(statuses[j]));
+      failed[group[j]] = true;
+    }
+  }
+  Batch kept;
+  kept.reserve(batch->size());
+  for (size_t i = 0; i < batch->size(); ++i) {
+    if (!failed[i]) kept.push_back(std::move((*batch)[i]));
+  }
+  *batch = std::move(kept);
+}
+
 void TableLeaseExecutor::RunHere(Batch batch, absl::AnyInvocable<void() &&> batch_done) {
   std::vector<std::shared_ptr<core::LiveRows>> gates;
   bool resolves = false;
@@ -52,6 +89,7 @@ void TableLeaseExecutor::RunHere(Batch batch, absl::AnyInvocable<void() &&> batc
     }
     kept.push_back(std::move(task));
   }
+  FetchTogether(&kept);
   if (kept.empty()) {
     leases->Release();
     return std::move(batch_done)();

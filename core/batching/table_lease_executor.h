@@ -12,6 +12,10 @@
 // lease too: a lookup by keys turns its keys into rows there; a task it fails is answered with
 // that error and not passed on (a batch left with none is done at once).
 //
+// Then the tasks' fetches (Task::fetch), grouped by source: each group fetched at once
+// (TaskFetch::FetchTogether), so that the batch's lookups on a table on disk read their
+// distinct rows together; a task whose fetch fails is answered with its error and left out.
+//
 // A resolve that waits on a disk (a lookup on a table on disk fetching its rows, Task::
 // resolve_blocks) must not hold up the batcher's thread, which calls Run: a batch with one
 // runs on the `offload` pool instead (one of its threads a batch; the batcher's
@@ -46,6 +50,8 @@ class TableLeaseExecutor final : public Executor {
 
  private:
   void RunHere(Batch batch, absl::AnyInvocable<void() &&> batch_done);
+  // Runs the batch's fetches by source, leaving out the tasks they fail (answered).
+  static void FetchTogether(Batch* batch);
 
   Executor* const inner_;
   core::ThreadPool* const offload_;

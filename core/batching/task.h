@@ -25,6 +25,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "core/dtype.h"
 #include "core/embedding_bag.h"
@@ -34,6 +35,20 @@
 #include "core/tensor_registry.h"
 
 namespace tensorcompute::batching {
+
+// What a task reads from a slow source (a table on disk's file) once resolved. The tasks of a
+// batch that read the same source are fetched together, under the batch's leases and after
+// their resolves: their distinct rows read once, with all their reads in flight at once
+// (server/compute/disk_lookup.h).
+class TaskFetch {
+ public:
+  virtual ~TaskFetch() = default;
+  // Tasks whose fetches have the same source are fetched together.
+  virtual const void* source() const = 0;
+  // Fetches `group` (every one of this source, this one among them), setting statuses[i] for
+  // group[i]: OK, or the error its task is answered with.
+  virtual void FetchTogether(absl::Span<TaskFetch* const> group, absl::Status* statuses) = 0;
+};
 
 // Set once by whoever learns that the caller has gone away; shared by the RPC layer and the
 // Task, so it outlives either.
@@ -104,13 +119,16 @@ struct Task {
   // Optional: run once under the batch's read leases (table_lease_executor.h), before compute
   // and before make_output. A lookup by keys turns its keys into its table's slots here
   // (core/keyed_rows.h), filling the buffer `indices` views: until the lease is held an update
-  // may move keys between slots; a lookup on a table on disk fetches the rows it reads into the
-  // buffer `params` views (server/compute/disk_lookup.h), where no update can change them. An
-  // error answers the task with it, and it is not computed.
+  // may move keys between slots; a lookup by keys on a table on disk then lists the rows it
+  // reads (server/compute/disk_lookup.h), which `fetch` reads. An error answers the task with
+  // it, and it is not computed.
   absl::AnyInvocable<absl::Status() &&> resolve;
-  // `resolve` waits on a disk (a lookup on a table on disk fetches its rows there): its batch
+  // The task waits on a disk (a lookup on a table on disk fetches its rows: `fetch`): its batch
   // runs off the batcher's thread (TableLeaseExecutor's offload pool).
   bool resolve_blocks = false;
+  // Optional, with resolve_blocks: what it reads from its source, after `resolve` (TaskFetch).
+  // Not owned; valid until done is called.
+  TaskFetch* fetch = nullptr;
 
   // Called exactly once with the outcome: OK after `output` was written, or the error.
   absl::AnyInvocable<void(absl::Status) &&> done;

@@ -76,25 +76,27 @@ void ComputeEntry::SubmitOnDisk(ComputeRequest request, ByteBudget::Reservation*
   request.plan = std::move(lookup->plan());
   request.params = lookup->params();
   request.indices = lookup->indices();
-  request.resolve = [lookup = lookup.get(), keys = std::move(keys),
-                     record = request.record]() mutable {
-    if (keys) {
+  if (keys) {
+    request.resolve = [lookup = lookup.get(), keys = std::move(keys)]() mutable {
       if (absl::Status resolved = std::move(keys)(); !resolved.ok()) return resolved;
-      if (absl::Status staged = lookup->Stage(); !staged.ok()) return staged;
-    }
-    absl::Status fetched = lookup->Fetch();
+      return lookup->Stage();
+    };
+  }
+  // Its rows are fetched with its batch's other lookups of the table (TaskFetch), off the
+  // batcher's thread.
+  request.resolve_blocks = true;
+  batching::TaskFetch* fetch = lookup.get();
+  // The staged rows live until the answer is given (the task's views read them until then);
+  // the record gets what the fetch found.
+  done = [lookup = std::move(lookup), record = request.record,
+          done = std::move(done)](absl::Status status) mutable {
     if (record != nullptr) {
       record->disk_hits = lookup->stats().hits;
       record->disk_misses = lookup->stats().misses;
     }
-    return fetched;
-  };
-  request.resolve_blocks = true;
-  // The staged rows live until the answer is given (the task's views read them until then).
-  done = [lookup = std::move(lookup), done = std::move(done)](absl::Status status) mutable {
     std::move(done)(std::move(status));
   };
-  SubmitCharged(std::move(request), std::move(done));
+  SubmitCharged(std::move(request), std::move(done), fetch);
 }
 
 void ComputeEntry::NoticeCancel() {
@@ -102,7 +104,7 @@ void ComputeEntry::NoticeCancel() {
   if (router_ != nullptr) router_->NoticeCancel();
 }
 
-void ComputeEntry::SubmitCharged(ComputeRequest request, Done done) {
+void ComputeEntry::SubmitCharged(ComputeRequest request, Done done, batching::TaskFetch* fetch) {
   auto task = std::make_unique<batching::Task>();
   task->plan = std::move(request.plan);
   task->params = std::move(request.params);
@@ -115,6 +117,7 @@ void ComputeEntry::SubmitCharged(ComputeRequest request, Done done) {
   task->make_output = std::move(request.make_output);
   task->resolve = std::move(request.resolve);
   task->resolve_blocks = request.resolve_blocks;
+  task->fetch = fetch;
   // The executor stamps the record directly; the record outlives `done` (compute_entry.h).
   if (request.record != nullptr) {
     task->batch_start = &request.record->batch_start;

@@ -132,7 +132,9 @@ class ComputeEntry {
 
   // Submit, for a request whose output the caller has already charged to the budget, and
   // whose table is used as the plan says (no routing): a shard router's parts.
-  void SubmitCharged(ComputeRequest request, Done done);
+  // `fetch` (not owned; valid until done is called): what the task reads from a table on disk
+  // with its batch's other lookups of it (batching::Task::fetch).
+  void SubmitCharged(ComputeRequest request, Done done, batching::TaskFetch* fetch = nullptr);
 
   // A submitted request's cancel flag was set: a queued one is answered CANCELLED now.
   void NoticeCancel();

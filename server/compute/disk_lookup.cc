@@ -1,6 +1,7 @@
 #include "server/compute/disk_lookup.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <variant>
 
@@ -133,10 +134,48 @@ core::TensorView DiskLookup::indices() const {
   return view;
 }
 
-absl::Status DiskLookup::Fetch() {
-  // The staged rows come first in the staging table; a padding row, if any, after them stays
-  // as allocated (a padding row is never read).
-  return table_->disk->Fetch(rows_, staged_.mutable_bytes().data(), &stats_);
+void DiskLookup::FetchTogether(absl::Span<batching::TaskFetch* const> group,
+                               absl::Status* statuses) {
+  const core::DiskRows& disk = *table_->disk;
+  const int64_t row_bytes = disk.row_bytes();
+  // The group's distinct rows, each fetched to the first lookup that reads it; the others'
+  // copies of it made after.
+  absl::flat_hash_map<int64_t, size_t> fetched;  // row -> its index in rows, to
+  std::vector<int64_t> rows;
+  std::vector<uint8_t*> to;
+  struct Copy {
+    uint8_t* to;
+    size_t from;
+  };
+  std::vector<Copy> copies;
+  for (batching::TaskFetch* member : group) {
+    auto* lookup = static_cast<DiskLookup*>(member);
+    uint8_t* staged = lookup->staged_.mutable_bytes().data();
+    for (size_t i = 0; i < lookup->rows_.size(); ++i) {
+      uint8_t* row = staged + static_cast<int64_t>(i) * row_bytes;
+      auto [it, added] = fetched.try_emplace(lookup->rows_[i], rows.size());
+      if (added) {
+        rows.push_back(lookup->rows_[i]);
+        to.push_back(row);
+      } else {
+        copies.push_back({row, it->second});
+      }
+    }
+  }
+  std::vector<uint8_t> missed(rows.size());
+  const absl::Status status = disk.FetchTo(rows, to.data(), nullptr, nullptr, missed.data());
+  for (size_t g = 0; g < group.size(); ++g) statuses[g] = status;
+  if (!status.ok()) return;
+  for (const Copy& copy : copies) {
+    std::memcpy(copy.to, to[copy.from], static_cast<size_t>(row_bytes));
+  }
+  for (batching::TaskFetch* member : group) {
+    auto* lookup = static_cast<DiskLookup*>(member);
+    for (int64_t row : lookup->rows_) {
+      const bool read = missed[fetched.find(row)->second] != 0;
+      ++(read ? lookup->stats_.misses : lookup->stats_.hits);
+    }
+  }
 }
 
 }  // namespace tensorcompute::server

@@ -11,14 +11,16 @@
 //     first-use order), and makes the plan again on a staging table of just those rows, in
 //     their stored form (core::PlanOnStagedRows), with the indices renumbered into it. So the
 //     answer is, byte for byte, the one the table in memory gives.
-//   - Fetch, under the batch's read lease (batching::Task::resolve, so that no row update runs
-//     meanwhile), fills the staging table from the row cache and the file: UNAVAILABLE naming
-//     the table when the disk fails (core::DiskRows::Fetch), never other bytes.
+//   - The fetch, under the batch's read lease (batching::Task::fetch, so that no row update
+//     runs meanwhile), fills the staging table from the row cache and the file, together with
+//     the batch's other lookups on the table (FetchTogether: their distinct rows read once, all
+//     in flight at once): UNAVAILABLE naming the table when the disk fails
+//     (core::DiskRows::FetchTo), never other bytes.
 //   - A lookup by keys (keyed_lookup.h) has its slots only under the lease, once its keys are
 //     resolved: PrepareKeyed makes its plan on a staging table of as many rows as it may read
 //     (at most one per key, the table's rows, and what max_staged_bytes holds), and Stage,
 //     under the lease after the keys' resolution, lists its distinct slots and renumbers them
-//     before Fetch. An EmbeddingBag's padding slot (MISSING_SKIP's zero slot) becomes the
+//     before the fetch. An EmbeddingBag's padding slot (MISSING_SKIP's zero slot) becomes the
 //     staging table's padding row.
 //
 // Memory: the staging table, the renumbered indices and the distinct rows' map, at most
@@ -26,7 +28,8 @@
 // allocates them. The staging table itself is bounded like an output: Prepare refuses one over
 // `max_staged_bytes` (the server's --max_output_bytes), RESOURCE_EXHAUSTED.
 //
-// Thread-safety: one request's, used by one thread at a time; Fetch runs on an executor's.
+// Thread-safety: one request's, used by one thread at a time; FetchTogether runs on an
+// executor's, for its whole group.
 
 #ifndef TENSORCOMPUTE_SERVER_COMPUTE_DISK_LOOKUP_H_
 #define TENSORCOMPUTE_SERVER_COMPUTE_DISK_LOOKUP_H_
@@ -44,7 +47,7 @@
 
 namespace tensorcompute::server {
 
-class DiskLookup {
+class DiskLookup final : public batching::TaskFetch {
  public:
   // The most bytes Prepare may allocate for `plan` on `table`: a staged row for every index
   // value (at most every row of the table, and one more for a padding row), and for each index
@@ -73,9 +76,14 @@ class DiskLookup {
   core::TensorView params() const;
   core::TensorView indices() const;
 
-  // Fills the staging table. REQUIRES: Prepare returned OK; a read lease on the table.
-  absl::Status Fetch();
-  // What the Fetch did: rows from the cache and rows read from the file.
+  // Fills the staging tables of `group` (DiskLookups of this table, each prepared, and staged
+  // for keys, under a batch's read lease) at once: their distinct rows fetched together
+  // (core::DiskRows::FetchTo), each read once, then copied to the lookups that share it. A
+  // failed fetch fails every one of them.
+  const void* source() const override { return table_->disk.get(); }
+  void FetchTogether(absl::Span<batching::TaskFetch* const> group, absl::Status* statuses) override;
+  // What the fetch did for this lookup: its distinct rows that came from the cache, and those
+  // read from the file (for it, or for another lookup of its batch that reads it too).
   const core::DiskRows::FetchStats& stats() const { return stats_; }
 
  private:

@@ -1,11 +1,13 @@
 // Tests of core/batching/table_lease_executor.h's resolve step (keyed lookups turn their keys
 // into rows there): it runs under the batch's read lease, a task it fails is answered with its
 // error and never reaches the executor below, and a batch left with no task is done at once. A
-// batch whose resolve waits on a disk runs on the offload pool; any other on the caller.
+// batch whose resolve waits on a disk runs on the offload pool; any other on the caller. The
+// fetches of a batch's tasks run by source, together, after the resolves.
 
 #include "core/batching/table_lease_executor.h"
 
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -124,6 +126,60 @@ TEST(TableLeaseExecutor, ABatchThatWaitsOnADiskRunsOnTheOffloadPoolAndNoOtherDoe
     EXPECT_EQ(resolved_on == std::this_thread::get_id(), !blocks) << "blocks " << blocks;
   }
   EXPECT_EQ(inner.ran.size(), 2u);
+}
+
+// A fetch of a source, recording the groups it was fetched in; fails for source "bad".
+class FakeFetch : public TaskFetch {
+ public:
+  FakeFetch(std::string source, std::vector<std::vector<FakeFetch*>>* groups)
+      : source_(std::move(source)), groups_(groups) {}
+  const void* source() const override { return source_ == "a" ? &kA : &kBad; }
+  void FetchTogether(absl::Span<TaskFetch* const> group, absl::Status* statuses) override {
+    std::vector<FakeFetch*> members;
+    for (size_t i = 0; i < group.size(); ++i) {
+      members.push_back(static_cast<FakeFetch*>(group[i]));
+      statuses[i] = source_ == "a" ? absl::OkStatus() : absl::UnavailableError("disk failed");
+    }
+    groups_->push_back(std::move(members));
+  }
+
+ private:
+  static inline const int kA = 0, kBad = 0;
+  std::string source_;
+  std::vector<std::vector<FakeFetch*>>* groups_;
+};
+
+TEST(TableLeaseExecutor, ABatchsFetchesOfOneSourceRunTogetherAfterTheResolves) {
+  RecordingExecutor inner;
+  TableLeaseExecutor executor(&inner);
+  std::shared_ptr<const core::ResidentTensor> table = Table();
+  std::vector<std::vector<FakeFetch*>> groups;
+  std::vector<std::unique_ptr<FakeFetch>> fetches;
+  for (const char* source : {"a", "bad", "a", "a", "bad"}) {
+    fetches.push_back(std::make_unique<FakeFetch>(source, &groups));
+  }
+  std::vector<absl::Status> outcomes(6, absl::UnknownError("not answered"));
+  Batch batch;
+  for (int i = 0; i < 6; ++i) {
+    auto task = std::make_unique<Task>();
+    task->table = table;
+    task->done = [&outcomes, i](absl::Status s) { outcomes[i] = std::move(s); };
+    if (i < 5) task->fetch = fetches[static_cast<size_t>(i)].get();
+    // Task 2's resolve fails: it is not fetched.
+    if (i == 2) task->resolve = [] { return absl::InvalidArgumentError("no key"); };
+    batch.push_back(std::move(task));
+  }
+  const Task* first = batch[0].get();
+  const Task* fourth = batch[3].get();
+  const Task* last = batch[5].get();
+  executor.Run(std::move(batch), [] {});
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_THAT(groups[0], ::testing::ElementsAre(fetches[0].get(), fetches[3].get()));
+  EXPECT_THAT(groups[1], ::testing::ElementsAre(fetches[1].get(), fetches[4].get()));
+  EXPECT_THAT(outcomes[1], StatusIs(absl::StatusCode::kUnavailable, "disk failed"));
+  EXPECT_THAT(outcomes[2], StatusIs(absl::StatusCode::kInvalidArgument, "no key"));
+  EXPECT_THAT(outcomes[4], StatusIs(absl::StatusCode::kUnavailable, "disk failed"));
+  EXPECT_THAT(inner.ran, ::testing::ElementsAre(first, fourth, last));
 }
 
 }  // namespace
