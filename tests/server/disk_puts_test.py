@@ -136,6 +136,32 @@ class DiskPutsTest(unittest.TestCase):
         got = self.client.gather(None, rows, params_name="float16-disk")
         self.assertTrue(np.all(got == 0.25))
 
+    def test_concurrent_lookups_batched_together_each_get_their_rows(self):
+        # Lookups that share a batch fetch their distinct rows together, a shared row read once:
+        # each still gets exactly its own rows.
+        errors = []
+
+        def look(seed):
+            rng = np.random.default_rng(seed)
+            with Client(self.server.target) as client:
+                for _ in range(15):
+                    indices = rng.integers(0, 2048, int(rng.integers(1, 200)))
+                    got = client.gather(None, indices, params_name="as-is-disk")
+                    if got.tobytes() != self.table[indices].tobytes():
+                        errors.append(seed)
+                    bags = client.embedding_bag(None, indices, offsets=[0],
+                                                params_name="as-is-disk", mode="max")
+                    if bags.tobytes() != self.table[indices].max(axis=0,
+                                                                 keepdims=True).tobytes():
+                        errors.append(-seed)
+
+        threads = [threading.Thread(target=look, args=(seed,)) for seed in range(1, 9)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(errors, [])
+
     def test_lookups_beside_updates_see_each_message_whole(self):
         # Every update message sets rows 0..63 to one value; a lookup of them, from the cache or
         # the file, sees one message's rows: never a torn row or a mix of two messages.
