@@ -15,11 +15,13 @@ less than the table.
 Run by ctest from tests/server (tests/testing on PYTHONPATH) with TC_SERVER_BINARY set.
 """
 
+import json
 import os
 import subprocess
 import tempfile
 import threading
 import unittest
+import urllib.request
 
 import grpc
 import numpy as np
@@ -272,7 +274,8 @@ class KeyedDiskPutsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = ServerProcess(f"--table_dir={cls.tmp.name}", f"--table_cache_bytes={CACHE}")
+        cls.server = ServerProcess(f"--table_dir={cls.tmp.name}", f"--table_cache_bytes={CACHE}",
+                                   "--http_listen=127.0.0.1:0")
         cls.server.__enter__()
         cls.client = Client(cls.server.target)
         rng = np.random.default_rng(4242)
@@ -331,6 +334,25 @@ class KeyedDiskPutsTest(unittest.TestCase):
         for kind in KINDS:
             self.same(self.client.gather, kind, indices=indices)
         self.same(self.client.gather, "as-is", indices=[self.CAPACITY])  # past the slots
+
+    def test_kserve_over_http_looks_up_keys_as_the_table_in_memory(self):
+        def infer(model, keys, op):
+            shape = [len(keys)] if op == "gather" else [1, len(keys)]
+            body = {"inputs": [{"name": "keys", "datatype": "INT64", "shape": shape,
+                                "data": keys}],
+                    "parameters": {"op": op, "missing": "default", "return_found": True}}
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{self.server.http_port}/v2/models/{model}/infer",
+                data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read())["outputs"]
+
+        keys = [int(k) for k in self.keys[[5, 70, 5, 2999]]] + [12345]  # the last one absent
+        for op in ("gather", "embedding_bag"):
+            for kind in KINDS:
+                got = infer(f"{kind}-disk", keys, op)
+                self.assertEqual(got, infer(f"{kind}-memory", keys, op), (op, kind))
+                self.assertEqual(got[-1]["data"], [True] * 4 + [False])
 
     def test_updates_by_keys_go_through_and_a_full_table_on_disk_does_not_grow(self):
         new_keys = np.array([11, 13, 15], dtype=np.int64)
