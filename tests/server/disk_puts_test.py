@@ -274,7 +274,8 @@ class KeyedDiskPutsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.server = ServerProcess(f"--table_dir={cls.tmp.name}", f"--table_cache_bytes={CACHE}",
+        # A cache of 64 KiB, a twelfth of the 0.8 MiB float32 table: lookups evict.
+        cls.server = ServerProcess(f"--table_dir={cls.tmp.name}", "--table_cache_bytes=65536",
                                    "--http_listen=127.0.0.1:0")
         cls.server.__enter__()
         cls.client = Client(cls.server.target)
