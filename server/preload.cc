@@ -434,7 +434,7 @@ absl::StatusOr<std::shared_ptr<const core::ResidentTensor>> LoadOnDisk(
   TC_ASSIGN_OR_RETURN(const core::TableLayout layout,
                       core::PlanTableLayout(spec.name, spec.storage, npy.dtype, npy.shape));
   const int64_t rows = npy.shape[0];
-  const int64_t row_bytes = layout.stored_bytes / std::max<int64_t>(1, rows);
+  const int64_t row_bytes = core::disk::TableWriter::StoredRowBytes(layout);
   const int64_t cache_rows =
       core::DiskRows::CacheRowsFor(disk.cache_bytes, std::max<int64_t>(1, row_bytes), rows);
   TC_ASSIGN_OR_RETURN(

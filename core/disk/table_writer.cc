@@ -17,9 +17,8 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(std::string nam
   writer->name_ = std::move(name);
   writer->layout_ = layout;
   const int64_t rows = layout.stored_shape.empty() ? 0 : layout.stored_shape[0];
-  int64_t row_bytes = static_cast<int64_t>(ElementSize(layout.stored_dtype));
-  for (size_t d = 1; d < layout.stored_shape.size(); ++d) row_bytes *= layout.stored_shape[d];
-  if (layout.stored_shape.empty() || row_bytes < 1) {
+  const int64_t row_bytes = StoredRowBytes(layout);
+  if (row_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor '", writer->name_, "': a table on disk needs rows of at least one byte"));
   }
@@ -35,6 +34,13 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(std::string nam
     });
   }
   return writer;
+}
+
+int64_t TableWriter::StoredRowBytes(const TableLayout& layout) {
+  if (layout.stored_shape.empty()) return 0;
+  int64_t bytes = static_cast<int64_t>(ElementSize(layout.stored_dtype));
+  for (size_t d = 1; d < layout.stored_shape.size(); ++d) bytes *= layout.stored_shape[d];
+  return bytes;
 }
 
 absl::Status TableWriter::Append(absl::Span<const uint8_t> sent) {

@@ -51,6 +51,9 @@ class TableWriter {
   // REQUIRES: the bytes appended in all stay within layout.sent_bytes.
   absl::Status Append(absl::Span<const uint8_t> sent);
 
+  // The bytes of one stored row of `layout` (its row shape's); 0 for a scalar or empty rows.
+  static int64_t StoredRowBytes(const TableLayout& layout);
+
   // Writes stored rows past the ones sent (a keyed table's default row), as they are.
   // REQUIRES: first_row >= the rows sent; the rows within the file's.
   absl::Status WriteRows(int64_t first_row, int64_t count, const uint8_t* stored) {

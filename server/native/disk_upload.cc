@@ -46,8 +46,7 @@ absl::StatusOr<std::unique_ptr<DiskUpload>> DiskUpload::Begin(const DiskTier& ti
   upload->name_ = name;
   upload->cache_bytes_ = tier.cache_bytes;
   const int64_t rows = layout.stored_shape.empty() ? 0 : layout.stored_shape[0];
-  int64_t row_bytes = static_cast<int64_t>(core::ElementSize(layout.stored_dtype));
-  for (size_t d = 1; d < layout.stored_shape.size(); ++d) row_bytes *= layout.stored_shape[d];
+  const int64_t row_bytes = core::disk::TableWriter::StoredRowBytes(layout);
   if (row_bytes < 1) return Refused(name, "needs rows of at least one byte");
   TC_ASSIGN_OR_RETURN(const int64_t cache_rows,
                       core::DiskRows::CacheRows(name, tier.cache_bytes, row_bytes, rows));
